@@ -1,0 +1,1084 @@
+"""The actions of the model and the one `step` function that applies them.
+
+Theory of operation. `step(config, state, action)` applies one action and returns the next
+state, or raises `NotEnabled(reason)` and changes nothing when the action's guard does not hold.
+`successors(config, state)` yields every enabled (action, next state) pair in a deterministic
+order; `enabled` is its first half. Everything is pure: no I/O, no clock, no randomness.
+
+Each action is a frozen dataclass named actor+verb, with the same name in traces, scenario files
+(kebab-case: `LeaderShrinkIsr` -> `leader-shrink-isr`) and reports. Its docstring has three parts:
+guard, effect, and what the model abstracts away. Protocol variants change named rules
+(`config.variant.<rule>`), consulted here at the one place each rule applies.
+
+Some actions always take effect but may answer with a Kafka error code (a produce to a broker
+that is no longer leader gets NOT_LEADER_OR_FOLLOWER); `step_with_outcome` returns that outcome
+as a short string for transcripts and traces.
+
+Deliberately left out, across the model: the controller's own failover and epoch (one logical,
+never-failing controller), log retention and log start offsets, transactions and idempotent
+producers, consumer groups and offsets commits, request timeouts and client retries (a request
+whose answer never comes is simply never acknowledged), and the checkpointing delay of the HW
+file (a restarted replica keeps min(its HW, its recovered LEO)).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
+
+from spec.config import Config
+from spec.state import (
+    NO_LEADER,
+    UNKNOWN,
+    Acked,
+    Cluster,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    PartitionState,
+    PendingProduce,
+    ProduceRequest,
+    Record,
+    Replica,
+    leader_side_state,
+)
+
+# Kafka error codes the model produces (as data, never as exceptions).
+NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
+NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+
+
+class NotEnabled(Exception):
+    """The action's guard does not hold in this state; the state is unchanged."""
+
+
+class Action:
+    """Base of every action. Subclasses are frozen dataclasses of small ints."""
+
+    __slots__ = ()
+
+    @classmethod
+    def command(cls) -> str:
+        """The scenario-file spelling of the action: `LeaderShrinkIsr` -> `leader-shrink-isr`."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower()
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def args(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __str__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self.args().items())
+        return f"{self.name}({inner})"
+
+
+# ------------------------------------------------------------------------------------------
+# Controller actions
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerElectLeader(Action):
+    """The controller elects a leader for an offline partition.
+
+    Guard: the partition has no leader, and a candidate exists: clean, the first registered
+    (live, as far as the controller knows) ISR member in assignment order; unclean, only when
+    `unclean.leader.election.enable` and no ISR member is registered, the first registered
+    replica in assignment order. The leader-epoch bound must allow one more epoch.
+    Effect: leader and leader epoch + 1 in the metadata store (ISR = registered ISR members, or
+    just the new leader when unclean); LeaderAndIsr sent to every registered replica.
+    Abstracts: the controller is one logical process that never fails.
+    """
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerHandleBrokerFailure(Action):
+    """The broker's metadata session expires; the controller handles every partition at once.
+
+    Guard: the broker is down and its session is still registered.
+    Effect: the session is removed. In one batch, for every partition: the broker leaves the ISR
+    (unless it is the last member: Kafka keeps the last ISR member so that it can be elected
+    when it returns), and where it led, a new leader is elected as in ControllerElectLeader
+    (or the partition goes offline, leader -1). Changed partitions get a new partition epoch
+    (and a new leader epoch where the leader changed) and LeaderAndIsr to registered replicas.
+    Abstracts: session timeouts (the expiry may happen at any time after the crash).
+    """
+
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerElectPreferredLeader(Action):
+    """Preferred-leader election: move leadership back to replica 0 of the assignment.
+
+    Guard: replica 0 is registered, in the ISR and not the leader; epoch bound allows one more.
+    Effect: it becomes leader with leader epoch + 1; LeaderAndIsr to registered replicas.
+    Abstracts: the imbalance threshold and timer of `auto.leader.rebalance.enable`.
+    """
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkDropLeaderAndIsr(Action):
+    """A LeaderAndIsr request is lost (or was stale and discarded by its broker).
+
+    Guard: the request is in flight. Effect: it is gone.
+    Abstracts: the controller's retries (a lost request models one that never got through).
+    """
+
+    partition: int
+    broker: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+# ------------------------------------------------------------------------------------------
+# Broker role changes
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeLeader(Action):
+    """The broker applies a LeaderAndIsr that names it leader.
+
+    Guard: the broker is up, the request is in flight, and its (leader epoch, partition epoch)
+    is newer than the broker's view.
+    Effect: the view is updated. For a new leadership, the leader-epoch cache gets
+    (epoch, LEO), remote follower state is reset (LEOs unknown, ISR members counted as caught
+    up) and the broker's own fetcher for the partition stops. A request that only changes the
+    ISR of the current leadership updates the view and keeps the rest. The HW is left as it was:
+    a new leader's HW may be stale (that is what KAFKA-7128 is about).
+    Abstracts: the controller epoch check (one controller).
+    """
+
+    partition: int
+    broker: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeFollower(Action):
+    """The broker applies a LeaderAndIsr that names another broker (or nobody) leader.
+
+    Guard: as BecomeLeader, for a request whose leader is not this broker.
+    Effect: the view is updated; leader-side state and the produce purgatory are dropped (those
+    writes are answered NOT_LEADER_OR_FOLLOWER). On a new leadership the variant's truncation
+    rule starts: `high-watermark` truncates to the broker's own HW now; `epoch-end` and
+    `epoch-end-279` mark an OffsetsForLeaderEpoch round as due before fetching;
+    `diverging-epoch` does nothing here (every fetch is checked).
+    Abstracts: the fetcher thread's backoff; it fetches whenever FollowerSendFetch fires.
+    """
+
+    partition: int
+    broker: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+# ------------------------------------------------------------------------------------------
+# Clients
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSend(Action):
+    """The producer sends the next write to the partition's leader per the metadata.
+
+    Guard: fewer than `max.records` writes sent so far; the partition has a leader.
+    Effect: a produce request with a fresh value id is in flight to that broker.
+    Abstracts: batching, retries and idempotence; the metadata the producer uses is the
+    controller's (it can still go stale while the request is in flight).
+    """
+
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRead(Action):
+    """The consumer reads every record below the HW of the partition's leader.
+
+    Guard: the controller's leader is up, believes it leads, and has committed records the
+    consumer has not seen.
+    Effect: those (offset, value) pairs join the consumer's history.
+    Abstracts: consumer offsets and groups; reads are whole-prefix reads.
+    """
+
+    partition: int
+
+
+# ------------------------------------------------------------------------------------------
+# Leader actions
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAppend(Action):
+    """The broker handles a produce request.
+
+    Guard: the request is in flight.
+    Effect: if the broker is not leader in its view: NOT_LEADER_OR_FOLLOWER. With acks=all and
+    |ISR| < `min.insync.replicas`: NOT_ENOUGH_REPLICAS. Otherwise the record is appended in the
+    leader's epoch (flushed per `log.flush.interval.messages`); acks=1 acknowledges now, acks=all
+    parks the write in purgatory, acks=0 answers nothing.
+    Abstracts: record batches (one record per request).
+    """
+
+    partition: int
+    broker: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAckProduce(Action):
+    """An acks=all write leaves the purgatory once the HW passes it.
+
+    Guard: the broker leads in its view and the write's offset is below its HW.
+    Effect: the producer is answered: acknowledged, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+    the ISR is now smaller than `min.insync.replicas`.
+    Abstracts: request timeouts (a write that never completes is never acknowledged).
+    """
+
+    partition: int
+    broker: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderHandleFetch(Action):
+    """The leader answers a follower's Fetch or OffsetsForLeaderEpoch request.
+
+    Guard: the request is in flight and the broker it was sent to is up.
+    Effect: NOT_LEADER_OR_FOLLOWER if it does not lead; with fencing, FENCED_LEADER_EPOCH or
+    UNKNOWN_LEADER_EPOCH when the request's leader epoch is older or newer. An epoch request is
+    answered per the truncation rule. A fetch under `diverging-epoch` whose (offset, last
+    fetched epoch) is not on the leader's log gets a diverging epoch; under the older rules a
+    fetch past the leader's LEO gets OFFSET_OUT_OF_RANGE. Otherwise the leader records the
+    follower's LEO (and broker epoch), resets its lag clock when it has caught up, advances HW
+    (min LEO over the ISR; not below min ISR under `hw_requires_min_isr`) and returns the
+    records from the fetch offset with its HW.
+    Abstracts: fetch size limits and long-poll timing (a parked fetch is one not yet handled).
+    """
+
+    partition: int
+    broker: int
+    follower: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderShrinkIsr(Action):
+    """The leader removes a lagging follower from the ISR.
+
+    Guard: the broker leads; the follower is in its ISR and out of sync: behind the leader's LEO
+    and not caught up for more than `replica.lag.time.max.ms` ticks (or more than
+    `replica.lag.max.messages` behind); the leader's view of the partition epoch matches the
+    metadata store's (compare-and-set).
+    Effect: ISR without the follower in the store and the leader's view, partition epoch + 1;
+    the HW may advance.
+    Abstracts: the AlterPartition/ZooKeeper write is atomic with the decision.
+    """
+
+    partition: int
+    broker: int
+    follower: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderExpandIsr(Action):
+    """The leader adds a caught-up follower back into the ISR.
+
+    Guard: the broker leads; the follower is not in its ISR; its last fetch reached the
+    leader's HW and, with `expand_requires_epoch_start`, the start of the leader's epoch;
+    with `broker_epochs`, that fetch came from the broker epoch the controller has registered;
+    the compare-and-set on the partition epoch holds.
+    Effect: ISR with the follower, partition epoch + 1.
+    Abstracts: as LeaderShrinkIsr; the decision uses the follower's last fetch, which may be
+    stale (that is what B7 is about).
+    """
+
+    partition: int
+    broker: int
+    follower: int
+
+
+# ------------------------------------------------------------------------------------------
+# Follower actions
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerSendFetch(Action):
+    """The follower's fetcher sends its next request to the leader in its view.
+
+    Guard: the broker is up, follows a leader that is up, and has nothing in flight on that
+    connection.
+    Effect: with an OffsetsForLeaderEpoch round due: an epoch request for its latest epoch;
+    otherwise a fetch (offset = LEO, last fetched epoch, current leader epoch, broker epoch).
+    Abstracts: fetch sessions and backoff.
+    """
+
+    partition: int
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerHandleFetchResponse(Action):
+    """The follower applies the leader's answer.
+
+    Guard: a response is in flight to the broker and it is up.
+    Effect: a response from a broker it no longer follows (or, with fencing, from another
+    epoch), or for a fetch offset that is no longer its LEO, is dropped. Error codes change
+    nothing. An epoch answer or diverging epoch truncates per the variant's rule;
+    OFFSET_OUT_OF_RANGE truncates to the leader's LEO. Records are appended (flushed per policy)
+    and HW = min(leader HW, LEO).
+    Abstracts: partial fetches (all records up to the leader's LEO arrive at once).
+    """
+
+    partition: int
+    broker: int
+
+
+# ------------------------------------------------------------------------------------------
+# Broker life cycle and time
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFlush(Action):
+    """The broker's log is flushed to disk (the flush scheduler or the OS writing back).
+
+    Guard: the replica is up and has unflushed records. Effect: flushed offset = LEO.
+    Abstracts: flush timing; `log.flush.interval.messages` flushes on append besides.
+    """
+
+    partition: int
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerCrash(Action):
+    """The broker crashes (kill -9, power loss).
+
+    Guard: it is up; fewer than `max.crashes` crashes so far.
+    Effect: every replica's log is cut to its flushed offset; its view, leader-side state and
+    purgatory are lost; messages to and from it are lost. Ghost: when every ISR member is now
+    down, committed writes that any of them lost are marked excused (Kafka's guarantee, "as
+    long as one in-sync replica is alive", no longer covers them).
+    Abstracts: torn records (a crash cuts between records).
+    """
+
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRestart(Action):
+    """The broker restarts and registers a new session with a new broker epoch.
+
+    Guard: it is down and the controller has handled its failure (the old session is gone).
+    Effect: up with broker epoch + 1; under `high-watermark` truncation, logs are cut to the HW
+    on recovery; the controller sends it LeaderAndIsr for every partition.
+    Abstracts: log recovery's scanning; the HW checkpoint is assumed current.
+    """
+
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick(Action):
+    """Time passes: every leader's lag clock for each follower ages by one tick.
+
+    Guard: fewer than `max.ticks` ticks so far. Effect: lag ages + 1 (capped once lagging).
+    Abstracts: real time; a tick is one `replica.lag.time.max.ms` unit.
+    """
+
+
+ACTION_TYPES: tuple[type[Action], ...] = (
+    ControllerElectLeader,
+    ControllerHandleBrokerFailure,
+    ControllerElectPreferredLeader,
+    NetworkDropLeaderAndIsr,
+    BecomeLeader,
+    BecomeFollower,
+    ProducerSend,
+    ConsumerRead,
+    LeaderAppend,
+    LeaderAckProduce,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    LeaderExpandIsr,
+    FollowerSendFetch,
+    FollowerHandleFetchResponse,
+    BrokerFlush,
+    BrokerCrash,
+    BrokerRestart,
+    Tick,
+)
+ACTIONS_BY_NAME: dict[str, type[Action]] = {t.__name__: t for t in ACTION_TYPES}
+ACTIONS_BY_COMMAND: dict[str, type[Action]] = {t.command(): t for t in ACTION_TYPES}
+
+
+# ------------------------------------------------------------------------------------------
+# Shared rules
+
+
+def _require(condition: bool, reason: str) -> None:
+    if not condition:
+        raise NotEnabled(reason)
+
+
+def _check_partition(config: Config, partition: int) -> None:
+    _require(0 <= partition < config.partitions, f"no partition {partition}")
+
+
+def _check_broker(config: Config, broker: int) -> None:
+    _require(0 <= broker < config.brokers, f"no broker {broker}")
+
+
+def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Replica:
+    """Leader HW = min LEO over its ISR (own LEO, followers' last fetch offsets); never lower.
+
+    Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR.
+    """
+    if replica.leader != broker:
+        return replica
+    if config.variant.hw_requires_min_isr and len(replica.isr) < config.min_insync_replicas:
+        return replica
+    candidate = min(
+        replica.log_end_offset if b == broker else replica.remote_log_end_offset[b]
+        for b in replica.isr
+    )
+    if candidate > replica.high_watermark:
+        return replace(replica, high_watermark=candidate)
+    return replica
+
+
+def _send_leader_and_isr(
+    config: Config, state: Cluster, partition: int, ps: PartitionState, to: tuple[int, ...]
+) -> frozenset[LeaderAndIsr]:
+    messages = set(state.leader_and_isr)
+    for broker in to:
+        # A request to a broker that is down is lost with its connection.
+        if state.controller.registered[broker] != UNKNOWN and state.alive[broker]:
+            messages.add(
+                LeaderAndIsr(broker, partition, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch)
+            )
+    return frozenset(messages)
+
+
+def _elect(
+    config: Config, registered: tuple[int, ...], partition: int, isr: tuple[int, ...]
+) -> tuple[int, tuple[int, ...], bool]:
+    """The controller's election rule: (leader, new ISR, unclean?) or (NO_LEADER, isr, False)."""
+    assignment = config.assignment(partition)
+    live = [b for b in assignment if registered[b] != UNKNOWN]
+    for broker in live:
+        if broker in isr:
+            return broker, tuple(sorted(b for b in isr if registered[b] != UNKNOWN)), False
+    if config.unclean_leader_election_enable and live:
+        return live[0], (live[0],), True
+    return NO_LEADER, isr, False
+
+
+def _truncate_to_epoch_answer(
+    replica: Replica, leader_epoch: int, leader_end: int
+) -> tuple[Replica, bool]:
+    """KIP-279 follower rule on a (leader epoch, end offset) answer: (new replica, done?)."""
+    if leader_epoch == UNKNOWN:
+        # The leader has no epoch at or below ours: nothing of our log is known to match.
+        return replica.truncated_to(0), True
+    own_epoch, own_end = replica.end_offset_for_epoch(leader_epoch)
+    if own_epoch == UNKNOWN:
+        return replica.truncated_to(min(leader_end, replica.log_end_offset)), True
+    if own_epoch != leader_epoch:
+        # We never had the leader's epoch: cut to the end of our own epoch below it, ask again.
+        return replica.truncated_to(own_end), False
+    return replica.truncated_to(min(leader_end, own_end)), True
+
+
+# ------------------------------------------------------------------------------------------
+# Handlers: each returns (next state, outcome) or raises NotEnabled.
+
+
+def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeader):
+    _check_partition(config, a.partition)
+    ps = s.controller.partitions[a.partition]
+    _require(ps.leader == NO_LEADER, f"partition {a.partition} has leader {ps.leader}")
+    _require(ps.leader_epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
+    leader, isr, unclean = _elect(config, s.controller.registered, a.partition, ps.isr)
+    _require(leader != NO_LEADER, "no live replica in ISR and unclean election disabled"
+             if not config.unclean_leader_election_enable else "no live replica")
+    new = PartitionState(leader, ps.leader_epoch + 1, isr, ps.partition_epoch + 1)
+    s = s.with_partition_state(a.partition, new)
+    s = replace(
+        s,
+        leader_and_isr=_send_leader_and_isr(config, s, a.partition, new, config.assignment(a.partition)),
+    )
+    if unclean:
+        s = replace(s, controller=replace(s.controller, unclean_elections=s.controller.unclean_elections + 1))
+    return s, f"elected {leader} ({'unclean' if unclean else 'clean'}) epoch {new.leader_epoch}"
+
+
+def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
+    _check_broker(config, a.broker)
+    _require(not s.alive[a.broker], f"broker {a.broker} is up")
+    _require(s.controller.registered[a.broker] != UNKNOWN, f"broker {a.broker} has no session")
+    registered = list(s.controller.registered)
+    registered[a.broker] = UNKNOWN
+    registered = tuple(registered)
+    s = replace(s, controller=replace(s.controller, registered=registered))
+    notes = []
+    unclean_count = 0
+    for p in range(config.partitions):
+        ps = s.controller.partitions[p]
+        if a.broker not in ps.isr and ps.leader != a.broker:
+            continue
+        isr = ps.isr
+        if a.broker in isr and len(isr) > 1:
+            isr = tuple(b for b in isr if b != a.broker)
+        leader, epoch = ps.leader, ps.leader_epoch
+        if ps.leader == a.broker:
+            _require(epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
+            leader, isr, unclean = _elect(config, registered, p, isr)
+            unclean_count += unclean
+            epoch += 1
+        if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
+            continue
+        new = PartitionState(leader, epoch, isr, ps.partition_epoch + 1)
+        s = s.with_partition_state(p, new)
+        s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new, config.assignment(p)))
+        notes.append(f"p{p}: leader={leader} epoch={epoch} isr={list(isr)}")
+    if unclean_count:
+        c = s.controller
+        s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + unclean_count))
+    return s, "; ".join(notes) or "no partition changed"
+
+
+def _controller_elect_preferred_leader(config: Config, s: Cluster, a: ControllerElectPreferredLeader):
+    _check_partition(config, a.partition)
+    ps = s.controller.partitions[a.partition]
+    preferred = config.assignment(a.partition)[0]
+    _require(ps.leader != preferred, f"broker {preferred} already leads")
+    _require(preferred in ps.isr, f"preferred replica {preferred} not in ISR")
+    _require(s.controller.registered[preferred] != UNKNOWN, f"broker {preferred} has no session")
+    _require(ps.leader_epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
+    new = PartitionState(preferred, ps.leader_epoch + 1, ps.isr, ps.partition_epoch + 1)
+    s = s.with_partition_state(a.partition, new)
+    s = replace(
+        s,
+        leader_and_isr=_send_leader_and_isr(config, s, a.partition, new, config.assignment(a.partition)),
+    )
+    return s, f"elected {preferred} (preferred) epoch {new.leader_epoch}"
+
+
+def _find_leader_and_isr(s: Cluster, a) -> LeaderAndIsr:
+    for m in s.leader_and_isr:
+        if (m.partition, m.broker, m.leader_epoch, m.partition_epoch) == (
+            a.partition, a.broker, a.leader_epoch, a.partition_epoch
+        ):
+            return m
+    raise NotEnabled("no such LeaderAndIsr in flight")
+
+
+def _network_drop_leader_and_isr(config: Config, s: Cluster, a: NetworkDropLeaderAndIsr):
+    m = _find_leader_and_isr(s, a)
+    return replace(s, leader_and_isr=s.leader_and_isr - {m}), "dropped"
+
+
+def _applicable_leader_and_isr(config: Config, s: Cluster, a, leads: bool) -> LeaderAndIsr:
+    _check_broker(config, a.broker)
+    m = _find_leader_and_isr(s, a)
+    _require((m.leader == a.broker) == leads, "request names another role")
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    r = s.replica(a.partition, a.broker)
+    _require(
+        (m.leader_epoch, m.partition_epoch) > (r.leader_epoch, r.partition_epoch),
+        f"stale: epoch {m.leader_epoch}/{m.partition_epoch} <= view {r.leader_epoch}/{r.partition_epoch}",
+    )
+    return m
+
+
+def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
+    m = _applicable_leader_and_isr(config, s, a, leads=True)
+    r = s.replica(a.partition, a.broker)
+    s = replace(s, leader_and_isr=s.leader_and_isr - {m})
+    view = dict(leader=m.leader, leader_epoch=m.leader_epoch, isr=m.isr, partition_epoch=m.partition_epoch)
+    if r.leader == a.broker and r.leader_epoch == m.leader_epoch:
+        r = replace(r, **view)
+        outcome = "ISR updated"
+    else:
+        cache = r.epoch_cache
+        if m.leader_epoch > r.latest_epoch():
+            cache = (*cache, (m.leader_epoch, r.log_end_offset))
+        r = replace(
+            r,
+            **view,
+            **leader_side_state(config, m.isr),
+            epoch_cache=cache,
+            truncation_pending=False,
+            purgatory=r.purgatory if r.leader == a.broker else (),
+        )
+        s = s.with_fetch(a.partition, a.broker, None)
+        outcome = f"leader in epoch {m.leader_epoch}"
+    return s.with_replica(a.partition, a.broker, _advance_high_watermark(config, r, a.broker)), outcome
+
+
+def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
+    m = _applicable_leader_and_isr(config, s, a, leads=False)
+    r = s.replica(a.partition, a.broker)
+    s = replace(s, leader_and_isr=s.leader_and_isr - {m})
+    new_leadership = (r.leader, r.leader_epoch) != (m.leader, m.leader_epoch)
+    r = replace(
+        r,
+        leader=m.leader,
+        leader_epoch=m.leader_epoch,
+        isr=m.isr,
+        partition_epoch=m.partition_epoch,
+        remote_log_end_offset=(),
+        remote_broker_epoch=(),
+        lag_ticks=(),
+        purgatory=(),
+    )
+    outcome = f"follower of {m.leader} in epoch {m.leader_epoch}"
+    if new_leadership:
+        rule = config.variant.truncation
+        if rule == "high-watermark":
+            r = r.truncated_to(r.high_watermark)
+            outcome += f", truncated to HW {r.high_watermark}"
+        elif rule in ("epoch-end", "epoch-end-279"):
+            r = replace(r, truncation_pending=bool(r.log))
+    return s.with_replica(a.partition, a.broker, r), outcome
+
+
+def _producer_send(config: Config, s: Cluster, a: ProducerSend):
+    _check_partition(config, a.partition)
+    _require(s.next_value <= config.max_records, "max.records writes sent")
+    leader = s.controller.partitions[a.partition].leader
+    _require(leader != NO_LEADER, f"partition {a.partition} has no leader")
+    request = ProduceRequest(a.partition, leader, s.next_value)
+    s = replace(s, produce_requests=s.produce_requests | {request}, next_value=s.next_value + 1)
+    return s, f"v{request.value} to broker {leader}"
+
+
+def _consumer_read(config: Config, s: Cluster, a: ConsumerRead):
+    _check_partition(config, a.partition)
+    leader = s.controller.partitions[a.partition].leader
+    _require(leader != NO_LEADER and s.alive[leader], "no live leader")
+    r = s.replica(a.partition, leader)
+    _require(r.leader == leader, f"broker {leader} does not lead in its view")
+    seen = {Acked(a.partition, o, r.log[o].value) for o in range(r.high_watermark)}
+    _require(not seen <= s.consumed, "nothing new below HW")
+    return replace(s, consumed=s.consumed | seen), f"read {r.high_watermark} records from {leader}"
+
+
+def _leader_append(config: Config, s: Cluster, a: LeaderAppend):
+    request = ProduceRequest(a.partition, a.broker, a.value)
+    _require(request in s.produce_requests, "no such produce request in flight")
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    s = replace(s, produce_requests=s.produce_requests - {request})
+    r = s.replica(a.partition, a.broker)
+    if r.leader != a.broker:
+        return s, NOT_LEADER_OR_FOLLOWER
+    if config.acks == "all" and len(r.isr) < config.min_insync_replicas:
+        return s, NOT_ENOUGH_REPLICAS
+    offset = r.log_end_offset
+    r = r.appended((Record(r.leader_epoch, a.value),), config.log_flush_interval_messages)
+    if config.acks == "all":
+        r = replace(r, purgatory=(*r.purgatory, PendingProduce(offset, a.value)))
+    r = _advance_high_watermark(config, r, a.broker)
+    s = s.with_replica(a.partition, a.broker, r)
+    if config.acks == "1":
+        s = replace(s, acked=s.acked | {Acked(a.partition, offset, a.value)})
+        return s, f"appended at {offset}, acknowledged (acks=1)"
+    return s, f"appended at {offset}"
+
+
+def _leader_ack_produce(config: Config, s: Cluster, a: LeaderAckProduce):
+    _check_broker(config, a.broker)
+    r = s.replica(a.partition, a.broker)
+    pending = [w for w in r.purgatory if w.offset == a.offset]
+    _require(bool(pending), f"no write at offset {a.offset} in purgatory")
+    _require(s.alive[a.broker] and r.leader == a.broker, f"broker {a.broker} does not lead")
+    _require(r.high_watermark > a.offset, f"HW {r.high_watermark} has not passed {a.offset}")
+    w = pending[0]
+    s = s.with_replica(a.partition, a.broker, replace(r, purgatory=tuple(x for x in r.purgatory if x != w)))
+    if len(r.isr) < config.min_insync_replicas:
+        return s, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    return replace(s, acked=s.acked | {Acked(a.partition, a.offset, w.value)}), "acknowledged"
+
+
+def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
+    _check_broker(config, a.follower)
+    request = s.fetches[a.partition][a.follower]
+    _require(isinstance(request, FetchRequest | EpochRequest), "no request in flight")
+    _require(request.leader == a.broker, f"request is for broker {request.leader}")
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    r = s.replica(a.partition, a.broker)
+    variant = config.variant
+
+    def answer(response: FetchResponse, replica: Replica = r):
+        return s.with_replica(a.partition, a.broker, replica).with_fetch(a.partition, a.follower, response)
+
+    def error(code: str, **extra):
+        return answer(FetchResponse(a.broker, r.leader_epoch, "error", error=code, **extra)), code
+
+    if r.leader != a.broker:
+        return error(NOT_LEADER_OR_FOLLOWER)
+    if variant.fencing and request.current_leader_epoch < r.leader_epoch:
+        return error(FENCED_LEADER_EPOCH)
+    if variant.fencing and request.current_leader_epoch > r.leader_epoch:
+        return error(UNKNOWN_LEADER_EPOCH)
+
+    if isinstance(request, EpochRequest):
+        if variant.truncation == "epoch-end":
+            end = r.start_offset_after_epoch(request.epoch)
+            epoch = request.epoch
+        else:
+            epoch, end = r.end_offset_for_epoch(request.epoch)
+        response = FetchResponse(a.broker, r.leader_epoch, "epoch", epoch=epoch, end_offset=end)
+        return answer(response), f"epoch {epoch} ends at {end}"
+
+    offset = request.fetch_offset
+    if variant.truncation == "diverging-epoch" and offset > 0:
+        epoch, end = r.end_offset_for_epoch(request.last_fetched_epoch)
+        if epoch != request.last_fetched_epoch or end < offset:
+            response = FetchResponse(a.broker, r.leader_epoch, "diverging", epoch=epoch, end_offset=end)
+            return answer(response), f"diverging epoch {epoch} ends at {end}"
+    if offset > r.log_end_offset:
+        return error(OFFSET_OUT_OF_RANGE, end_offset=r.log_end_offset)
+
+    remote = list(r.remote_log_end_offset)
+    remote[a.follower] = offset
+    broker_epochs = list(r.remote_broker_epoch)
+    broker_epochs[a.follower] = request.broker_epoch
+    lag = list(r.lag_ticks)
+    if offset >= r.log_end_offset:
+        lag[a.follower] = 0
+    r = replace(r, remote_log_end_offset=tuple(remote), remote_broker_epoch=tuple(broker_epochs),
+                lag_ticks=tuple(lag))
+    r = _advance_high_watermark(config, r, a.broker)
+    records = r.log[offset:]
+    response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
+                             high_watermark=r.high_watermark, fetch_offset=offset)
+    return answer(response, r), f"{len(records)} records from {offset}, HW {r.high_watermark}"
+
+
+def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
+    _check_broker(config, a.broker)
+    _check_partition(config, a.partition)
+    r = s.replica(a.partition, a.broker)
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(r.leader not in (NO_LEADER, a.broker), f"broker {a.broker} follows nobody")
+    _require(s.alive[r.leader], f"leader {r.leader} is down")
+    _require(s.fetches[a.partition][a.broker] is None, "a request or response is in flight")
+    if r.truncation_pending:
+        message = EpochRequest(r.leader, r.latest_epoch(), r.leader_epoch)
+        outcome = f"OffsetsForLeaderEpoch({message.epoch})"
+    else:
+        message = FetchRequest(r.leader, r.log_end_offset, r.last_record_epoch(), r.leader_epoch,
+                               s.broker_epochs[a.broker])
+        outcome = f"fetch from {message.fetch_offset}"
+    return s.with_fetch(a.partition, a.broker, message), outcome
+
+
+def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandleFetchResponse):
+    _check_broker(config, a.broker)
+    response = s.fetches[a.partition][a.broker]
+    _require(isinstance(response, FetchResponse), "no response in flight")
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    s = s.with_fetch(a.partition, a.broker, None)
+    r = s.replica(a.partition, a.broker)
+
+    def done(replica: Replica, outcome: str):
+        return s.with_replica(a.partition, a.broker, replica), outcome
+
+    if response.leader != r.leader:
+        return s, f"dropped: from {response.leader}, not the leader"
+    if config.variant.fencing and response.leader_epoch != r.leader_epoch:
+        return s, f"dropped: epoch {response.leader_epoch} is not {r.leader_epoch}"
+    if response.error == OFFSET_OUT_OF_RANGE:
+        r = r.truncated_to(response.end_offset)
+        return done(r, f"out of range, truncated to {r.log_end_offset}")
+    if response.kind == "error":
+        return s, response.error
+    if response.kind == "epoch":
+        if not r.truncation_pending:
+            return s, "dropped: no truncation due"
+        if config.variant.truncation == "epoch-end":
+            r = replace(r.truncated_to(min(response.end_offset, r.log_end_offset)), truncation_pending=False)
+        elif response.epoch == UNKNOWN:
+            r = replace(r.truncated_to(r.high_watermark), truncation_pending=False)
+        else:
+            r, finished = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
+            r = replace(r, truncation_pending=not finished and bool(r.log))
+        return done(r, f"truncated to {r.log_end_offset}")
+    if response.kind == "diverging":
+        r, _ = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
+        return done(r, f"diverged, truncated to {r.log_end_offset}")
+    if response.fetch_offset != r.log_end_offset:
+        return s, f"dropped: fetched from {response.fetch_offset}, LEO now {r.log_end_offset}"
+    r = r.appended(response.records, config.log_flush_interval_messages)
+    r = replace(r, high_watermark=min(response.high_watermark, r.log_end_offset))
+    return done(r, f"appended {len(response.records)}, HW {r.high_watermark}")
+
+
+def _leader_isr_change_guard(config: Config, s: Cluster, a) -> tuple[Replica, PartitionState]:
+    _check_broker(config, a.follower)
+    _require(a.follower != a.broker, "a leader does not change its own membership")
+    r = s.replica(a.partition, a.broker)
+    ps = s.controller.partitions[a.partition]
+    _require(s.alive[a.broker] and r.leader == a.broker, f"broker {a.broker} does not lead")
+    _require(
+        (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch),
+        f"compare-and-set fails: view {r.leader_epoch}/{r.partition_epoch}, "
+        f"store {ps.leader_epoch}/{ps.partition_epoch}",
+    )
+    return r, ps
+
+
+def _commit_isr(config, s: Cluster, a, r: Replica, ps: PartitionState, isr: tuple[int, ...]):
+    new = PartitionState(ps.leader, ps.leader_epoch, isr, ps.partition_epoch + 1)
+    r = replace(r, isr=isr, partition_epoch=new.partition_epoch)
+    r = _advance_high_watermark(config, r, a.broker)
+    return s.with_partition_state(a.partition, new).with_replica(a.partition, a.broker, r)
+
+
+def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
+    r, ps = _leader_isr_change_guard(config, s, a)
+    _require(a.follower in r.isr, f"{a.follower} not in ISR")
+    remote = r.remote_log_end_offset[a.follower]
+    _require(remote < r.log_end_offset, f"{a.follower} has caught up")
+    lagging_time = r.lag_ticks[a.follower] > config.replica_lag_time_max_ticks
+    max_messages = config.replica_lag_max_messages
+    lagging_messages = max_messages is not None and r.log_end_offset - remote > max_messages
+    _require(lagging_time or lagging_messages, f"{a.follower} is not lagging")
+    isr = tuple(b for b in r.isr if b != a.follower)
+    return _commit_isr(config, s, a, r, ps, isr), f"ISR {list(isr)}"
+
+
+def _leader_expand_isr(config: Config, s: Cluster, a: LeaderExpandIsr):
+    r, ps = _leader_isr_change_guard(config, s, a)
+    _require(a.follower not in r.isr, f"{a.follower} already in ISR")
+    remote = r.remote_log_end_offset[a.follower]
+    _require(remote >= r.high_watermark and remote != UNKNOWN, f"{a.follower} is below HW")
+    if config.variant.expand_requires_epoch_start:
+        start = r.epoch_start_offset(r.leader_epoch)
+        _require(remote >= start, f"{a.follower} is below the epoch start {start}")
+    if config.variant.broker_epochs:
+        _require(
+            r.remote_broker_epoch[a.follower] == s.controller.registered[a.follower],
+            f"stale broker epoch {r.remote_broker_epoch[a.follower]} for {a.follower}",
+        )
+    isr = tuple(sorted((*r.isr, a.follower)))
+    return _commit_isr(config, s, a, r, ps, isr), f"ISR {list(isr)}"
+
+
+def _broker_flush(config: Config, s: Cluster, a: BrokerFlush):
+    _check_broker(config, a.broker)
+    r = s.replica(a.partition, a.broker)
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(r.flushed_offset < r.log_end_offset, "nothing to flush")
+    return s.with_replica(a.partition, a.broker, replace(r, flushed_offset=r.log_end_offset)), "flushed"
+
+
+def _has(log: tuple[Record, ...], offset: int, value: int) -> bool:
+    return offset < len(log) and log[offset].value == value
+
+
+def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
+    _check_broker(config, a.broker)
+    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(s.crashes < config.max_crashes, "max.crashes reached")
+    b = a.broker
+    before = s
+    alive = s.alive[:b] + (False,) + s.alive[b + 1 :]
+    rows = []
+    for row in s.replicas:
+        r = row[b].truncated_to(row[b].flushed_offset)
+        r = Replica(log=r.log, high_watermark=r.high_watermark, flushed_offset=r.flushed_offset,
+                    epoch_cache=r.epoch_cache)
+        rows.append(row[:b] + (r,) + row[b + 1 :])
+    fetches = tuple(
+        tuple(
+            None if f == b or (m is not None and m.leader == b) else m
+            for f, m in enumerate(row)
+        )
+        for row in s.fetches
+    )
+    s = replace(
+        s,
+        alive=alive,
+        crashes=s.crashes + 1,
+        replicas=tuple(rows),
+        fetches=fetches,
+        leader_and_isr=frozenset(m for m in s.leader_and_isr if m.broker != b),
+        produce_requests=frozenset(m for m in s.produce_requests if m.broker != b),
+    )
+    # Ghost: Kafka's guarantee holds while one ISR replica stays alive. Once every ISR member
+    # is down, clean election may later pick any of them, so a committed write that any of them
+    # lost is no longer promised: excuse it (records committed on an ISR member, acks=all writes
+    # and consumed records; acks=1 writes were never promised to survive a leader crash).
+    # Records every member kept stay due.
+    committed = set(s.consumed)
+    if config.acks == "all":
+        committed |= s.acked
+    for p, ps in enumerate(s.controller.partitions):
+        for m in ps.isr:
+            r = before.replica(p, m)  # what was committed before this crash cut it
+            committed.update(Acked(p, o, r.log[o].value) for o in range(r.high_watermark))
+    excused = set(s.excused)
+    for w in committed:
+        isr = s.controller.partitions[w.partition].isr
+        if w.value in excused or any(s.alive[m] for m in isr):
+            continue
+        if not all(_has(s.replica(w.partition, m).log, w.offset, w.value) for m in isr):
+            excused.add(w.value)
+    lost = sorted(excused - s.excused)
+    s = replace(s, excused=frozenset(excused))
+    if lost:
+        return s, f"crashed; every ISR replica is down, excused {' '.join(f'v{v}' for v in lost)}"
+    return s, "crashed"
+
+
+def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
+    _check_broker(config, a.broker)
+    b = a.broker
+    _require(not s.alive[b], f"broker {b} is up")
+    _require(s.controller.registered[b] == UNKNOWN, f"broker {b}'s old session is not expired")
+    epoch = s.broker_epochs[b] + 1
+    registered = s.controller.registered[:b] + (epoch,) + s.controller.registered[b + 1 :]
+    s = replace(
+        s,
+        alive=s.alive[:b] + (True,) + s.alive[b + 1 :],
+        broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
+        controller=replace(s.controller, registered=registered),
+    )
+    if config.variant.truncation == "high-watermark":
+        for p in range(config.partitions):
+            r = s.replica(p, b)
+            s = s.with_replica(p, b, r.truncated_to(r.high_watermark))
+    messages = set(s.leader_and_isr)
+    for p, ps in enumerate(s.controller.partitions):
+        messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch))
+    return replace(s, leader_and_isr=frozenset(messages)), f"up with broker epoch {epoch}"
+
+
+def _tick(config: Config, s: Cluster, a: Tick):
+    _require(s.ticks < config.max_ticks, "max.ticks reached")
+    cap = config.replica_lag_time_max_ticks + 1
+    rows = []
+    for row in s.replicas:
+        new_row = []
+        for b, r in enumerate(row):
+            if s.alive[b] and r.leader == b and r.lag_ticks:
+                r = replace(r, lag_ticks=tuple(
+                    lag if f == b else min(lag + 1, cap) for f, lag in enumerate(r.lag_ticks)
+                ))
+            new_row.append(r)
+        rows.append(tuple(new_row))
+    return replace(s, replicas=tuple(rows), ticks=s.ticks + 1), f"tick {s.ticks + 1}"
+
+
+_HANDLERS = {
+    ControllerElectLeader: _controller_elect_leader,
+    ControllerHandleBrokerFailure: _controller_handle_broker_failure,
+    ControllerElectPreferredLeader: _controller_elect_preferred_leader,
+    NetworkDropLeaderAndIsr: _network_drop_leader_and_isr,
+    BecomeLeader: _become_leader,
+    BecomeFollower: _become_follower,
+    ProducerSend: _producer_send,
+    ConsumerRead: _consumer_read,
+    LeaderAppend: _leader_append,
+    LeaderAckProduce: _leader_ack_produce,
+    LeaderHandleFetch: _leader_handle_fetch,
+    LeaderShrinkIsr: _leader_shrink_isr,
+    LeaderExpandIsr: _leader_expand_isr,
+    FollowerSendFetch: _follower_send_fetch,
+    FollowerHandleFetchResponse: _follower_handle_fetch_response,
+    BrokerFlush: _broker_flush,
+    BrokerCrash: _broker_crash,
+    BrokerRestart: _broker_restart,
+    Tick: _tick,
+}
+assert set(_HANDLERS) == set(ACTION_TYPES), "every action needs exactly one handler"
+
+
+def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, str]:
+    """Apply `action`; return the next state and a short outcome (an error code or a note)."""
+    handler = _HANDLERS.get(type(action))
+    if handler is None:
+        raise TypeError(f"not an action: {action!r}")
+    for f in fields(action):
+        value = getattr(action, f.name)
+        if f.name == "partition":
+            _check_partition(config, value)
+        elif f.name in ("broker", "follower"):
+            _check_broker(config, value)
+    return handler(config, state, action)
+
+
+def step(config: Config, state: Cluster, action: Action) -> Cluster:
+    """Apply one enabled action; raise NotEnabled(reason) and change nothing otherwise."""
+    return step_with_outcome(config, state, action)[0]
+
+
+def candidates(config: Config, state: Cluster) -> Iterator[Action]:
+    """Every action worth trying in `state`, in a fixed order; `successors` filters by guard."""
+    n, parts = config.brokers, range(config.partitions)
+    for p in parts:
+        yield ControllerElectLeader(p)
+        yield ControllerElectPreferredLeader(p)
+    for b in range(n):
+        yield ControllerHandleBrokerFailure(b)
+    for m in sorted(state.leader_and_isr):
+        kind = BecomeLeader if m.leader == m.broker else BecomeFollower
+        yield kind(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
+        yield NetworkDropLeaderAndIsr(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
+    for p in parts:
+        yield ProducerSend(p)
+    for m in sorted(state.produce_requests):
+        yield LeaderAppend(m.partition, m.broker, m.value)
+    for p in parts:
+        for b in range(n):
+            r = state.replicas[p][b]
+            for w in r.purgatory:
+                yield LeaderAckProduce(p, b, w.offset)
+            if r.leader == b:
+                for f in range(n):
+                    if f != b:
+                        yield LeaderShrinkIsr(p, b, f) if f in r.isr else LeaderExpandIsr(p, b, f)
+        for f in range(n):
+            message = state.fetches[p][f]
+            if message is None:
+                yield FollowerSendFetch(p, f)
+            elif isinstance(message, FetchResponse):
+                yield FollowerHandleFetchResponse(p, f)
+            else:
+                yield LeaderHandleFetch(p, message.leader, f)
+    for p in parts:
+        yield ConsumerRead(p)
+        for b in range(n):
+            yield BrokerFlush(p, b)
+    for b in range(n):
+        yield BrokerCrash(b)
+        yield BrokerRestart(b)
+    yield Tick()
+
+
+def successors(config: Config, state: Cluster) -> Iterator[tuple[Action, Cluster]]:
+    """Every enabled action with the state it leads to, in a deterministic order."""
+    for action in candidates(config, state):
+        try:
+            yield action, step(config, state, action)
+        except NotEnabled:
+            continue
+
+
+def enabled(config: Config, state: Cluster) -> Iterator[Action]:
+    """Every enabled action, in a deterministic order."""
+    for action, _ in successors(config, state):
+        yield action

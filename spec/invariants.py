@@ -1,0 +1,200 @@
+"""The safety invariants, named as everywhere else (checker output, traces, Spark columns).
+
+Each is a predicate `name(config, state) -> str | None`: None when it holds, else one line
+saying where it fails. Each docstring names the Kafka guarantee it encodes and how crashed and
+restarted replicas count.
+
+How crashes count, in one place. Kafka promises that a committed record survives "as long as
+at least one in-sync replica is alive". The model therefore:
+- exempts a replica from per-replica checks while it is down (its log was cut to the flushed
+  offset; being behind is what a crash means), and checks it again once it is up;
+- keeps a ghost set `excused` of record values for which the condition failed: at some crash,
+  every member of the controller's ISR was down and at least one of them had lost the record
+  (clean election may later pick exactly that one). Only those records may be missing from
+  later leaders; a committed record that every ISR member kept through the crashes stays due. acks=1 writes are
+  never excused (B10), and unclean election excuses nothing (B9): both are losses by design
+  that AckedWritesDurable is meant to show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spec.config import Config
+from spec.state import NO_LEADER, Cluster
+
+
+def _log_has(log, offset: int, value: int) -> bool:
+    return offset < len(log) and log[offset].value == value
+
+
+def HighWatermarkBelowLogEnd(config: Config, s: Cluster) -> str | None:
+    """HW <= LEO on every replica (a replica never exposes what it does not have).
+
+    Crashed replicas included: recovery cuts the HW together with the log.
+    """
+    for p, row in enumerate(s.replicas):
+        for b, r in enumerate(row):
+            if r.high_watermark > r.log_end_offset:
+                return f"p{p} broker {b}: HW {r.high_watermark} > LEO {r.log_end_offset}"
+    return None
+
+
+def LeaderInIsr(config: Config, s: Cluster) -> str | None:
+    """The controller's leader is in the controller's ISR, and a live broker that leads in its
+    own view lists itself in its ISR view (clean election only ever picks ISR members; unclean
+    election resets the ISR to the new leader)."""
+    for p, ps in enumerate(s.controller.partitions):
+        if ps.leader != NO_LEADER and ps.leader not in ps.isr:
+            return f"p{p}: leader {ps.leader} not in ISR {list(ps.isr)}"
+        for b, r in enumerate(s.replicas[p]):
+            if s.alive[b] and r.leader == b and b not in r.isr:
+                return f"p{p}: broker {b} leads outside its ISR view {list(r.isr)}"
+    return None
+
+
+def NoCommittedDataLoss(config: Config, s: Cluster) -> str | None:
+    """Every record below the true leader's HW is at the same offset in every live member of
+    the controller's ISR (hachikuji/kafka-specification's StrongIsr).
+
+    This is the ISR's promise: committed means "every ISR member has it". The true leader is
+    the controller's leader, up, leading in its own view at the controller's epoch. ISR members
+    that are down are exempt until they restart (they may be in the ISR only until their
+    session expires, or as the last member of an offline partition).
+    """
+    for p in range(config.partitions):
+        leader = s.true_leader(p)
+        if leader == NO_LEADER:
+            continue
+        lr = s.replica(p, leader)
+        for member in s.controller.partitions[p].isr:
+            if member == leader or not s.alive[member]:
+                continue
+            log = s.replica(p, member).log
+            for offset in range(lr.high_watermark):
+                if offset >= len(log) or log[offset] != lr.log[offset]:
+                    have = str(log[offset]) if offset < len(log) else "nothing"
+                    return (f"p{p} offset {offset}: leader {leader} has {lr.log[offset]} below "
+                            f"HW {lr.high_watermark}, ISR member {member} has {have}")
+    return None
+
+
+def LogMatching(config: Config, s: Cluster) -> str | None:
+    """No two replicas hold different records at an offset below both their HWs.
+
+    Committed prefixes agree across all replicas, up or down: a crash only shortens a log.
+    A replica may still hold a record whose loss was excused (every ISR member was down and
+    one lost it) until it truncates; that offset is not compared.
+    """
+    for p, row in enumerate(s.replicas):
+        for b1 in range(len(row)):
+            for b2 in range(b1 + 1, len(row)):
+                r1, r2 = row[b1], row[b2]
+                for offset in range(min(r1.high_watermark, r2.high_watermark)):
+                    x, y = r1.log[offset], r2.log[offset]
+                    if x != y and x.value not in s.excused and y.value not in s.excused:
+                        return (f"p{p} offset {offset}: broker {b1} has {r1.log[offset]}, "
+                                f"broker {b2} has {r2.log[offset]}, both below HW")
+    return None
+
+
+def AckedWritesDurable(config: Config, s: Cluster) -> str | None:
+    """Every write acknowledged to the producer is at its offset in the true leader's log.
+
+    With acks=all and clean election this holds unless every ISR replica lost the write in
+    crashes (then it is in `excused`: every ISR member was down at once and one of them lost it). acks=1 writes (B10) and any write under unclean election
+    (B9) are not excused: their loss is a trade-off by design, and this invariant shows it.
+    """
+    for w in sorted(s.acked):
+        if w.value in s.excused:
+            continue
+        leader = s.true_leader(w.partition)
+        if leader == NO_LEADER:
+            continue
+        log = s.replica(w.partition, leader).log
+        if not _log_has(log, w.offset, w.value):
+            have = str(log[w.offset]) if w.offset < len(log) else "nothing"
+            return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} "
+                    f"(acks={config.acks}) lost: leader {leader} has {have}")
+    return None
+
+
+def ConsumerNeverSeesUncommitted(config: Config, s: Cluster) -> str | None:
+    """Every record a consumer read is still at its offset in the true leader's log.
+
+    Consumers read below HW only, so what they saw was committed and must never be undone
+    (reading a record that is later truncated is an uncommitted read). Excused as for
+    AckedWritesDurable when every ISR replica lost it in crashes.
+    """
+    for c in sorted(s.consumed):
+        if c.value in s.excused:
+            continue
+        leader = s.true_leader(c.partition)
+        if leader == NO_LEADER:
+            continue
+        log = s.replica(c.partition, leader).log
+        if not _log_has(log, c.offset, c.value):
+            have = str(log[c.offset]) if c.offset < len(log) else "nothing"
+            return (f"p{c.partition}: consumer read v{c.value} at offset {c.offset}, "
+                    f"leader {leader} now has {have}")
+    return None
+
+
+def LeaderEpochMonotonic(config: Config, s: Cluster) -> str | None:
+    """Leader epochs only grow: along every log, along every epoch cache (with non-decreasing
+    start offsets), and no replica holds a record or view from an epoch the controller has not
+    yet created."""
+    for p, row in enumerate(s.replicas):
+        current = s.controller.partitions[p].leader_epoch
+        for b, r in enumerate(row):
+            epochs = [rec.epoch for rec in r.log]
+            if any(x > y for x, y in zip(epochs, epochs[1:], strict=False)):
+                return f"p{p} broker {b}: log epochs go down: {epochs}"
+            cache = r.epoch_cache
+            for (e1, o1), (e2, o2) in zip(cache, cache[1:], strict=False):
+                if e1 >= e2 or o1 > o2:
+                    return f"p{p} broker {b}: epoch cache not increasing: {list(cache)}"
+            if max(epochs + [r.leader_epoch], default=-1) > current:
+                return f"p{p} broker {b}: epoch beyond the controller's {current}"
+    return None
+
+
+def SingleLeaderPerEpoch(config: Config, s: Cluster) -> str | None:
+    """No two live brokers believe they lead the same partition in the same leader epoch."""
+    for p, row in enumerate(s.replicas):
+        seen: dict[int, int] = {}
+        for b, r in enumerate(row):
+            if s.alive[b] and r.leader == b:
+                if r.leader_epoch in seen:
+                    return f"p{p}: brokers {seen[r.leader_epoch]} and {b} both lead epoch {r.leader_epoch}"
+                seen[r.leader_epoch] = b
+    return None
+
+
+Invariant = Callable[[Config, Cluster], str | None]
+
+INVARIANTS: dict[str, Invariant] = {
+    f.__name__: f
+    for f in (
+        HighWatermarkBelowLogEnd,
+        LeaderInIsr,
+        NoCommittedDataLoss,
+        LogMatching,
+        AckedWritesDurable,
+        ConsumerNeverSeesUncommitted,
+        LeaderEpochMonotonic,
+        SingleLeaderPerEpoch,
+    )
+}
+
+
+def violations(config: Config, state: Cluster, names=None) -> list[tuple[str, str]]:
+    """Every (invariant, detail) that fails in `state`, in INVARIANTS order."""
+    out = []
+    for name, check in INVARIANTS.items():
+        if names is not None and name not in names:
+            continue
+        detail = check(config, state)
+        if detail is not None:
+            out.append((name, detail))
+    return out

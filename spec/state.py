@@ -1,0 +1,350 @@
+"""The state of a Kafka cluster as the model sees it: frozen, hashable, cheap to compare.
+
+A cluster has N brokers, each holding one replica of each of P partitions (replication factor =
+N). Offsets are list indices: record k of a log sits at offset k, and LEO = len(log).
+
+What each part stands for:
+- `Replica`: one broker's copy of one partition: its log, HW, the flushed offset (what survives
+  a crash), the leader-epoch cache (`leader-epoch-checkpoint`), its view of (leader, leader epoch,
+  ISR, partition epoch) from the last LeaderAndIsr it applied, and, when it is leader, its
+  per-follower state (remote LEO and broker epoch from the last fetch, lag age in ticks) and its
+  produce purgatory.
+- `PartitionState` and `Controller`: the metadata store as the controller keeps it (ZooKeeper in
+  the seeds): per partition leader, leader epoch, ISR and partition epoch (the ISR-change
+  version used for compare-and-set), and the registered broker epoch of each live session.
+- Messages in flight: LeaderAndIsr requests (a set: delayed, reordered, lost), at most one fetch
+  request or response per (partition, follower) connection, and produce requests.
+- Clients: the producer's acknowledged writes and the consumer's reads, plus `excused`: ghost
+  state naming the writes whose loss Kafka's guarantee allows (every ISR replica lost them in
+  crashes), so invariants can encode the guarantee's condition exactly.
+
+Values are unique record ids 1, 2, ... assigned by `ProducerSend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from spec.config import Config
+
+NO_LEADER = -1
+UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Record:
+    """A record in a log: the leader epoch it was written in and its unique value id."""
+
+    epoch: int
+    value: int
+
+    def __str__(self) -> str:
+        return f"v{self.value}@e{self.epoch}"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingProduce:
+    """An acks=all write waiting in the leader's purgatory until HW passes `offset`."""
+
+    offset: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One broker's replica of one partition."""
+
+    log: tuple[Record, ...] = ()
+    high_watermark: int = 0
+    flushed_offset: int = 0
+    epoch_cache: tuple[tuple[int, int], ...] = ()  # (leader epoch, start offset), increasing
+    # View from the last applied LeaderAndIsr (lost on crash).
+    leader: int = NO_LEADER
+    leader_epoch: int = UNKNOWN
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = UNKNOWN
+    # KIP-101 / KIP-279: an OffsetsForLeaderEpoch round is due before the next fetch.
+    truncation_pending: bool = False
+    # Leader-side, indexed by broker id; empty tuples on followers.
+    remote_log_end_offset: tuple[int, ...] = ()
+    remote_broker_epoch: tuple[int, ...] = ()
+    lag_ticks: tuple[int, ...] = ()
+    purgatory: tuple[PendingProduce, ...] = ()
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.log)
+
+    def is_leader(self, broker: int) -> bool:
+        return self.leader == broker
+
+    def latest_epoch(self) -> int:
+        """The epoch of the last entry of the leader-epoch cache, or -1."""
+        return self.epoch_cache[-1][0] if self.epoch_cache else UNKNOWN
+
+    def last_record_epoch(self) -> int:
+        return self.log[-1].epoch if self.log else UNKNOWN
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """KIP-279's OffsetsForLeaderEpoch answer: (largest cached epoch <= `epoch`, its end).
+
+        The end of an epoch is the start of the next cached epoch, or LEO for the latest one.
+        Returns (-1, -1) when no cached epoch is <= `epoch`.
+        """
+        found = UNKNOWN
+        for index, (cached, _start) in enumerate(self.epoch_cache):
+            if cached > epoch:
+                if found == UNKNOWN:
+                    return UNKNOWN, UNKNOWN
+                return found, self.epoch_cache[index][1]
+            found = cached
+        if found == UNKNOWN:
+            return UNKNOWN, UNKNOWN
+        return found, self.log_end_offset
+
+    def start_offset_after_epoch(self, epoch: int) -> int:
+        """KIP-101's answer: the start offset of the first cached epoch > `epoch`, else LEO.
+
+        Note the KAFKA-6361 flaw kept on purpose: an `epoch` the leader never had still gets
+        the start of the next larger epoch.
+        """
+        for cached, start in self.epoch_cache:
+            if cached > epoch:
+                return start
+        return self.log_end_offset
+
+    def epoch_start_offset(self, epoch: int) -> int:
+        """Start offset of `epoch` in the cache, or -1 if it is not cached."""
+        for cached, start in self.epoch_cache:
+            if cached == epoch:
+                return start
+        return UNKNOWN
+
+    def truncated_to(self, offset: int) -> Replica:
+        """The replica with its log cut to `offset` (HW, flushed and cache follow)."""
+        if offset >= self.log_end_offset:
+            return self
+        return replace(
+            self,
+            log=self.log[:offset],
+            high_watermark=min(self.high_watermark, offset),
+            flushed_offset=min(self.flushed_offset, offset),
+            epoch_cache=tuple(e for e in self.epoch_cache if e[1] < offset),
+        )
+
+    def appended(self, records: tuple[Record, ...], flush_interval: int | None) -> Replica:
+        """The replica with `records` appended, epoch cache and flush policy applied."""
+        cache = self.epoch_cache
+        offset = self.log_end_offset
+        for record in records:
+            if not cache or record.epoch > cache[-1][0]:
+                cache = (*cache, (record.epoch, offset))
+            offset += 1
+        log = self.log + records
+        flushed = self.flushed_offset
+        if flush_interval is not None and len(log) - flushed >= flush_interval:
+            flushed = len(log)
+        return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The metadata store's record of one partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Controller:
+    """The controller and its metadata store.
+
+    `registered[b]` is the broker epoch of b's live session, or -1 once the session expired.
+    `unclean_elections` counts unclean elections (ghost: lets reports say why data was lost).
+    """
+
+    partitions: tuple[PartitionState, ...]
+    registered: tuple[int, ...]
+    unclean_elections: int = 0
+
+
+# Messages ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class LeaderAndIsr:
+    """Controller -> broker: the partition's new leader, epoch and ISR."""
+
+    broker: int
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """Follower -> leader. `current_leader_epoch` is only checked by fencing variants."""
+
+    leader: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRequest:
+    """Follower -> leader: OffsetsForLeaderEpoch (KIP-101 / KIP-279)."""
+
+    leader: int
+    epoch: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """Leader -> follower. `kind` says which answer it is:
+
+    "records"   records from `fetch_offset` and the leader's HW
+    "epoch"     OffsetsForLeaderEpoch answer: (`epoch`, `end_offset`)
+    "diverging" KIP-320 style divergingEpoch: (`epoch`, `end_offset`)
+    "error"     a Kafka error code in `error` (OFFSET_OUT_OF_RANGE carries the leader's LEO
+                in `end_offset`)
+    """
+
+    leader: int
+    leader_epoch: int
+    kind: str
+    records: tuple[Record, ...] = ()
+    high_watermark: int = 0
+    fetch_offset: int = UNKNOWN
+    epoch: int = UNKNOWN
+    end_offset: int = UNKNOWN
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ProduceRequest:
+    """Producer -> broker it believes leads the partition."""
+
+    partition: int
+    broker: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Acked:
+    """A write acknowledged to the producer (or a record returned to the consumer)."""
+
+    partition: int
+    offset: int
+    value: int
+
+
+FetchMessage = FetchRequest | EpochRequest | FetchResponse | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """The whole state. Every field is immutable; `replicas[p][b]` is broker b's replica of p."""
+
+    replicas: tuple[tuple[Replica, ...], ...]
+    alive: tuple[bool, ...]
+    broker_epochs: tuple[int, ...]
+    controller: Controller
+    leader_and_isr: frozenset[LeaderAndIsr]
+    fetches: tuple[tuple[FetchMessage, ...], ...]  # [partition][follower]
+    produce_requests: frozenset[ProduceRequest]
+    acked: frozenset[Acked]
+    consumed: frozenset[Acked]
+    excused: frozenset[int]  # values whose loss is excused (every ISR replica lost them)
+    next_value: int = 1
+    crashes: int = 0
+    ticks: int = 0
+
+    def replica(self, partition: int, broker: int) -> Replica:
+        return self.replicas[partition][broker]
+
+    def with_replica(self, partition: int, broker: int, replica: Replica) -> Cluster:
+        row = self.replicas[partition]
+        row = row[:broker] + (replica,) + row[broker + 1 :]
+        return replace(
+            self, replicas=self.replicas[:partition] + (row,) + self.replicas[partition + 1 :]
+        )
+
+    def with_fetch(self, partition: int, follower: int, message: FetchMessage) -> Cluster:
+        row = self.fetches[partition]
+        row = row[:follower] + (message,) + row[follower + 1 :]
+        return replace(
+            self, fetches=self.fetches[:partition] + (row,) + self.fetches[partition + 1 :]
+        )
+
+    def with_partition_state(self, partition: int, ps: PartitionState) -> Cluster:
+        parts = self.controller.partitions
+        parts = parts[:partition] + (ps,) + parts[partition + 1 :]
+        return replace(self, controller=replace(self.controller, partitions=parts))
+
+    def is_true_leader(self, partition: int, broker: int) -> bool:
+        """Alive, leader in its own view, and that view is the controller's current one."""
+        ps = self.controller.partitions[partition]
+        replica = self.replicas[partition][broker]
+        return (
+            self.alive[broker]
+            and replica.leader == broker
+            and ps.leader == broker
+            and replica.leader_epoch == ps.leader_epoch
+        )
+
+    def true_leader(self, partition: int) -> int:
+        leader = self.controller.partitions[partition].leader
+        if leader != NO_LEADER and self.is_true_leader(partition, leader):
+            return leader
+        return NO_LEADER
+
+
+def leader_side_state(config: Config, isr: tuple[int, ...]) -> dict:
+    """Fresh per-follower state for a new leader: remote LEOs unknown, ISR members caught up."""
+    n = config.brokers
+    lag_cap = config.replica_lag_time_max_ticks + 1
+    return dict(
+        remote_log_end_offset=(UNKNOWN,) * n,
+        remote_broker_epoch=(UNKNOWN,) * n,
+        lag_ticks=tuple(0 if b in isr else lag_cap for b in range(n)),
+    )
+
+
+def initial_state(config: Config) -> Cluster:
+    """All brokers up, each partition led by its preferred replica at epoch 0, full ISR, and
+    every replica has applied that LeaderAndIsr. Logs are empty."""
+    n, p = config.brokers, config.partitions
+    partitions = []
+    rows = []
+    for partition in range(p):
+        assignment = config.assignment(partition)
+        leader = assignment[0]
+        isr = tuple(sorted(assignment))
+        partitions.append(PartitionState(leader, 0, isr, 0))
+        row = []
+        for broker in range(n):
+            view = dict(leader=leader, leader_epoch=0, isr=isr, partition_epoch=0)
+            if broker == leader:
+                row.append(Replica(epoch_cache=((0, 0),), **view, **leader_side_state(config, isr)))
+            else:
+                row.append(Replica(**view))
+        rows.append(tuple(row))
+    return Cluster(
+        replicas=tuple(rows),
+        alive=(True,) * n,
+        broker_epochs=(0,) * n,
+        controller=Controller(tuple(partitions), registered=(0,) * n),
+        leader_and_isr=frozenset(),
+        fetches=tuple((None,) * n for _ in range(p)),
+        produce_requests=frozenset(),
+        acked=frozenset(),
+        consumed=frozenset(),
+        excused=frozenset(),
+    )
