@@ -109,7 +109,8 @@ class ControllerHandleBrokerFailure(Action):
     (unless it is the last member: Kafka keeps the last ISR member so that it can be elected
     when it returns), and where it led, a new leader is elected as in ControllerElectLeader
     (or the partition goes offline, leader -1). Changed partitions get a new partition epoch
-    (and a new leader epoch where the leader changed) and LeaderAndIsr to registered replicas.
+    (and a new leader epoch where the leader changed, or on any ISR change under
+    `isr_shrink_bumps_leader_epoch`) and LeaderAndIsr to the live registered replicas.
     Abstracts: session timeouts (the expiry may happen at any time after the crash).
     """
 
@@ -154,8 +155,9 @@ class BecomeLeader(Action):
     is newer than the broker's view.
     Effect: the view is updated. For a new leadership, the leader-epoch cache gets
     (epoch, LEO), remote follower state is reset (LEOs unknown, ISR members counted as caught
-    up) and the broker's own fetcher for the partition stops. A request that only changes the
-    ISR of the current leadership updates the view and keeps the rest. The HW is left as it was:
+    up) and the broker's own fetcher for the partition stops. A leader re-appointed in a new
+    epoch keeps its follower state and purgatory and starts the epoch at its LEO. A request
+    that only changes the ISR of the current leadership updates the view and keeps the rest. The HW is left as it was:
     a new leader's HW may be stale (that is what KAFKA-7128 is about).
     Abstracts: the controller epoch check (one controller).
     """
@@ -542,10 +544,12 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
             isr = tuple(b for b in isr if b != a.broker)
         leader, epoch = ps.leader, ps.leader_epoch
         if ps.leader == a.broker:
-            _require(epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
             leader, isr, unclean = _elect(config, registered, p, isr)
             unclean_count += unclean
             epoch += 1
+        elif isr != ps.isr and config.variant.isr_shrink_bumps_leader_epoch:
+            epoch += 1
+        _require(epoch < config.max_leader_epochs, "leader-epoch bound reached")
         if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
             continue
         new = PartitionState(leader, epoch, isr, ps.partition_epoch + 1)
@@ -610,6 +614,10 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
     if r.leader == a.broker and r.leader_epoch == m.leader_epoch:
         r = replace(r, **view)
         outcome = "ISR updated"
+    elif r.leader == a.broker:
+        # Still the leader, in a new epoch: follower state carries over; the epoch starts here.
+        r = replace(r, **view, epoch_cache=(*r.epoch_cache, (m.leader_epoch, r.log_end_offset)))
+        outcome = f"still leader, now in epoch {m.leader_epoch}"
     else:
         cache = r.epoch_cache
         if m.leader_epoch > r.latest_epoch():
@@ -808,6 +816,7 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
     if response.kind == "epoch":
         if not r.truncation_pending:
             return s, "dropped: no truncation due"
+        before = r.log_end_offset
         if config.variant.truncation == "epoch-end":
             r = replace(r.truncated_to(min(response.end_offset, r.log_end_offset)), truncation_pending=False)
         elif response.epoch == UNKNOWN:
@@ -815,10 +824,14 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
         else:
             r, finished = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
             r = replace(r, truncation_pending=not finished and bool(r.log))
-        return done(r, f"truncated to {r.log_end_offset}")
+        more = ", another round due" if r.truncation_pending else ""
+        return done(r, f"truncation: LEO {before} -> {r.log_end_offset}{more}")
     if response.kind == "diverging":
+        before = r.log_end_offset
         r, _ = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
-        return done(r, f"diverged, truncated to {r.log_end_offset}")
+        return done(r, f"diverged: LEO {before} -> {r.log_end_offset}")
+    if r.truncation_pending:
+        return s, "dropped: truncation pending"
     if response.fetch_offset != r.log_end_offset:
         return s, f"dropped: fetched from {response.fetch_offset}, LEO now {r.log_end_offset}"
     r = r.appended(response.records, config.log_flush_interval_messages)

@@ -44,6 +44,9 @@ class Variant:
       it when the broker has re-registered since (KIP-903 / KIP-841).
     hw_requires_min_isr: the leader does not advance HW while |ISR| < min.insync.replicas
       (KAFKA-15583).
+    isr_shrink_bumps_leader_epoch: when the controller removes a failed follower from the ISR
+      it also bumps the leader epoch (ZooKeeper-era controllers did; KRaft bumps only the
+      partition epoch), so every replica applies a new LeaderAndIsr.
     """
 
     name: str
@@ -52,6 +55,7 @@ class Variant:
     expand_requires_epoch_start: bool = False
     broker_epochs: bool = False
     hw_requires_min_isr: bool = False
+    isr_shrink_bumps_leader_epoch: bool = True
 
     def with_rules(self, **rules: object) -> Variant:
         """A mutant: this variant with some rules switched (named `name+rule=value`)."""
@@ -80,6 +84,7 @@ VARIANTS: dict[str, Variant] = {
             expand_requires_epoch_start=True,
             broker_epochs=True,
             hw_requires_min_isr=True,
+            isr_shrink_bumps_leader_epoch=False,
         ),
     )
 }
