@@ -175,7 +175,9 @@ class BecomeFollower(Action):
     Guard: as BecomeLeader, for a request whose leader is not this broker.
     Effect: the view is updated; leader-side state and the produce purgatory are dropped (those
     writes are answered NOT_LEADER_OR_FOLLOWER). On a new leadership the variant's truncation
-    rule starts: `high-watermark` truncates to the broker's own HW now; `epoch-end` and
+    rule starts: `high-watermark` truncates to the broker's own HW now, when the leader's
+    broker id changed to a live leader (pre-0.11 makeFollower; a restarted broker always
+    counts as a leader change, since it forgot its view); `epoch-end` and
     `epoch-end-279` mark an OffsetsForLeaderEpoch round as due before fetching;
     `diverging-epoch` does nothing here (every fetch is checked).
     Abstracts: the fetcher thread's backoff; it fetches whenever FollowerSendFetch fires.
@@ -382,8 +384,9 @@ class BrokerRestart(Action):
     """The broker restarts and registers a new session with a new broker epoch.
 
     Guard: it is down and the controller has handled its failure (the old session is gone).
-    Effect: up with broker epoch + 1; under `high-watermark` truncation, logs are cut to the HW
-    on recovery; the controller sends it LeaderAndIsr for every partition.
+    Effect: up with broker epoch + 1 and an empty view; the controller sends it LeaderAndIsr
+    for every partition. Recovery does not truncate: the truncation rule runs when the broker
+    becomes follower (BecomeFollower).
     Abstracts: log recovery's scanning; the HW checkpoint is assumed current.
     """
 
@@ -640,6 +643,7 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
     r = s.replica(a.partition, a.broker)
     s = replace(s, leader_and_isr=s.leader_and_isr - {m})
     new_leadership = (r.leader, r.leader_epoch) != (m.leader, m.leader_epoch)
+    leader_changed = r.leader != m.leader
     r = replace(
         r,
         leader=m.leader,
@@ -652,13 +656,13 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
         purgatory=(),
     )
     outcome = f"follower of {m.leader} in epoch {m.leader_epoch}"
-    if new_leadership:
-        rule = config.variant.truncation
-        if rule == "high-watermark":
-            r = r.truncated_to(r.high_watermark)
-            outcome += f", truncated to HW {r.high_watermark}"
-        elif rule in ("epoch-end", "epoch-end-279"):
-            r = replace(r, truncation_pending=bool(r.log))
+    rule = config.variant.truncation
+    if rule == "high-watermark" and leader_changed and m.leader != NO_LEADER:
+        # Pre-0.11 makeFollower truncated only when the leader (broker id) changed.
+        r = r.truncated_to(r.high_watermark)
+        outcome += f", truncated to HW {r.high_watermark}"
+    elif rule in ("epoch-end", "epoch-end-279") and new_leadership:
+        r = replace(r, truncation_pending=bool(r.log))
     return s.with_replica(a.partition, a.broker, r), outcome
 
 
@@ -766,13 +770,19 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     lag = list(r.lag_ticks)
     if offset >= r.log_end_offset:
         lag[a.follower] = 0
+    # The answer carries the HW read before this fetch moved it (as Kafka's readRecords does),
+    # so a follower learns of a commit one fetch round trip after the leader (PROTOCOL rule 2).
+    high_watermark = r.high_watermark
     r = replace(r, remote_log_end_offset=tuple(remote), remote_broker_epoch=tuple(broker_epochs),
                 lag_ticks=tuple(lag))
     r = _advance_high_watermark(config, r, a.broker)
     records = r.log[offset:]
     response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
-                             high_watermark=r.high_watermark, fetch_offset=offset)
-    return answer(response, r), f"{len(records)} records from {offset}, HW {r.high_watermark}"
+                             high_watermark=high_watermark, fetch_offset=offset)
+    outcome = f"{len(records)} records from {offset}, HW {r.high_watermark}"
+    if high_watermark != r.high_watermark:
+        outcome += f" (the answer carries {high_watermark})"
+    return answer(response, r), outcome
 
 
 def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
@@ -970,10 +980,6 @@ def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
         broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
         controller=replace(s.controller, registered=registered),
     )
-    if config.variant.truncation == "high-watermark":
-        for p in range(config.partitions):
-            r = s.replica(p, b)
-            s = s.with_replica(p, b, r.truncated_to(r.high_watermark))
     messages = set(s.leader_and_isr)
     for p, ps in enumerate(s.controller.partitions):
         messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch))

@@ -1,0 +1,375 @@
+"""Exhaustive breadth-first exploration of a `Model`, with shortest counterexamples.
+
+Theory of operation. The search runs level by level. Level d holds the states first reached in
+d steps. Expanding a level means, for each of its states: check every invariant, then compute
+its successors, canonicalise each (symmetry), and fingerprint it (64-bit `hash`). The next level
+is every fingerprint not yet visited. Because levels are sets, the visited set and every count
+are the same whatever order states are expanded in, so:
+
+- `workers > 1` gives exactly the counts and verdict of `workers = 1`. Workers are forked
+  processes that own the states they generated: only fingerprints and action labels cross
+  process boundaries, never states. The coordinator keeps the visited set and, for each new
+  state, the smallest (parent fingerprint, successor index) that reached it, so the parent tree,
+  and hence every reported trace, is also independent of the number of workers.
+- A violation found in level d is reported after the whole level has been checked, choosing the
+  smallest (invariant order, fingerprint): counts stop at level d, and the counterexample has the
+  shortest possible length, d steps.
+
+Traces are rebuilt from parent pointers by replaying labels from the initial state.
+
+Fingerprints: distinct states are told apart by a 64-bit hash, so two different states could
+collide and one would go unexplored. The chance is about n^2 / 2^65 for n distinct states
+(birthday bound, assuming a uniform hash); it is reported with every result.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from model_check.model import Model
+
+
+@dataclass
+class Violation:
+    invariant: str
+    detail: str
+    trace: list[tuple[Any, Any]]  # (label or None for the initial state, state)
+
+
+@dataclass
+class Result:
+    """The outcome of a search. `result` is "ok", "violation" or "incomplete"."""
+
+    result: str
+    distinct_states: int
+    generated_states: int
+    depth: int
+    seconds: float
+    coverage: Counter = field(default_factory=Counter)
+    violation: Violation | None = None
+    collision_probability: float = 0.0
+    symmetry: bool = False
+    workers: int = 1
+    seed: int | None = None
+    traces: int = 0
+
+    @property
+    def states_per_second(self) -> float:
+        return self.distinct_states / self.seconds if self.seconds > 0 else 0.0
+
+
+def collision_probability(n: int) -> float:
+    """Probability that some two of n distinct states share a 64-bit fingerprint."""
+    return min(1.0, n * (n - 1) / 2 / 2.0**64)
+
+
+# ------------------------------------------------------------------------------------------
+# The expansion work, shared by the in-process and the forked workers.
+
+
+class _Expander:
+    """Holds the states this worker generated and expands the ones the coordinator accepts."""
+
+    def __init__(self, model: Model, symmetry: bool, check: bool):
+        self.model = model
+        self.symmetry = symmetry
+        self.check = check
+        self.pending: dict[int, Any] = {}
+
+    def fingerprint(self, state: Any) -> tuple[int, Any]:
+        if self.symmetry:
+            state = self.model.canonical(state)
+        return hash(state), state
+
+    def seed(self, states: list[Any]) -> list[tuple[int, int, int]]:
+        out = []
+        for index, state in enumerate(states):
+            fp, canon = self.fingerprint(state)
+            if fp not in self.pending:
+                self.pending[fp] = canon
+                out.append((fp, 0, index))
+        return out
+
+    def expand(self, accepted: list[int], expand: bool):
+        """Check and expand the accepted states; return violations, new candidates, counts."""
+        frontier = [(fp, self.pending[fp]) for fp in accepted]
+        self.pending = {}
+        model = self.model
+        violations = []
+        if self.check:
+            for fp, state in frontier:
+                for order, (name, check) in enumerate(model.invariants.items()):
+                    detail = check(state)
+                    if detail is not None:
+                        violations.append((order, fp, name, detail))
+                        break
+        candidates: dict[int, tuple[int, int]] = {}
+        coverage: Counter = Counter()
+        generated = 0
+        if expand and not violations:
+            pending = self.pending
+            for parent, state in frontier:
+                for index, (label, nxt) in enumerate(model.successors(state)):
+                    generated += 1
+                    coverage[model.action_name(label)] += 1
+                    fp, canon = self.fingerprint(nxt)
+                    key = (parent, index)
+                    best = candidates.get(fp)
+                    if best is None:
+                        candidates[fp] = key
+                        pending[fp] = canon
+                    elif key < best:
+                        candidates[fp] = key
+        return violations, candidates, coverage, generated
+
+
+def _worker_main(conn, model, symmetry, check):
+    expander = _Expander(model, symmetry, check)
+    while True:
+        message = conn.recv()
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "seed":
+            conn.send(expander.seed(message[1]))
+        elif kind == "expand":
+            conn.send(expander.expand(message[1], message[2]))
+
+
+class _Pool:
+    """Forked workers speaking a tiny protocol over pipes; or one in-process expander."""
+
+    def __init__(self, model: Model, workers: int, symmetry: bool, check: bool):
+        self.workers = workers
+        if workers == 1:
+            self.local = _Expander(model, symmetry, check)
+            return
+        ctx = multiprocessing.get_context("fork")  # shares the hash secret: same fingerprints
+        self.conns = []
+        self.procs = []
+        for _ in range(workers):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(child, model, symmetry, check), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def seed(self, states: list[Any]) -> list[tuple[int, int, int]]:
+        if self.workers == 1:
+            return self.local.seed(states)
+        self.conns[0].send(("seed", states))
+        return self.conns[0].recv()
+
+    def expand(self, assigned: list[list[int]], expand: bool):
+        if self.workers == 1:
+            return [self.local.expand(assigned[0], expand)]
+        for conn, fps in zip(self.conns, assigned, strict=True):
+            conn.send(("expand", fps, expand))
+        return [conn.recv() for conn in self.conns]
+
+    def close(self) -> None:
+        if self.workers == 1:
+            return
+        for conn in self.conns:
+            try:
+                conn.send(("stop",))
+            except OSError:
+                pass
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def explore(
+    model: Model,
+    *,
+    max_states: int | None = None,
+    max_depth: int | None = None,
+    workers: int = 1,
+    symmetry: bool | None = None,
+    check_invariants: bool = True,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> Result:
+    """Breadth-first search of every reachable state; see the module docstring."""
+    start = time.perf_counter()
+    use_symmetry = model.symmetric() if symmetry is None else (symmetry and model.symmetric())
+    check = check_invariants and bool(model.invariants)
+    workers = max(1, workers)
+    pool = _Pool(model, workers, use_symmetry, check)
+    parents: dict[int, tuple[int, int] | None] = {}
+    coverage: Counter = Counter()
+    generated = 0
+    depth = 0
+    result = "ok"
+    violation = None
+    owner: dict[int, int] = {}
+    try:
+        init_states = list(model.init_states())
+        seeded = pool.seed(init_states)
+        frontier: list[int] = []
+        for fp, _, index in seeded:
+            parents[fp] = None
+            frontier.append(fp)
+            owner[fp] = 0
+        init_by_fp = {fp: index for fp, _, index in seeded}
+        while frontier:
+            last_level = max_depth is not None and depth >= max_depth
+            assigned: list[list[int]] = [[] for _ in range(workers)]
+            for fp in frontier:
+                assigned[owner[fp]].append(fp)
+            if depth == 0 and workers > 1:
+                # Initial states live in worker 0; later levels are spread by who found them.
+                assigned = [frontier] + [[] for _ in range(workers - 1)]
+            replies = pool.expand(assigned, expand=not last_level)
+            found = sorted(v for reply in replies for v in reply[0])
+            if found:
+                _, fp, name, detail = found[0]
+                trace = _rebuild(model, use_symmetry, parents, init_states, init_by_fp, fp)
+                violation = Violation(name, detail, trace)
+                result = "violation"
+                break
+            best: dict[int, tuple[tuple[int, int], int]] = {}
+            for worker, reply in enumerate(replies):
+                coverage.update(reply[2])
+                generated += reply[3]
+                for fp, key in reply[1].items():
+                    if fp in parents:
+                        continue
+                    current = best.get(fp)
+                    if current is None or key < current[0]:
+                        best[fp] = (key, worker)
+            if max_states is not None and len(parents) + len(best) > max_states:
+                room = max(0, max_states - len(parents))
+                best = dict(sorted(best.items())[:room])
+                result = "incomplete"
+            owner = {}
+            frontier = []
+            for fp in sorted(best):
+                key, worker = best[fp]
+                parents[fp] = key
+                owner[fp] = worker
+                frontier.append(fp)
+            if frontier:
+                depth += 1
+            if progress is not None:
+                progress(dict(depth=depth, distinct=len(parents), generated=generated,
+                              queue=len(frontier), seconds=time.perf_counter() - start))
+            if result == "incomplete":
+                break
+    finally:
+        pool.close()
+    return Result(
+        result=result,
+        distinct_states=len(parents),
+        generated_states=generated,
+        depth=depth,
+        seconds=time.perf_counter() - start,
+        coverage=coverage,
+        violation=violation,
+        collision_probability=collision_probability(len(parents)),
+        symmetry=use_symmetry,
+        workers=workers,
+    )
+
+
+def _rebuild(model, symmetry, parents, init_states, init_by_fp, fp) -> list[tuple[Any, Any]]:
+    """Replay the labels on the parent chain from the initial state to `fp`."""
+    chain = []
+    while parents[fp] is not None:
+        parent, index = parents[fp]
+        chain.append(index)
+        fp = parent
+    state = init_states[init_by_fp[fp]]
+    if symmetry:
+        state = model.canonical(state)
+    trace = [(None, state)]
+    for index in reversed(chain):
+        for i, (label, nxt) in enumerate(model.successors(state)):
+            if i == index:
+                state = model.canonical(nxt) if symmetry else nxt
+                trace.append((label, state))
+                break
+        else:  # pragma: no cover - would mean successors() is not deterministic
+            raise AssertionError("successor order changed between search and replay")
+    return trace
+
+
+def simulate(
+    model: Model,
+    *,
+    seed: int,
+    depth: int,
+    traces: int,
+    check_invariants: bool = True,
+) -> Result:
+    """Random walks from the initial states; every successor is checked, not just the path."""
+    start = time.perf_counter()
+    rng = random.Random(seed)
+    coverage: Counter = Counter()
+    generated = 0
+    seen: set[int] = set()
+    deepest = 0
+    invariants = list(model.invariants.items()) if check_invariants else []
+
+    def check(state):
+        for name, inv in invariants:
+            detail = inv(state)
+            if detail is not None:
+                return name, detail
+        return None
+
+    init_states = list(model.init_states())
+    for _ in range(traces):
+        state = rng.choice(init_states)
+        trace = [(None, state)]
+        found = check(state)
+        if found:
+            return _sim_result(start, "violation", seen, generated, 0, coverage, Violation(*found, trace), seed, traces)
+        for step in range(depth):
+            succs = list(model.successors(state))
+            if not succs:
+                break
+            for label, nxt in succs:
+                generated += 1
+                coverage[model.action_name(label)] += 1
+                seen.add(hash(nxt))
+                found = check(nxt)
+                if found:
+                    trace.append((label, nxt))
+                    return _sim_result(start, "violation", seen, generated, step + 1, coverage,
+                                       Violation(*found, trace), seed, traces)
+            label, state = rng.choice(succs)
+            trace.append((label, state))
+            deepest = max(deepest, step + 1)
+    return _sim_result(start, "ok", seen, generated, deepest, coverage, None, seed, traces)
+
+
+def _sim_result(start, result, seen, generated, depth, coverage, violation, seed, traces):
+    return Result(result, len(seen), generated, depth, time.perf_counter() - start, coverage,
+                  violation, collision_probability(len(seen)), seed=seed, traces=traces)
+
+
+def tty_progress(stream=sys.stderr) -> Callable[[dict[str, Any]], None] | None:
+    """A one-line progress display for interactive runs; None when stderr is not a TTY."""
+    if not stream.isatty() or os.environ.get("ISRLAB_NO_PROGRESS"):
+        return None
+
+    def show(p: dict[str, Any]) -> None:
+        rate = p["distinct"] / p["seconds"] if p["seconds"] > 0 else 0
+        stream.write(f"\rdepth {p['depth']:>3}  distinct {p['distinct']:>10,}  generated "
+                     f"{p['generated']:>11,}  queue {p['queue']:>9,}  {rate:>9,.0f} states/s")
+        stream.flush()
+
+    return show

@@ -1,0 +1,122 @@
+"""The interface the explorer searches: any transition system with named actions and invariants.
+
+Two models implement it: `KafkaModel` (the spec in `spec/`, the default) and the tla-compat
+model (`model_check.tla_compat`), a re-expression of hachikuji/kafka-specification.
+
+A model is deliberately small (stateright's shape): initial states, successors with their
+action labels, named invariants, and ways to show a state and an action to a person or a tool.
+States must be hashable; labels must be picklable (parallel search sends them between
+processes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import fields
+from typing import Any, Protocol
+
+from spec import Config, initial_state
+from spec.actions import Action, candidates, step_with_outcome
+from spec.actions import NotEnabled as _NotEnabled
+from spec.invariants import INVARIANTS
+from spec.render import render
+
+
+class Model(Protocol):
+    """What the explorer needs from a model."""
+
+    name: str
+    invariants: dict[str, Callable[[Any], str | None]]
+
+    def init_states(self) -> Iterable[Any]: ...
+
+    def successors(self, state: Any) -> Iterator[tuple[Any, Any]]:
+        """(action label, next state) pairs in a deterministic order."""
+        ...
+
+    def action_name(self, label: Any) -> str: ...
+
+    def action_args(self, label: Any) -> dict[str, Any]: ...
+
+    def action_names(self) -> tuple[str, ...]:
+        """Every action kind the model has (so coverage can flag those that never fired)."""
+        ...
+
+    def render(self, state: Any) -> str: ...
+
+    def to_json(self, state: Any) -> dict[str, Any]: ...
+
+    def canonical(self, state: Any) -> Any:
+        """The representative of the state's symmetry class (identity when not symmetric)."""
+        ...
+
+    def symmetric(self) -> bool: ...
+
+    def config_json(self) -> dict[str, Any]: ...
+
+
+class KafkaModel:
+    """The default model: `spec` under one `Config`."""
+
+    name = "kafka"
+
+    def __init__(self, config: Config, invariants: Iterable[str] | None = None):
+        self.config = config
+        names = list(INVARIANTS) if invariants is None else list(invariants)
+        self.invariants = {
+            n: (lambda state, check=INVARIANTS[n], cfg=config: check(cfg, state)) for n in names
+        }
+
+    def init_states(self):
+        return [initial_state(self.config)]
+
+    def successors(self, state):
+        config = self.config
+        for action in candidates(config, state):
+            try:
+                yield action, step_with_outcome(config, state, action)[0]
+            except _NotEnabled:
+                continue
+
+    def action_name(self, label: Action) -> str:
+        return label.name
+
+    def action_args(self, label: Action) -> dict[str, Any]:
+        return label.args()
+
+    def action_names(self):
+        from spec.actions import ACTION_TYPES
+
+        return tuple(t.__name__ for t in ACTION_TYPES)
+
+    def render(self, state) -> str:
+        return render(self.config, state)
+
+    def to_json(self, state) -> dict[str, Any]:
+        return state_to_json(state)
+
+    def symmetric(self) -> bool:
+        # Assignment order breaks broker symmetry: clean election takes the first live ISR
+        # member in assignment order, and replica 0 is the preferred leader. No permutation of
+        # broker ids is an automorphism of this model, so symmetry reduction would be unsound.
+        return False
+
+    def canonical(self, state):
+        return state
+
+    def config_json(self) -> dict[str, Any]:
+        return self.config.to_properties()
+
+
+def state_to_json(value: Any) -> Any:
+    """Frozen dataclasses, tuples and sets to JSON values; sets become sorted lists."""
+    if hasattr(value, "__dataclass_fields__"):
+        out = {f.name: state_to_json(getattr(value, f.name)) for f in fields(value)}
+        if type(value).__name__ in ("FetchRequest", "EpochRequest", "FetchResponse"):
+            out = {"type": type(value).__name__, **out}
+        return out
+    if isinstance(value, frozenset | set):
+        return sorted((state_to_json(v) for v in value), key=repr)
+    if isinstance(value, tuple | list):
+        return [state_to_json(v) for v in value]
+    return value
