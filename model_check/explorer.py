@@ -7,8 +7,8 @@ is every fingerprint not yet visited. Because levels are sets, the visited set a
 are the same whatever order states are expanded in, so:
 
 - `workers > 1` gives exactly the counts and verdict of `workers = 1`. Workers are forked
-  processes that own the states they generated: only fingerprints and action labels cross
-  process boundaries, never states. The coordinator keeps the visited set and, for each new
+  processes that own the states they generated: fingerprints and action labels cross process
+  boundaries, and states only when a level is rebalanced (each new state at most once). The coordinator keeps the visited set and, for each new
   state, the smallest (parent fingerprint, successor index) that reached it, so the parent tree,
   and hence every reported trace, is also independent of the number of workers.
 - A violation found in level d is reported after the whole level has been checked, choosing the
@@ -98,9 +98,13 @@ class _Expander:
                 out.append((fp, 0, index))
         return out
 
-    def expand(self, accepted: list[int], expand: bool):
+    def export(self, fps: list[int]) -> list[tuple[int, Any]]:
+        """Hand some accepted states to the coordinator, to balance the next level."""
+        return [(fp, self.pending.pop(fp)) for fp in fps]
+
+    def expand(self, accepted: list[int], imported: list[tuple[int, Any]], expand: bool):
         """Check and expand the accepted states; return violations, new candidates, counts."""
-        frontier = [(fp, self.pending[fp]) for fp in accepted]
+        frontier = [(fp, self.pending[fp]) for fp in accepted] + imported
         self.pending = {}
         model = self.model
         violations = []
@@ -140,8 +144,10 @@ def _worker_main(conn, model, symmetry, check):
             return
         if kind == "seed":
             conn.send(expander.seed(message[1]))
+        elif kind == "export":
+            conn.send(expander.export(message[1]))
         elif kind == "expand":
-            conn.send(expander.expand(message[1], message[2]))
+            conn.send(expander.expand(message[1], message[2], message[3]))
 
 
 class _Pool:
@@ -168,11 +174,26 @@ class _Pool:
         self.conns[0].send(("seed", states))
         return self.conns[0].recv()
 
-    def expand(self, assigned: list[list[int]], expand: bool):
+    def expand(self, groups: list[list[int]], expand: bool):
+        """Expand the next level, `groups[w]` being the states worker w found.
+
+        Workers that found more than their share first hand the excess over (only new states
+        ever travel, once), so the level is split evenly whoever discovered it.
+        """
         if self.workers == 1:
-            return [self.local.expand(assigned[0], expand)]
-        for conn, fps in zip(self.conns, assigned, strict=True):
-            conn.send(("expand", fps, expand))
+            return [self.local.expand(groups[0], [], expand)]
+        share = -(-sum(len(g) for g in groups) // self.workers)
+        keep = [g[:share] for g in groups]
+        excess = {w: g[share:] for w, g in enumerate(groups) if len(g) > share}
+        for w, fps in excess.items():
+            self.conns[w].send(("export", fps))
+        moved = [item for w in excess for item in self.conns[w].recv()]
+        imports: list[list[tuple[int, Any]]] = [[] for _ in range(self.workers)]
+        for w in range(self.workers):
+            room = share - len(keep[w])
+            imports[w], moved = moved[:room], moved[room:]
+        for conn, own, extra in zip(self.conns, keep, imports, strict=True):
+            conn.send(("expand", own, extra, expand))
         return [conn.recv() for conn in self.conns]
 
     def close(self) -> None:
@@ -219,20 +240,17 @@ def explore(
         init_states = list(model.init_states())
         seeded = pool.seed(init_states)
         frontier: list[int] = []
-        for fp, _, index in seeded:
+        for fp, _, _index in seeded:
             parents[fp] = None
             frontier.append(fp)
             owner[fp] = 0
         init_by_fp = {fp: index for fp, _, index in seeded}
         while frontier:
             last_level = max_depth is not None and depth >= max_depth
-            assigned: list[list[int]] = [[] for _ in range(workers)]
+            groups: list[list[int]] = [[] for _ in range(workers)]
             for fp in frontier:
-                assigned[owner[fp]].append(fp)
-            if depth == 0 and workers > 1:
-                # Initial states live in worker 0; later levels are spread by who found them.
-                assigned = [frontier] + [[] for _ in range(workers - 1)]
-            replies = pool.expand(assigned, expand=not last_level)
+                groups[owner[fp]].append(fp)
+            replies = pool.expand(groups, expand=not last_level)
             found = sorted(v for reply in replies for v in reply[0])
             if found:
                 _, fp, name, detail = found[0]

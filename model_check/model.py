@@ -16,8 +16,7 @@ from dataclasses import fields
 from typing import Any, Protocol
 
 from spec import Config, initial_state
-from spec.actions import Action, candidates, step_with_outcome
-from spec.actions import NotEnabled as _NotEnabled
+from spec.actions import Action, successors
 from spec.invariants import INVARIANTS
 from spec.render import render
 
@@ -71,12 +70,7 @@ class KafkaModel:
         return [initial_state(self.config)]
 
     def successors(self, state):
-        config = self.config
-        for action in candidates(config, state):
-            try:
-                yield action, step_with_outcome(config, state, action)[0]
-            except _NotEnabled:
-                continue
+        return successors(self.config, state)
 
     def action_name(self, label: Action) -> str:
         return label.name

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from spec.config import Config
 from spec.state import (
@@ -43,6 +43,7 @@ from spec.state import (
     Record,
     Replica,
     leader_side_state,
+    replace,
 )
 
 # Kafka error codes the model produces (as data, never as exceptions).
@@ -104,7 +105,9 @@ class ControllerElectLeader(Action):
 class ControllerHandleBrokerFailure(Action):
     """The broker's metadata session expires; the controller handles every partition at once.
 
-    Guard: the broker is down and its session is still registered.
+    Guard: the broker's session is registered, and either the broker is down (the expiry that
+    follows a crash) or, for a live broker (a GC pause or lost heartbeats: it keeps running as
+    a zombie until it learns otherwise), fewer than `max.session.expiries` such expiries so far.
     Effect: the session is removed. In one batch, for every partition: the broker leaves the ISR
     (unless it is the last member: Kafka keeps the last ISR member so that it can be elected
     when it returns), and where it led, a new leader is elected as in ControllerElectLeader
@@ -133,8 +136,11 @@ class ControllerElectPreferredLeader(Action):
 class NetworkDropLeaderAndIsr(Action):
     """A LeaderAndIsr request is lost (or was stale and discarded by its broker).
 
-    Guard: the request is in flight. Effect: it is gone.
+    Guard: the request is in flight; fewer than `max.message.drops` lost so far.
+    Effect: it is gone.
     Abstracts: the controller's retries (a lost request models one that never got through).
+    A stale request (its epoch is not newer than the broker's view) is never applied; it stays
+    in flight, harmless, unless dropped.
     """
 
     partition: int
@@ -394,6 +400,19 @@ class BrokerRestart(Action):
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerRegister(Action):
+    """A live broker whose session expired registers a new one, with a new broker epoch.
+
+    Guard: the broker is up and has no session.
+    Effect: broker epoch + 1, registered; the controller sends it LeaderAndIsr for every
+    partition (as on startup).
+    Abstracts: how long the broker takes to notice the expiry.
+    """
+
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
 class Tick(Action):
     """Time passes: every leader's lag clock for each follower ages by one tick.
 
@@ -421,6 +440,7 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     BrokerFlush,
     BrokerCrash,
     BrokerRestart,
+    BrokerRegister,
     Tick,
 )
 ACTIONS_BY_NAME: dict[str, type[Action]] = {t.__name__: t for t in ACTION_TYPES}
@@ -494,8 +514,8 @@ def _truncate_to_epoch_answer(
 ) -> tuple[Replica, bool]:
     """KIP-279 follower rule on a (leader epoch, end offset) answer: (new replica, done?)."""
     if leader_epoch == UNKNOWN:
-        # The leader has no epoch at or below ours: nothing of our log is known to match.
-        return replica.truncated_to(0), True
+        # Undefined answer (we asked above the leader's latest epoch): fall back to our HW.
+        return replica.truncated_to(replica.high_watermark), True
     own_epoch, own_end = replica.end_offset_for_epoch(leader_epoch)
     if own_epoch == UNKNOWN:
         return replica.truncated_to(min(leader_end, replica.log_end_offset)), True
@@ -530,8 +550,10 @@ def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeade
 
 def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
     _check_broker(config, a.broker)
-    _require(not s.alive[a.broker], f"broker {a.broker} is up")
     _require(s.controller.registered[a.broker] != UNKNOWN, f"broker {a.broker} has no session")
+    if s.alive[a.broker]:
+        _require(s.expiries < config.max_session_expiries, "max.session.expiries reached")
+        s = replace(s, expiries=s.expiries + 1)
     registered = list(s.controller.registered)
     registered[a.broker] = UNKNOWN
     registered = tuple(registered)
@@ -593,7 +615,8 @@ def _find_leader_and_isr(s: Cluster, a) -> LeaderAndIsr:
 
 def _network_drop_leader_and_isr(config: Config, s: Cluster, a: NetworkDropLeaderAndIsr):
     m = _find_leader_and_isr(s, a)
-    return replace(s, leader_and_isr=s.leader_and_isr - {m}), "dropped"
+    _require(s.drops < config.max_message_drops, "max.message.drops reached")
+    return replace(s, leader_and_isr=s.leader_and_isr - {m}, drops=s.drops + 1), "dropped"
 
 
 def _applicable_leader_and_isr(config: Config, s: Cluster, a, leads: bool) -> LeaderAndIsr:
@@ -828,7 +851,8 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
             return s, "dropped: no truncation due"
         before = r.log_end_offset
         if config.variant.truncation == "epoch-end":
-            r = replace(r.truncated_to(min(response.end_offset, r.log_end_offset)), truncation_pending=False)
+            end = response.end_offset if response.end_offset != UNKNOWN else r.high_watermark
+            r = replace(r.truncated_to(end), truncation_pending=False)
         elif response.epoch == UNKNOWN:
             r = replace(r.truncated_to(r.high_watermark), truncation_pending=False)
         else:
@@ -877,7 +901,9 @@ def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
     _require(remote < r.log_end_offset, f"{a.follower} has caught up")
     lagging_time = r.lag_ticks[a.follower] > config.replica_lag_time_max_ticks
     max_messages = config.replica_lag_max_messages
-    lagging_messages = max_messages is not None and r.log_end_offset - remote > max_messages
+    lagging_messages = (
+        max_messages is not None and remote != UNKNOWN and r.log_end_offset - remote > max_messages
+    )
     _require(lagging_time or lagging_messages, f"{a.follower} is not lagging")
     isr = tuple(b for b in r.isr if b != a.follower)
     return _commit_isr(config, s, a, r, ps, isr), f"ISR {list(isr)}"
@@ -905,6 +931,9 @@ def _broker_flush(config: Config, s: Cluster, a: BrokerFlush):
     r = s.replica(a.partition, a.broker)
     _require(s.alive[a.broker], f"broker {a.broker} is down")
     _require(r.flushed_offset < r.log_end_offset, "nothing to flush")
+    # Only a crash reads the flushed offset: with no crash left, flushing changes nothing
+    # observable, so the explorer is spared the interleavings.
+    _require(s.crashes < config.max_crashes, "no crash left in the bounds: flushing is moot")
     return s.with_replica(a.partition, a.broker, replace(r, flushed_offset=r.log_end_offset)), "flushed"
 
 
@@ -967,23 +996,37 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     return s, "crashed"
 
 
-def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
-    _check_broker(config, a.broker)
-    b = a.broker
-    _require(not s.alive[b], f"broker {b} is up")
-    _require(s.controller.registered[b] == UNKNOWN, f"broker {b}'s old session is not expired")
+def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
+    """A new session with a new broker epoch; the controller sends the broker every partition."""
     epoch = s.broker_epochs[b] + 1
     registered = s.controller.registered[:b] + (epoch,) + s.controller.registered[b + 1 :]
-    s = replace(
-        s,
-        alive=s.alive[:b] + (True,) + s.alive[b + 1 :],
-        broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
-        controller=replace(s.controller, registered=registered),
-    )
     messages = set(s.leader_and_isr)
     for p, ps in enumerate(s.controller.partitions):
         messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch))
-    return replace(s, leader_and_isr=frozenset(messages)), f"up with broker epoch {epoch}"
+    s = replace(
+        s,
+        broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
+        controller=replace(s.controller, registered=registered),
+        leader_and_isr=frozenset(messages),
+    )
+    return s, epoch
+
+
+def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
+    b = a.broker
+    _require(not s.alive[b], f"broker {b} is up")
+    _require(s.controller.registered[b] == UNKNOWN, f"broker {b}'s old session is not expired")
+    s = replace(s, alive=s.alive[:b] + (True,) + s.alive[b + 1 :])
+    s, epoch = _register(s, b)
+    return s, f"up with broker epoch {epoch}"
+
+
+def _broker_register(config: Config, s: Cluster, a: BrokerRegister):
+    b = a.broker
+    _require(s.alive[b], f"broker {b} is down")
+    _require(s.controller.registered[b] == UNKNOWN, f"broker {b} has a session")
+    s, epoch = _register(s, b)
+    return s, f"registered with broker epoch {epoch}"
 
 
 def _tick(config: Config, s: Cluster, a: Tick):
@@ -1021,6 +1064,7 @@ _HANDLERS = {
     BrokerFlush: _broker_flush,
     BrokerCrash: _broker_crash,
     BrokerRestart: _broker_restart,
+    BrokerRegister: _broker_register,
     Tick: _tick,
 }
 assert set(_HANDLERS) == set(ACTION_TYPES), "every action needs exactly one handler"
@@ -1085,14 +1129,17 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
     for b in range(n):
         yield BrokerCrash(b)
         yield BrokerRestart(b)
+        yield BrokerRegister(b)
     yield Tick()
 
 
 def successors(config: Config, state: Cluster) -> Iterator[tuple[Action, Cluster]]:
     """Every enabled action with the state it leads to, in a deterministic order."""
+    handlers = _HANDLERS
     for action in candidates(config, state):
         try:
-            yield action, step(config, state, action)
+            # Candidates are in range by construction: skip step()'s argument checks.
+            yield action, handlers[type(action)](config, state, action)[0]
         except NotEnabled:
             continue
 

@@ -111,7 +111,9 @@ class Config:
     max_records: int = 2
     max_leader_epochs: int = 2
     max_crashes: int = 0
-    max_ticks: int = 2
+    max_session_expiries: int = 1
+    max_ticks: int = 0
+    max_message_drops: int = 0
 
     def __post_init__(self) -> None:
         checks = (
@@ -137,6 +139,8 @@ class Config:
             (self.max_records >= 0, "max.records", "must be >= 0"),
             (self.max_leader_epochs >= 1, "max.leader.epochs", "must be >= 1"),
             (self.max_crashes >= 0, "max.crashes", "must be >= 0"),
+            (self.max_session_expiries >= 0, "max.session.expiries", "must be >= 0"),
+            (self.max_message_drops >= 0, "max.message.drops", "must be >= 0"),
             (self.max_ticks >= 0, "max.ticks", "must be >= 0"),
         )
         for ok, key, why in checks:
@@ -215,6 +219,8 @@ _KEYS = {
     "max.records": ("max_records", _parse_int),
     "max.leader.epochs": ("max_leader_epochs", _parse_int),
     "max.crashes": ("max_crashes", _parse_int),
+    "max.session.expiries": ("max_session_expiries", _parse_int),
+    "max.message.drops": ("max_message_drops", _parse_int),
     "max.ticks": ("max_ticks", _parse_int),
 }
 

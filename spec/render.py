@@ -93,7 +93,7 @@ def render(config: Config, s: Cluster) -> str:
     if s.excused:
         lines.append("excused (all ISR down, one lost them): "
                      + " ".join(f"v{v}" for v in sorted(s.excused)))
-    if not all(s.alive) or s.crashes:
+    if not all(s.alive) or s.crashes or s.expiries:
         lines.append("brokers: " + " ".join(
             f"b{b}={'up' if up else 'down'}/epoch{s.broker_epochs[b]}"
             + ("" if s.controller.registered[b] >= 0 else "/no-session")

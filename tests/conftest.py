@@ -1,0 +1,92 @@
+"""Small helpers shared by the spec tests: build configs, drive states by actions, read guards.
+
+Tests drive the spec the way the model checker does: from `initial_state(config)` through a
+sequence of actions, each of which must be enabled. `produce` and `fetch` expand to the action
+triples the scenario runner uses, so a test reads like a transcript.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import pytest
+
+from spec import VARIANTS, Config, NotEnabled, initial_state, step, step_with_outcome
+from spec.actions import (
+    Action,
+    FollowerHandleFetchResponse,
+    FollowerSendFetch,
+    LeaderAppend,
+    LeaderHandleFetch,
+    ProducerSend,
+)
+from spec.state import Cluster
+
+# Exploration bounds the tests rely on. Config's own defaults are tuned for the explorer and
+# change with it; tests set what they need here (only fields the Config has).
+TEST_BOUNDS = {"max_ticks": 2, "max_session_expiries": 1, "max_message_drops": 1}
+
+
+def cfg(variant: str = "current", **changes: object) -> Config:
+    """A config for the named variant with some fields changed (Python field names)."""
+    names = {f.name for f in dataclasses.fields(Config)}
+    bounds = {k: v for k, v in TEST_BOUNDS.items() if k in names}
+    return Config(variant=VARIANTS[variant], **{**bounds, **changes})
+
+
+def _flatten(actions: Iterable) -> list[Action]:
+    out = []
+    for a in actions:
+        if isinstance(a, Action):
+            out.append(a)
+        else:
+            out.extend(_flatten(a))
+    return out
+
+
+def run_from(config: Config, state: Cluster, *actions) -> Cluster:
+    """Apply the actions in order (tuples are flattened); each one must be enabled."""
+    for action in _flatten(actions):
+        state = step(config, state, action)
+    return state
+
+
+def run(config: Config, *actions) -> Cluster:
+    """The state reached from `initial_state(config)` by the given actions."""
+    return run_from(config, initial_state(config), *actions)
+
+
+def outcomes(config: Config, state: Cluster, *actions) -> tuple[Cluster, list[str]]:
+    """Apply the actions; return the final state and the outcome string of each."""
+    said = []
+    for action in _flatten(actions):
+        state, outcome = step_with_outcome(config, state, action)
+        said.append(outcome)
+    return state, said
+
+
+def outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, str]:
+    """Apply one action; return the next state and its outcome string."""
+    return step_with_outcome(config, state, action)
+
+
+def not_enabled(config: Config, state: Cluster, action: Action) -> str:
+    """Assert that `action` is not enabled in `state`; return the reason."""
+    with pytest.raises(NotEnabled) as info:
+        step(config, state, action)
+    return str(info.value)
+
+
+def produce(value: int, leader: int = 0, partition: int = 0) -> tuple[Action, ...]:
+    """ProducerSend then LeaderAppend of write `value` (values are 1, 2, ... in send order)."""
+    return ProducerSend(partition), LeaderAppend(partition, leader, value)
+
+
+def fetch(follower: int, leader: int = 0, partition: int = 0) -> tuple[Action, ...]:
+    """One fetch round trip: the follower sends, the leader answers, the follower applies."""
+    return (
+        FollowerSendFetch(partition, follower),
+        LeaderHandleFetch(partition, leader, follower),
+        FollowerHandleFetchResponse(partition, follower),
+    )

@@ -1,0 +1,1151 @@
+"""Every action's guard (enabled, and not enabled with its reason) and its exact effect.
+
+States are reached by action sequences from `initial_state`; a few guards that no reachable
+state can fail (a message to a broker that is down: crashes drop those) are shown on states
+built with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import replace
+
+import pytest
+from conftest import cfg, fetch, not_enabled, outcome, outcomes, produce, run, run_from
+
+from spec import (
+    ACTION_TYPES,
+    ACTIONS_BY_COMMAND,
+    ACTIONS_BY_NAME,
+    NotEnabled,
+    enabled,
+    initial_state,
+    step,
+    successors,
+)
+from spec.actions import (
+    BecomeFollower,
+    BecomeLeader,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerRegister,
+    BrokerRestart,
+    ConsumerRead,
+    ControllerElectLeader,
+    ControllerElectPreferredLeader,
+    ControllerHandleBrokerFailure,
+    FollowerHandleFetchResponse,
+    FollowerSendFetch,
+    LeaderAckProduce,
+    LeaderAndIsr,
+    LeaderAppend,
+    LeaderExpandIsr,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    NetworkDropLeaderAndIsr,
+    ProducerSend,
+    Tick,
+    candidates,
+)
+from spec.state import (
+    Acked,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    PartitionState,
+    PendingProduce,
+    ProduceRequest,
+    Record,
+    Replica,
+)
+
+
+def v(value: int, epoch: int = 0) -> Record:
+    return Record(epoch, value)
+
+
+def offline(variant: str = "current", **changes):
+    """Two brokers; follower 1 then leader 0 crash and both sessions expire: p0 is offline
+    with ISR {0} (the last member is kept) in leader epoch 1 (2 when shrinks bump it)."""
+    config = cfg(variant, brokers=2, max_crashes=3, max_leader_epochs=5, **changes)
+    state = run(
+        config,
+        BrokerCrash(1),
+        ControllerHandleBrokerFailure(1),
+        BrokerCrash(0),
+        ControllerHandleBrokerFailure(0),
+    )
+    return config, state
+
+
+def committed_v1(variant: str = "current", **changes):
+    """Three brokers; v1 is on every replica and committed: leader HW 1, followers HW 0 (they
+    learn HW 1 one fetch round trip later); v1 still in purgatory."""
+    config = cfg(variant, brokers=3, **changes)
+    return config, run(config, produce(1), fetch(1), fetch(2), fetch(1), fetch(2))
+
+
+# ------------------------------------------------------------------------------------------
+# ControllerElectLeader
+
+
+def test_elect_leader_not_enabled_while_the_partition_has_a_leader():
+    config = cfg(brokers=2)
+    assert not_enabled(config, initial_state(config), ControllerElectLeader(0)) == (
+        "partition 0 has leader 0"
+    )
+
+
+def test_offline_partition_keeps_its_last_isr_member():
+    config, state = offline()
+    assert state.controller.partitions[0] == PartitionState(-1, 1, (0,), 2)
+    assert state.controller.registered == (-1, -1)
+    assert state.leader_and_isr == frozenset()  # nobody is alive to receive it
+
+
+def test_elect_leader_clean_needs_a_live_isr_member():
+    config, state = offline()
+    state = run_from(config, state, BrokerRestart(1))  # 1 is alive but not in the ISR
+    assert not_enabled(config, state, ControllerElectLeader(0)) == (
+        "no live replica in ISR and unclean election disabled"
+    )
+
+
+def test_elect_leader_clean_picks_the_returning_isr_member():
+    config, state = offline()
+    state = run_from(config, state, BrokerRestart(1), BrokerRestart(0))
+    before = state.leader_and_isr
+    state, said = outcome(config, state, ControllerElectLeader(0))
+    assert said == "elected 0 (clean) epoch 2"
+    assert state.controller.partitions[0] == PartitionState(0, 2, (0,), 3)
+    assert state.controller.unclean_elections == 0
+    assert state.leader_and_isr - before == {
+        LeaderAndIsr(0, 0, 0, 2, (0,), 3),
+        LeaderAndIsr(1, 0, 0, 2, (0,), 3),
+    }
+
+
+def test_elect_leader_unclean_picks_any_live_replica_and_resets_the_isr():
+    config, state = offline(unclean_leader_election_enable=True)
+    assert not_enabled(config, state, ControllerElectLeader(0)) == "no live replica"
+    state = run_from(config, state, BrokerRestart(1))
+    state, said = outcome(config, state, ControllerElectLeader(0))
+    assert said == "elected 1 (unclean) epoch 2"
+    assert state.controller.partitions[0] == PartitionState(1, 2, (1,), 3)
+    assert state.controller.unclean_elections == 1
+    assert LeaderAndIsr(1, 0, 1, 2, (1,), 3) in state.leader_and_isr
+
+
+def test_elect_leader_respects_the_leader_epoch_bound():
+    config, state = offline()
+    config = config.replace(max_leader_epochs=2)  # epoch 1 exists; 2 would be out of bounds
+    state = run_from(config, state, BrokerRestart(0))
+    assert not_enabled(config, state, ControllerElectLeader(0)) == "leader-epoch bound reached"
+
+
+def test_actions_check_partition_and_broker_ranges():
+    config = cfg(brokers=2)
+    state = initial_state(config)
+    assert not_enabled(config, state, ControllerElectLeader(1)) == "no partition 1"
+    assert not_enabled(config, state, BrokerCrash(2)) == "no broker 2"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 5)) == "no broker 5"
+    with pytest.raises(TypeError, match="not an action"):
+        step(config, state, "tick")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------
+# ControllerHandleBrokerFailure
+
+
+def test_handle_failure_needs_a_session_and_bounds_live_expiries():
+    config = cfg(brokers=2, max_crashes=1, max_session_expiries=0)
+    state = initial_state(config)
+    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+        "max.session.expiries reached"
+    )
+    state = run_from(config, state, BrokerCrash(1), ControllerHandleBrokerFailure(1))
+    assert state.expiries == 0  # the expiry after a crash is not bounded
+    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == "broker 1 has no session"
+
+
+def test_handle_failure_of_a_live_leader_leaves_a_zombie():
+    # A GC pause: the leader's session expires while it runs. The controller elects broker 1;
+    # broker 0 gets no LeaderAndIsr (no session) and still believes it leads epoch 0.
+    config = cfg("current", brokers=3, max_session_expiries=1)
+    state = run(config, produce(1))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    assert said == "p0: leader=1 epoch=1 isr=[1, 2]"
+    assert state.alive == (True, True, True)
+    assert state.expiries == 1
+    assert state.controller.registered == (-1, 0, 0)
+    assert state.controller.partitions[0] == PartitionState(1, 1, (1, 2), 1)
+    assert state.leader_and_isr == {
+        LeaderAndIsr(1, 0, 1, 1, (1, 2), 1),
+        LeaderAndIsr(2, 0, 1, 1, (1, 2), 1),
+    }
+    zombie = state.replica(0, 0)
+    assert (zombie.leader, zombie.leader_epoch, zombie.isr) == (0, 0, (0, 1, 2))
+    assert zombie.purgatory == (PendingProduce(0, 1),)
+    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+        "max.session.expiries reached"
+    )
+
+
+def test_broker_register_after_a_live_expiry():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = initial_state(config)
+    assert not_enabled(config, state, BrokerRegister(0)) == "broker 0 has a session"
+    state = run_from(config, state, ControllerHandleBrokerFailure(0))
+    state, said = outcome(config, state, BrokerRegister(0))
+    assert said == "registered with broker epoch 1"
+    assert state.broker_epochs == (1, 0, 0)
+    assert state.controller.registered == (1, 0, 0)
+    assert LeaderAndIsr(0, 0, 1, 1, (1, 2), 1) in state.leader_and_isr
+    state, said = outcome(config, state, BecomeFollower(0, 0, 1, 1))
+    assert said == "follower of 1 in epoch 1"
+    assert state.replica(0, 0).remote_log_end_offset == ()  # no longer a zombie leader
+    crashed = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, crashed, BrokerRegister(0)) == "broker 0 is down"
+
+
+def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(2))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
+    assert said == "p0: leader=0 epoch=0 isr=[0, 1]"
+    assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
+    assert state.controller.registered == (0, 0, -1)
+    assert state.leader_and_isr == {
+        LeaderAndIsr(0, 0, 0, 0, (0, 1), 1),
+        LeaderAndIsr(1, 0, 0, 0, (0, 1), 1),
+    }
+
+
+def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
+    config = cfg("kip-320", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(2))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
+    assert said == "p0: leader=0 epoch=1 isr=[0, 1]"
+    assert state.controller.partitions[0] == PartitionState(0, 1, (0, 1), 1)
+
+
+def test_handle_leader_failure_elects_the_first_live_isr_member():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(0))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    assert said == "p0: leader=1 epoch=1 isr=[1, 2]"
+    assert state.controller.partitions[0] == PartitionState(1, 1, (1, 2), 1)
+    assert state.leader_and_isr == {
+        LeaderAndIsr(1, 0, 1, 1, (1, 2), 1),
+        LeaderAndIsr(2, 0, 1, 1, (1, 2), 1),
+    }
+
+
+def test_handle_last_isr_member_failure_takes_the_partition_offline():
+    config = cfg("current", brokers=2, max_crashes=2)
+    state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerCrash(0))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    assert said == "p0: leader=-1 epoch=1 isr=[0]"
+    assert state.controller.partitions[0] == PartitionState(-1, 1, (0,), 2)
+
+
+def test_handle_failure_of_a_broker_outside_every_isr_changes_nothing():
+    config, state = offline()
+    state = run_from(config, state, BrokerRestart(1), BrokerCrash(1))
+    partitions = state.controller.partitions
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(1))
+    assert said == "no partition changed"
+    assert state.controller.partitions == partitions
+    assert state.controller.registered == (-1, -1)
+
+
+def test_handle_failure_changes_every_partition_in_one_batch():
+    config = cfg("current", brokers=2, partitions=2, max_crashes=1)
+    state = run(config, BrokerCrash(0))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    assert said == "p0: leader=1 epoch=1 isr=[1]; p1: leader=1 epoch=0 isr=[1]"
+    assert state.controller.partitions == (
+        PartitionState(1, 1, (1,), 1),
+        PartitionState(1, 0, (1,), 1),
+    )
+
+
+def test_handle_failure_with_unclean_election_counts_it():
+    config = cfg("current", brokers=2, max_crashes=2, unclean_leader_election_enable=True)
+    state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerRestart(1),
+                BrokerCrash(0))
+    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    assert said == "p0: leader=1 epoch=1 isr=[1]"
+    assert state.controller.unclean_elections == 1
+
+
+def test_handle_failure_respects_the_leader_epoch_bound():
+    config = cfg("kip-320", brokers=3, max_crashes=1, max_leader_epochs=1)
+    state = run(config, BrokerCrash(2))
+    assert not_enabled(config, state, ControllerHandleBrokerFailure(2)) == (
+        "leader-epoch bound reached"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# ControllerElectPreferredLeader, and a full failover and failback on the way
+
+
+def failback_config():
+    return cfg("current", brokers=2, max_crashes=1, max_leader_epochs=3)
+
+
+def failed_over(config):
+    """Leader 0 crashed, 1 leads in epoch 1, 0 restarted and follows 1."""
+    return run(
+        config,
+        BrokerCrash(0),
+        ControllerHandleBrokerFailure(0),
+        BecomeLeader(0, 1, 1, 1),
+        BrokerRestart(0),
+        BecomeFollower(0, 0, 1, 1),
+    )
+
+
+def test_failover_then_rejoin_then_preferred_election():
+    config = failback_config()
+    state = failed_over(config)
+    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+        "preferred replica 0 not in ISR"
+    )
+    state, said = outcomes(config, state, fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
+    assert said == ["fetch from 0", "0 records from 0, HW 0", "appended 0, HW 0", "ISR [0, 1]"]
+    assert state.controller.partitions[0] == PartitionState(1, 1, (0, 1), 2)
+    state, said = outcome(config, state, ControllerElectPreferredLeader(0))
+    assert said == "elected 0 (preferred) epoch 2"
+    assert state.controller.partitions[0] == PartitionState(0, 2, (0, 1), 3)
+    assert state.leader_and_isr == {
+        LeaderAndIsr(0, 0, 0, 2, (0, 1), 3),
+        LeaderAndIsr(1, 0, 0, 2, (0, 1), 3),
+    }
+    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+        "broker 0 already leads"
+    )
+
+
+def test_preferred_election_guards():
+    config = cfg(brokers=2)
+    assert not_enabled(config, initial_state(config), ControllerElectPreferredLeader(0)) == (
+        "broker 0 already leads"
+    )
+    config, state = offline()
+    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+        "broker 0 has no session"
+    )
+    config = failback_config().replace(max_leader_epochs=2)
+    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
+    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+        "leader-epoch bound reached"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# NetworkDropLeaderAndIsr
+
+
+def test_drop_leader_and_isr():
+    config = cfg("current", brokers=3, max_crashes=1, max_message_drops=1)
+    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 0)) == (
+        "no such LeaderAndIsr in flight"
+    )
+    state, said = outcome(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 1))
+    assert said == "dropped"
+    assert state.leader_and_isr == {LeaderAndIsr(0, 0, 0, 0, (0, 1), 1)}
+    assert state.drops == 1
+    assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 0, 0, 1)) == (
+        "max.message.drops reached"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# BecomeLeader
+
+
+def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw():
+    config, state = committed_v1(max_crashes=1)
+    state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == "request names another role"
+    state, said = outcome(config, state, BecomeLeader(0, 1, 1, 1))
+    assert said == "leader in epoch 1"
+    assert state.replica(0, 1) == Replica(
+        log=(v(1),),
+        high_watermark=0,  # stale: the old leader's HW was 1 (KAFKA-7128)
+        flushed_offset=0,
+        epoch_cache=((0, 0), (1, 1)),
+        leader=1,
+        leader_epoch=1,
+        isr=(1, 2),
+        partition_epoch=1,
+        remote_log_end_offset=(-1, -1, -1),
+        remote_broker_epoch=(-1, -1, -1),
+        lag_ticks=(2, 0, 0),  # broker 0 is outside the ISR: counted as lagging already
+    )
+    assert state.leader_and_isr == {LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}
+
+
+def test_become_leader_stops_the_brokers_own_fetcher():
+    config = failback_config()
+    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
+                     FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
+    assert isinstance(state.fetches[0][0], FetchRequest)
+    state = step(config, state, BecomeLeader(0, 0, 2, 3))
+    assert state.fetches[0] == (None, None)
+    assert state.replica(0, 0).epoch_cache[-1] == (2, 0)
+
+
+def test_become_leader_in_a_new_epoch_keeps_follower_state_purgatory_and_advances_hw():
+    # Follower 1 has fetched v1 twice, follower 2 never: HW is held at 0 by broker 2.
+    config = cfg("kip-320", brokers=3, max_crashes=1)
+    state = run(config, produce(1), fetch(1), fetch(1))
+    assert state.replica(0, 0).high_watermark == 0
+    state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, BecomeLeader(0, 0, 1, 1))
+    assert said == "still leader, now in epoch 1"
+    r = state.replica(0, 0)
+    assert r.epoch_cache == ((0, 0), (1, 1))
+    assert (r.leader_epoch, r.isr, r.partition_epoch) == (1, (0, 1), 1)
+    assert r.remote_log_end_offset == (-1, 1, -1)
+    assert r.purgatory == (PendingProduce(0, 1),)
+    assert r.high_watermark == 1  # the ISR without broker 2 has v1 everywhere
+
+
+def test_become_leader_isr_only_change_updates_the_view():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, produce(1), fetch(1), fetch(1), BrokerCrash(2),
+                ControllerHandleBrokerFailure(2))
+    before = state.replica(0, 0)
+    state, said = outcome(config, state, BecomeLeader(0, 0, 0, 1))
+    assert said == "ISR updated"
+    assert state.replica(0, 0) == replace(before, isr=(0, 1), partition_epoch=1, high_watermark=1)
+
+
+def test_become_leader_rejects_a_stale_request():
+    config = cfg("current", brokers=3, max_crashes=2)
+    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2), BrokerCrash(1),
+                ControllerHandleBrokerFailure(1), BecomeLeader(0, 0, 0, 2))
+    assert state.replica(0, 0).isr == (0,)
+    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == "stale: epoch 0/1 <= view 0/2"
+    assert not_enabled(config, state, BecomeLeader(0, 0, 3, 3)) == "no such LeaderAndIsr in flight"
+
+
+def test_become_leader_needs_the_broker_up():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    state = replace(state, alive=(False, True, False))  # a crash would have dropped the request
+    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == "broker 0 is down"
+
+
+# ------------------------------------------------------------------------------------------
+# BecomeFollower
+
+
+def test_become_follower_drops_leader_side_state_and_purgatory():
+    config = failback_config()
+    state = run_from(config, failed_over(config), produce(1, leader=1), fetch(0, leader=1),
+                     fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
+                     ControllerElectPreferredLeader(0))
+    assert state.replica(0, 1).purgatory == (PendingProduce(0, 1),)
+    state, said = outcome(config, state, BecomeFollower(0, 1, 2, 3))
+    assert said == "follower of 0 in epoch 2"
+    assert state.replica(0, 1) == Replica(
+        log=(v(1, 1),),
+        high_watermark=1,
+        flushed_offset=0,
+        epoch_cache=((1, 0),),
+        leader=0,
+        leader_epoch=2,
+        isr=(0, 1),
+        partition_epoch=3,
+    )
+
+
+def test_become_follower_guards():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, BecomeLeader(0, 1, 0, 1)) == "request names another role"
+    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == "no such LeaderAndIsr in flight"
+    state = run_from(config, state, BecomeFollower(0, 1, 0, 1))
+    state = replace(state, leader_and_isr=state.leader_and_isr | {LeaderAndIsr(1, 0, 0, 0, (0, 1), 0)})
+    assert not_enabled(config, state, BecomeFollower(0, 1, 0, 0)) == "stale: epoch 0/0 <= view 0/1"
+    crashed = replace(state, alive=(True, False, False))
+    assert not_enabled(config, crashed, BecomeFollower(0, 1, 0, 0)) == "broker 1 is down"
+
+
+def test_become_follower_isr_change_in_the_same_epoch_is_not_a_new_leadership():
+    # A pre-0.11 broker with a KRaft-style controller: the ISR change does not bump the leader
+    # epoch, so the follower keeps its log (no truncation to its HW 0).
+    variant = "hw-truncation"
+    config = cfg(variant, brokers=3, max_crashes=1)
+    config = config.replace(variant=config.variant.with_rules(isr_shrink_bumps_leader_epoch=False))
+    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, BecomeFollower(0, 1, 0, 1))
+    assert said == "follower of 0 in epoch 0"
+    assert state.replica(0, 1).log == (v(1),)
+    assert state.replica(0, 1).high_watermark == 0
+
+
+# ------------------------------------------------------------------------------------------
+# ProducerSend and ConsumerRead
+
+
+def test_producer_send():
+    config = cfg(brokers=2, max_records=1)
+    state, said = outcome(config, initial_state(config), ProducerSend(0))
+    assert said == "v1 to broker 0"
+    assert state.produce_requests == {ProduceRequest(0, 0, 1)}
+    assert state.next_value == 2
+    assert not_enabled(config, state, ProducerSend(0)) == "max.records writes sent"
+
+
+def test_producer_send_needs_a_leader():
+    config, state = offline()
+    assert not_enabled(config, state, ProducerSend(0)) == "partition 0 has no leader"
+
+
+def test_producer_send_uses_the_controllers_leader_even_before_it_leads():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
+    state, said = outcome(config, state, ProducerSend(0))
+    assert said == "v1 to broker 1"
+
+
+def test_consumer_read():
+    config, state = committed_v1()
+    state, said = outcome(config, state, ConsumerRead(0))
+    assert said == "read 1 records from 0"
+    assert state.consumed == {Acked(0, 0, 1)}
+    assert not_enabled(config, state, ConsumerRead(0)) == "nothing new below HW"
+
+
+def test_consumer_read_guards():
+    config = cfg(brokers=2)
+    assert not_enabled(config, initial_state(config), ConsumerRead(0)) == "nothing new below HW"
+    config, state = committed_v1(max_crashes=1)
+    crashed = run_from(config, state, BrokerCrash(0))
+    assert not_enabled(config, crashed, ConsumerRead(0)) == "no live leader"
+    failed_over_ = run_from(config, crashed, ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, failed_over_, ConsumerRead(0)) == (
+        "broker 1 does not lead in its view"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# LeaderAppend
+
+
+def test_leader_append_acks_all_parks_the_write():
+    config = cfg(brokers=2, acks="all")
+    state, said = outcomes(config, initial_state(config), produce(1))
+    assert said == ["v1 to broker 0", "appended at 0"]
+    r = state.replica(0, 0)
+    assert r.log == (v(1),)
+    assert (r.log_end_offset, r.high_watermark, r.flushed_offset) == (1, 0, 0)
+    assert r.purgatory == (PendingProduce(0, 1),)
+    assert state.produce_requests == frozenset()
+    assert state.acked == frozenset()
+
+
+def test_leader_append_acks_1_acknowledges_at_once():
+    config = cfg(brokers=2, acks="1")
+    state, said = outcomes(config, initial_state(config), produce(1))
+    assert said[1] == "appended at 0, acknowledged (acks=1)"
+    assert state.acked == {Acked(0, 0, 1)}
+    assert state.replica(0, 0).purgatory == ()
+
+
+def test_leader_append_acks_0_answers_nothing():
+    config = cfg(brokers=2, acks="0")
+    state, said = outcomes(config, initial_state(config), produce(1))
+    assert said[1] == "appended at 0"
+    assert state.acked == frozenset()
+    assert state.replica(0, 0).purgatory == ()
+    assert state.replica(0, 0).log == (v(1),)
+
+
+def test_leader_append_alone_in_the_isr_commits_at_once():
+    config = cfg(brokers=1)
+    state = run(config, produce(1))
+    assert state.replica(0, 0).high_watermark == 1
+    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    assert said == "acknowledged"
+    assert state.acked == {Acked(0, 0, 1)}
+
+
+@pytest.mark.parametrize(("interval", "flushed"), [(None, [0, 0]), (1, [1, 2]), (2, [0, 2])])
+def test_leader_append_flush_policy(interval, flushed):
+    config = cfg(brokers=2, log_flush_interval_messages=interval)
+    first = run(config, produce(1))
+    second = run_from(config, first, produce(2))
+    assert [first.replica(0, 0).flushed_offset, second.replica(0, 0).flushed_offset] == flushed
+
+
+def test_leader_append_not_leader_or_follower():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0), ProducerSend(0))
+    state, said = outcome(config, state, LeaderAppend(0, 1, 1))
+    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert state.replica(0, 1).log == ()
+    assert state.produce_requests == frozenset()
+
+
+def lagging_follower(variant="current", **changes):
+    """Two brokers, min ISR 2: v1 committed, v2 appended, follower 1 stops fetching and is
+    removed from the ISR after two ticks."""
+    config = cfg(variant, brokers=2, min_insync_replicas=2, max_records=3, **changes)
+    state = run(config, produce(1), fetch(1), fetch(1), produce(2), Tick(), Tick(),
+                LeaderShrinkIsr(0, 0, 1))
+    return config, state
+
+
+def test_leader_append_not_enough_replicas():
+    config, state = lagging_follower()
+    before = state.replica(0, 0)
+    state, said = outcomes(config, state, produce(3))
+    assert said == ["v3 to broker 0", "NOT_ENOUGH_REPLICAS"]
+    assert state.replica(0, 0) == before
+    assert state.produce_requests == frozenset()
+
+
+def test_leader_append_acks_1_ignores_min_insync_replicas():
+    config, state = lagging_follower(acks="1")
+    state, said = outcomes(config, state, produce(3))
+    assert said[1] == "appended at 2, acknowledged (acks=1)"
+    assert state.replica(0, 0).log == (v(1), v(2), v(3))
+
+
+def test_leader_append_guards():
+    config = cfg(brokers=2)
+    state = initial_state(config)
+    assert not_enabled(config, state, LeaderAppend(0, 0, 1)) == "no such produce request in flight"
+    state = run_from(config, state, ProducerSend(0))
+    crashed = replace(state, alive=(False, True))
+    assert not_enabled(config, crashed, LeaderAppend(0, 0, 1)) == "broker 0 is down"
+
+
+# ------------------------------------------------------------------------------------------
+# LeaderAckProduce
+
+
+def test_leader_ack_produce_waits_for_the_hw():
+    config = cfg(brokers=2)
+    state = run(config, produce(1), fetch(1))
+    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == "HW 0 has not passed 0"
+    assert not_enabled(config, state, LeaderAckProduce(0, 0, 1)) == (
+        "no write at offset 1 in purgatory"
+    )
+    state = run_from(config, state, fetch(1))
+    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    assert said == "acknowledged"
+    assert state.acked == {Acked(0, 0, 1)}
+    assert state.replica(0, 0).purgatory == ()
+
+
+@pytest.mark.parametrize(("variant", "hw"), [("kip-320", 2), ("current", 1)])
+def test_leader_ack_produce_not_enough_replicas_after_append(variant, hw):
+    # v1 was committed by the full ISR; the ISR then shrank below min ISR before the answer.
+    # kip-320 lets the HW advance past v2 with the ISR alone; current holds it (KAFKA-15583).
+    config, state = lagging_follower(variant)
+    assert [w.offset for w in state.replica(0, 0).purgatory] == [0, 1]
+    assert state.replica(0, 0).high_watermark == hw
+    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    assert said == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    assert state.acked == frozenset()
+    assert state.replica(0, 0).purgatory == (PendingProduce(1, 2),)
+
+
+def test_leader_ack_produce_needs_the_leader():
+    config, state = committed_v1()
+    state = state.with_replica(0, 0, replace(state.replica(0, 0), leader=1))
+    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == "broker 0 does not lead"
+
+
+# ------------------------------------------------------------------------------------------
+# LeaderHandleFetch
+
+
+def test_leader_handle_fetch_records_the_follower_and_answers_with_records():
+    config = cfg(brokers=3, max_records=2)
+    state = run(config, produce(1), produce(2), FollowerSendFetch(0, 1))
+    assert state.fetches[0][1] == FetchRequest(0, 0, -1, 0, 0)
+    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
+    assert said == "2 records from 0, HW 0"
+    r = state.replica(0, 0)
+    assert r.remote_log_end_offset == (-1, 0, -1)
+    assert r.remote_broker_epoch == (-1, 0, -1)
+    assert r.lag_ticks == (0, 0, 0)
+    assert state.fetches[0][1] == FetchResponse(0, 0, "records", records=(v(1), v(2)),
+                                                high_watermark=0, fetch_offset=0)
+
+
+def test_leader_handle_fetch_advances_hw_to_the_isr_minimum():
+    config = cfg(brokers=3)
+    state = run(config, produce(1), fetch(1), fetch(2), fetch(1))
+    assert state.replica(0, 0).high_watermark == 0  # broker 2 reported offset 0 last
+    state, said = outcomes(config, state, FollowerSendFetch(0, 2), LeaderHandleFetch(0, 0, 2))
+    assert said == ["fetch from 1", "0 records from 1, HW 1 (the answer carries 0)"]
+    assert state.replica(0, 0).high_watermark == 1
+    # The answer carries the HW read before this fetch moved it: the follower learns of the
+    # commit one round trip later.
+    assert state.fetches[0][2] == FetchResponse(0, 0, "records", high_watermark=0,
+                                                fetch_offset=1)
+    state, said = outcomes(config, state, FollowerHandleFetchResponse(0, 2), fetch(2))
+    assert said == ["appended 0, HW 0", "fetch from 1", "0 records from 1, HW 1",
+                    "appended 0, HW 1"]
+    assert state.replica(0, 2).high_watermark == 1
+
+
+def test_leader_handle_fetch_guards():
+    config = cfg(brokers=3)
+    state = initial_state(config)
+    assert not_enabled(config, state, LeaderHandleFetch(0, 0, 1)) == "no request in flight"
+    state = run_from(config, state, FollowerSendFetch(0, 1))
+    assert not_enabled(config, state, LeaderHandleFetch(0, 2, 1)) == "request is for broker 0"
+    crashed = replace(state, alive=(False, True, True))
+    assert not_enabled(config, crashed, LeaderHandleFetch(0, 0, 1)) == "broker 0 is down"
+    answered = run_from(config, state, LeaderHandleFetch(0, 0, 1))
+    assert not_enabled(config, answered, LeaderHandleFetch(0, 0, 1)) == "no request in flight"
+
+
+def stale_follower_view(variant: str):
+    """Three brokers: 0 failed over to 1 and came back as a follower of 1, but broker 2 has not
+    applied its LeaderAndIsr yet and still fetches from 0."""
+    config = cfg(variant, brokers=3, max_crashes=1, max_leader_epochs=3)
+    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0), BrokerRestart(0),
+                BecomeFollower(0, 0, 1, 1), FollowerSendFetch(0, 2))
+    return config, state
+
+
+def test_leader_handle_fetch_not_leader_or_follower():
+    config, state = stale_follower_view("hw-truncation")
+    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 2))
+    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert state.fetches[0][2] == FetchResponse(0, 1, "error", error="NOT_LEADER_OR_FOLLOWER")
+    # Without fencing the follower sees the error code; it changes nothing.
+    before = state.replica(0, 2)
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert state.replica(0, 2) == before
+    assert state.fetches[0][2] is None
+
+
+def test_leader_handle_fetch_not_leader_answer_is_dropped_across_epochs_with_fencing():
+    config, state = stale_follower_view("current")
+    state, said = outcomes(config, state, LeaderHandleFetch(0, 0, 2), FollowerHandleFetchResponse(0, 2))
+    assert said == ["NOT_LEADER_OR_FOLLOWER", "dropped: epoch 1 is not 0"]
+
+
+def test_leader_handle_fetch_offset_out_of_range_on_old_variants():
+    config = cfg("kip-101", brokers=2)
+    state = run(config, produce(1))
+    # A follower ahead of its leader (say, the leader lost an unflushed suffix).
+    follower = replace(state.replica(0, 1), log=(v(1), v(9)), epoch_cache=((0, 0),))
+    state = run_from(config, state.with_replica(0, 1, follower), FollowerSendFetch(0, 1))
+    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
+    assert said == "OFFSET_OUT_OF_RANGE"
+    assert state.fetches[0][1] == FetchResponse(0, 0, "error", end_offset=1,
+                                                error="OFFSET_OUT_OF_RANGE")
+    assert state.replica(0, 0).remote_log_end_offset == (-1, -1)  # nothing recorded
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert said == "out of range, truncated to 1"
+    assert state.replica(0, 1).log == (v(1),)
+
+
+# ------------------------------------------------------------------------------------------
+# LeaderShrinkIsr
+
+
+def test_leader_shrink_isr_after_the_lag_time():
+    config = cfg("current", brokers=3)
+    state = run(config, produce(1), fetch(1), fetch(1))
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 is not lagging"
+    state = run_from(config, state, Tick())
+    assert state.replica(0, 0).lag_ticks == (0, 1, 1)
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 is not lagging"
+    state = run_from(config, state, Tick())
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 has caught up"
+    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 2))
+    assert said == "ISR [0, 1]"
+    assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
+    r = state.replica(0, 0)
+    assert (r.isr, r.partition_epoch) == ((0, 1), 1)
+    assert r.high_watermark == 1  # the remaining ISR has v1 everywhere
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 not in ISR"
+
+
+def test_leader_shrink_isr_by_message_lag():
+    config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
+    state = run(config, produce(1), fetch(1))  # broker 1 reported offset 0: one behind
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 is not lagging"
+    state = run_from(config, state, produce(2))  # now two behind
+    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
+    assert said == "ISR [0]"
+    assert state.replica(0, 0).high_watermark == 2
+
+
+def test_leader_shrink_isr_by_message_lag_ignores_a_follower_not_yet_heard_from():
+    # The follower has not fetched yet, so the leader does not know its LEO; at most it is
+    # 1 record behind (the leader has 1), which is not more than replica.lag.max.messages=1.
+    config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
+    state = run(config, produce(1))
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 is not lagging"
+
+
+def test_leader_isr_change_guards():
+    config = cfg("current", brokers=3, max_crashes=1)
+    state = run(config, produce(1), Tick(), Tick())
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 0)) == (
+        "a leader does not change its own membership"
+    )
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 1, 2)) == "broker 1 does not lead"
+    state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+        "compare-and-set fails: view 0/0, store 0/1"
+    )
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 2)) == (
+        "compare-and-set fails: view 0/0, store 0/1"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# LeaderExpandIsr
+
+
+def test_leader_expand_isr_once_the_follower_reaches_the_hw():
+    config = cfg("kip-320", brokers=2, max_records=2)
+    state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
+    assert state.replica(0, 0).high_watermark == 1
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    state = run_from(config, state, fetch(1))  # reports offset 0: still below HW 1
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    state = run_from(config, state, fetch(1))
+    state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
+    assert said == "ISR [0, 1]"
+    assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 2)
+    assert (state.replica(0, 0).isr, state.replica(0, 0).partition_epoch) == ((0, 1), 2)
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 already in ISR"
+
+
+# ------------------------------------------------------------------------------------------
+# FollowerSendFetch
+
+
+def test_follower_send_fetch_carries_offset_epochs_and_broker_epoch():
+    config = failback_config()
+    state = failed_over(config)
+    state, said = outcome(config, state, FollowerSendFetch(0, 0))
+    assert said == "fetch from 0"
+    assert state.fetches[0][0] == FetchRequest(1, 0, -1, 1, 1)
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "a request or response is in flight"
+
+
+def test_follower_send_fetch_last_fetched_epoch_is_the_last_records_epoch():
+    config = cfg(brokers=2)
+    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1))
+    assert state.fetches[0][1] == FetchRequest(0, 1, 0, 0, 0)
+
+
+def test_follower_send_fetch_guards():
+    config = cfg(brokers=3, max_crashes=1)
+    state = initial_state(config)
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "broker 0 follows nobody"
+    crashed = run_from(config, state, BrokerCrash(0))
+    assert not_enabled(config, crashed, FollowerSendFetch(0, 1)) == "leader 0 is down"
+    assert not_enabled(config, crashed, FollowerSendFetch(0, 0)) == "broker 0 is down"
+    config, state = offline()
+    state = run_from(config, state, BrokerRestart(1), BecomeFollower(0, 1, 1, 2))
+    assert state.replica(0, 1).leader == -1
+    assert not_enabled(config, state, FollowerSendFetch(0, 1)) == "broker 1 follows nobody"
+
+
+# ------------------------------------------------------------------------------------------
+# FollowerHandleFetchResponse
+
+
+def test_follower_handle_fetch_response_appends_and_takes_the_leaders_hw():
+    config, state = committed_v1()
+    state = run_from(config, state, FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert said == "appended 0, HW 1"
+    r = state.replica(0, 1)
+    assert (r.log, r.high_watermark, r.epoch_cache, r.flushed_offset) == ((v(1),), 1, ((0, 0),), 0)
+
+
+def test_follower_append_applies_the_flush_policy():
+    config = cfg(brokers=2, log_flush_interval_messages=2)
+    state = run(config, produce(1), produce(2), fetch(1))
+    r = state.replica(0, 1)
+    assert (r.log, r.high_watermark, r.flushed_offset) == ((v(1), v(2)), 0, 2)
+
+
+def test_follower_drops_an_answer_for_an_old_fetch_offset():
+    # The follower's log was cut (say, a truncation to its HW 0) while its fetch from offset 1
+    # was in flight; the answer no longer fits its log.
+    config = cfg("hw-truncation", brokers=3)
+    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
+    state = state.with_replica(0, 1, state.replica(0, 1).truncated_to(0))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert said == "dropped: fetched from 1, LEO now 0"
+    assert state.replica(0, 1).log == ()
+    assert state.fetches[0][1] is None
+
+
+def test_follower_drops_an_answer_from_a_broker_it_no_longer_follows():
+    config = cfg("hw-truncation", brokers=3, max_crashes=1)
+    state = run(config, FollowerSendFetch(0, 2), LeaderHandleFetch(0, 0, 2))
+    # The controller moves leadership to 1 while the answer from 0 is in flight.
+    state = replace(state, leader_and_isr=frozenset({LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}))
+    state = run_from(config, state, BecomeFollower(0, 2, 1, 1))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    assert said == "dropped: from 0, not the leader"
+
+
+def test_follower_handle_fetch_response_guards():
+    config = cfg(brokers=2)
+    state = initial_state(config)
+    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == "no response in flight"
+    state = run_from(config, state, FollowerSendFetch(0, 1))
+    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == "no response in flight"
+    state = run_from(config, state, LeaderHandleFetch(0, 0, 1))
+    crashed = replace(state, alive=(True, False))
+    assert not_enabled(config, crashed, FollowerHandleFetchResponse(0, 1)) == "broker 1 is down"
+
+
+def test_follower_drops_an_epoch_answer_when_no_truncation_is_due():
+    config = cfg("kip-101", brokers=2)
+    state = run(config, produce(1), fetch(1))
+    state = state.with_fetch(0, 1, FetchResponse(0, 0, "epoch", epoch=0, end_offset=0))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert said == "dropped: no truncation due"
+    assert state.replica(0, 1).log == (v(1),)
+
+
+# ------------------------------------------------------------------------------------------
+# BrokerFlush, BrokerCrash, BrokerRestart, Tick
+
+
+def test_broker_flush():
+    config = cfg(brokers=2, max_crashes=1)
+    state = initial_state(config)
+    assert not_enabled(config, state, BrokerFlush(0, 0)) == "nothing to flush"
+    no_crashes = config.replace(max_crashes=0)
+    assert not_enabled(no_crashes, run(no_crashes, produce(1)), BrokerFlush(0, 0)) == (
+        "no crash left in the bounds: flushing is moot"
+    )
+    state = run_from(config, state, produce(1))
+    state, said = outcome(config, state, BrokerFlush(0, 0))
+    assert said == "flushed"
+    assert state.replica(0, 0).flushed_offset == 1
+    crashed = replace(state, alive=(False, True))
+    assert not_enabled(config, crashed, BrokerFlush(0, 0)) == "broker 0 is down"
+
+
+def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
+    config = cfg(brokers=3, max_crashes=1, max_records=3)
+    state = run(config, produce(1), BrokerFlush(0, 0), produce(2), fetch(1), fetch(1),
+                FollowerSendFetch(0, 2), ProducerSend(0))
+    leader = state.replica(0, 0)
+    assert (leader.log_end_offset, leader.high_watermark, leader.flushed_offset) == (2, 0, 1)
+    state, said = outcome(config, state, BrokerCrash(0))
+    assert said == "crashed"
+    assert state.alive == (False, True, True)
+    assert state.crashes == 1
+    assert state.replica(0, 0) == Replica(log=(v(1),), high_watermark=0, flushed_offset=1,
+                                          epoch_cache=((0, 0),))
+    assert state.fetches[0] == (None, None, None)  # request from 2 to 0 lost
+    assert state.produce_requests == frozenset()
+    assert state.controller.registered == (0, 0, 0)  # the session has not expired yet
+    assert not_enabled(config, state, BrokerCrash(0)) == "broker 0 is down"
+    assert not_enabled(config, state, BrokerCrash(1)) == "max.crashes reached"
+
+
+def test_broker_crash_excuses_committed_writes_once_every_isr_member_is_down():
+    config = cfg("current", brokers=2, max_crashes=2)
+    state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0),
+                BrokerFlush(0, 1))
+    state, said = outcome(config, state, BrokerCrash(1))
+    assert said == "crashed"  # broker 0 is alive and in the ISR
+    state, said = outcome(config, state, BrokerCrash(0))
+    assert said == "crashed; every ISR replica is down, excused v1"
+    assert state.excused == {1}
+    assert state.replica(0, 0).log == ()
+    assert state.replica(0, 1).log == (v(1),)
+
+
+def test_broker_crash_excuses_nothing_when_every_isr_member_kept_the_write():
+    config = cfg("current", brokers=2, max_crashes=2, log_flush_interval_messages=1)
+    state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0))
+    state, said = outcomes(config, state, BrokerCrash(1), BrokerCrash(0))
+    assert said == ["crashed", "crashed"]
+    assert state.excused == frozenset()
+
+
+def test_broker_restart():
+    config = cfg(brokers=2, partitions=2, max_crashes=1)
+    state = run(config, BrokerCrash(1))
+    assert not_enabled(config, state, BrokerRestart(1)) == "broker 1's old session is not expired"
+    assert not_enabled(config, state, BrokerRestart(0)) == "broker 0 is up"
+    state = run_from(config, state, ControllerHandleBrokerFailure(1))
+    known = state.leader_and_isr
+    state, said = outcome(config, state, BrokerRestart(1))
+    assert said == "up with broker epoch 1"
+    assert state.alive == (True, True)
+    assert state.broker_epochs == (0, 1)
+    assert state.controller.registered == (0, 1)
+    assert state.leader_and_isr - known == {
+        LeaderAndIsr(1, 0, 0, 0, (0,), 1),
+        LeaderAndIsr(1, 1, 0, 1, (0,), 1),
+    }
+
+
+def test_tick_ages_every_leaders_lag_clock_up_to_the_cap():
+    config = cfg(brokers=3, partitions=2, max_ticks=3, max_crashes=1)
+    state = run(config, BrokerCrash(1))
+    state, said = outcome(config, state, Tick())
+    assert said == "tick 1"
+    assert state.ticks == 1
+    assert state.replica(0, 0).lag_ticks == (0, 1, 1)
+    assert state.replica(1, 1).lag_ticks == ()  # its leader crashed and lost its clocks
+    assert state.replica(0, 2).lag_ticks == ()  # followers keep no clocks
+    state = run_from(config, state, Tick(), Tick())
+    assert state.replica(0, 0).lag_ticks == (0, 2, 2)  # capped at replica.lag.time.max.ms + 1
+    assert not_enabled(config, state, Tick()) == "max.ticks reached"
+
+
+# ------------------------------------------------------------------------------------------
+# Names
+
+
+def test_every_action_maps_to_a_kebab_command_and_back():
+    assert len(ACTION_TYPES) == 20
+    for kind in ACTION_TYPES:
+        command = kind.command()
+        assert command == command.lower() and " " not in command and "_" not in command
+        assert ACTIONS_BY_COMMAND[command] is kind
+        assert ACTIONS_BY_NAME[kind.__name__] is kind
+        assert "".join(word.capitalize() for word in command.split("-")) == kind.__name__
+    assert LeaderShrinkIsr.command() == "leader-shrink-isr"
+    assert Tick.command() == "tick"
+
+
+def test_action_text_names_every_argument():
+    action = LeaderShrinkIsr(0, 1, 2)
+    assert action.name == "LeaderShrinkIsr"
+    assert action.args() == {"partition": 0, "broker": 1, "follower": 2}
+    assert str(action) == "LeaderShrinkIsr(partition=0, broker=1, follower=2)"
+    assert str(Tick()) == "Tick()"
+
+
+def test_epoch_request_carries_the_latest_cached_epoch():
+    config = cfg("kip-101", brokers=3, max_crashes=1)
+    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2),
+                BecomeFollower(0, 1, 1, 1))
+    state, said = outcome(config, state, FollowerSendFetch(0, 1))
+    assert said == "OffsetsForLeaderEpoch(0)"
+    assert state.fetches[0][1] == EpochRequest(0, 0, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Purity: frozen states, no mutation, hashable, deterministic order
+
+
+def sample_states(variant: str, limit: int = 150):
+    """The first `limit` states reached breadth first (one crash and two writes allowed)."""
+    config = cfg(variant, brokers=2, max_records=2, max_crashes=1, max_ticks=1,
+                 max_leader_epochs=3)
+    start = initial_state(config)
+    seen, order, queue = {start}, [start], [start]
+    while queue and len(order) < limit:
+        state = queue.pop(0)
+        for _, nxt in successors(config, state):
+            if nxt not in seen and len(order) < limit:
+                seen.add(nxt)
+                order.append(nxt)
+                queue.append(nxt)
+    return config, order
+
+
+@pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279", "kip-320", "current"])
+def test_step_never_mutates_its_input(variant):
+    config, states = sample_states(variant)
+    for state in states:
+        snapshot = pickle.dumps(state)
+        before = hash(state)
+        for action in candidates(config, state):
+            try:
+                step(config, state, action)
+            except NotEnabled:
+                pass
+            assert hash(state) == before
+        assert pickle.loads(snapshot) == state
+        assert pickle.dumps(state) == snapshot
+
+
+@pytest.mark.parametrize("variant", ["kip-101", "current"])
+def test_successors_agree_with_step(variant):
+    config, states = sample_states(variant, limit=60)
+    for state in states:
+        pairs = list(successors(config, state))
+        assert [a for a, _ in pairs] == list(enabled(config, state))
+        for action, nxt in pairs:
+            assert step(config, state, action) == nxt
+        enabled_ = {a for a, _ in pairs}
+        for action in candidates(config, state):
+            if action not in enabled_:
+                with pytest.raises(NotEnabled):
+                    step(config, state, action)
+
+
+def test_states_are_frozen():
+    config = cfg(brokers=2)
+    state = initial_state(config)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.ticks = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.replica(0, 0).high_watermark = 3  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LeaderShrinkIsr(0, 0, 1).follower = 2  # type: ignore[misc]
+
+
+def test_equal_states_hash_equal_and_deduplicate():
+    config = cfg("current", brokers=3, max_crashes=1)
+    actions = (produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    first, second = run(config, *actions), run(config, *actions)
+    assert first == second and first is not second
+    assert hash(first) == hash(second)
+    assert len({first, second, initial_state(config)}) == 2
+    # Independent actions in either order lead to the same state.
+    a = run(config, FollowerSendFetch(0, 1), FollowerSendFetch(0, 2))
+    b = run(config, FollowerSendFetch(0, 2), FollowerSendFetch(0, 1))
+    assert a == b and hash(a) == hash(b)
+
+
+def test_enabled_order_is_deterministic():
+    for variant in ("kip-101", "current"):
+        config, states = sample_states(variant, limit=80)
+        for state in states:
+            assert list(enabled(config, state)) == list(enabled(config, state))
+            # Set-valued fields rebuilt in another insertion order change nothing.
+            shuffled = replace(
+                state,
+                leader_and_isr=frozenset(reversed(sorted(state.leader_and_isr))),
+                produce_requests=frozenset(reversed(sorted(state.produce_requests))),
+            )
+            assert list(enabled(config, shuffled)) == list(enabled(config, state))
+
+
+def test_enabled_in_the_initial_state():
+    config = cfg("current", brokers=2, max_records=1, max_ticks=1)
+    assert [str(a) for a in enabled(config, initial_state(config))] == [
+        "ControllerHandleBrokerFailure(broker=0)",
+        "ControllerHandleBrokerFailure(broker=1)",
+        "ProducerSend(partition=0)",
+        "FollowerSendFetch(partition=0, broker=1)",
+        "Tick()",
+    ]

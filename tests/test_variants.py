@@ -1,0 +1,603 @@
+"""Each protocol variant's rules: truncation, fencing, ISR expansion and HW under min ISR.
+
+The same action sequence is replayed under every variant where that shows the difference
+best; the expected outcomes are written out per variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import cfg, fetch, not_enabled, outcome, outcomes, produce, run, run_from
+
+from spec import VARIANTS, violations
+from spec.actions import (
+    BecomeFollower,
+    BecomeLeader,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerRestart,
+    ControllerElectLeader,
+    ControllerHandleBrokerFailure,
+    FollowerHandleFetchResponse,
+    FollowerSendFetch,
+    LeaderExpandIsr,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    Tick,
+)
+from spec.state import FetchResponse, PartitionState, Record, Replica
+
+ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
+
+
+def v(value: int, epoch: int = 0) -> Record:
+    return Record(epoch, value)
+
+
+# ------------------------------------------------------------------------------------------
+# The epoch cache queries each truncation rule is built on
+
+
+def test_end_offset_for_epoch_is_kip_279s_answer():
+    r = Replica(log=(v(1), v(2), v(3, 1), v(4, 3)), epoch_cache=((0, 0), (1, 2), (3, 3)))
+    assert r.end_offset_for_epoch(0) == (0, 2)
+    assert r.end_offset_for_epoch(1) == (1, 3)
+    assert r.end_offset_for_epoch(2) == (1, 3)  # largest epoch <= 2 is 1
+    assert r.end_offset_for_epoch(3) == (3, 4)  # the latest epoch ends at LEO
+    assert r.end_offset_for_epoch(-1) == (-1, -1)
+    assert Replica().end_offset_for_epoch(0) == (-1, -1)
+
+
+def test_start_offset_after_epoch_is_kip_101s_answer():
+    r = Replica(log=(v(1), v(2), v(3, 1), v(4, 3)), epoch_cache=((0, 0), (1, 2), (3, 3)))
+    assert r.start_offset_after_epoch(0) == 2
+    assert r.start_offset_after_epoch(1) == 3
+    assert r.start_offset_after_epoch(2) == 3  # KAFKA-6361: an epoch it never had
+    assert r.start_offset_after_epoch(3) == 4  # the latest epoch: LEO
+
+
+def test_epoch_start_offset_and_latest_epoch():
+    r = Replica(log=(v(1), v(2, 2)), epoch_cache=((0, 0), (2, 1)))
+    assert [r.epoch_start_offset(e) for e in (0, 1, 2)] == [0, -1, 1]
+    assert (r.latest_epoch(), r.last_record_epoch()) == (2, 2)
+    assert (Replica().latest_epoch(), Replica().last_record_epoch()) == (-1, -1)
+
+
+def test_truncated_to_cuts_log_hw_flushed_offset_and_epoch_cache():
+    r = Replica(log=(v(1), v(2), v(3, 1)), high_watermark=3, flushed_offset=3,
+                epoch_cache=((0, 0), (1, 2)))
+    cut = r.truncated_to(2)
+    assert (cut.log, cut.high_watermark, cut.flushed_offset, cut.epoch_cache) == (
+        (v(1), v(2)), 2, 2, ((0, 0),)
+    )
+    assert r.truncated_to(3) is r
+    assert r.truncated_to(5) is r
+
+
+def test_appended_opens_cache_entries_for_new_epochs():
+    r = Replica(log=(v(1),), epoch_cache=((0, 0),))
+    grown = r.appended((v(2), v(3, 2), v(4, 2)), flush_interval=None)
+    assert grown.log == (v(1), v(2), v(3, 2), v(4, 2))
+    assert grown.epoch_cache == ((0, 0), (2, 2))
+    assert grown.flushed_offset == 0
+    assert r.appended((v(2),), flush_interval=2).flushed_offset == 2
+
+
+# ------------------------------------------------------------------------------------------
+# One divergence, five rules: the new leader lacks the follower's last record
+
+
+def diverged_follower(variant: str):
+    """Three brokers: follower 1 has v1, follower 2 has v1 v2 (v2 uncommitted); leader 0
+    dies, broker 1 leads epoch 1 and broker 2 becomes its follower."""
+    config = cfg(variant, brokers=3, max_crashes=1, max_leader_epochs=3)
+    state = run(config, produce(1), fetch(1), produce(2), fetch(2), BrokerCrash(0),
+                ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1))
+    return config, state
+
+
+@pytest.mark.parametrize(
+    ("variant", "become", "said"),
+    [
+        ("hw-truncation", "follower of 1 in epoch 1, truncated to HW 0",
+         ["fetch from 0", "1 records from 0, HW 0", "appended 1, HW 0"]),
+        ("kip-101", "follower of 1 in epoch 1",
+         ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 2 -> 1"]),
+        ("kip-279", "follower of 1 in epoch 1",
+         ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 2 -> 1"]),
+        ("kip-320", "follower of 1 in epoch 1",
+         ["fetch from 2", "diverging epoch 0 ends at 1", "diverged: LEO 2 -> 1"]),
+        ("current", "follower of 1 in epoch 1",
+         ["fetch from 2", "diverging epoch 0 ends at 1", "diverged: LEO 2 -> 1"]),
+    ],
+)
+def test_follower_removes_the_suffix_the_new_leader_lacks(variant, become, said):
+    config, state = diverged_follower(variant)
+    state, first = outcome(config, state, BecomeFollower(0, 2, 1, 1))
+    assert first == become
+    state, rest = outcomes(config, state, fetch(2, leader=1))
+    assert rest == said
+    r = state.replica(0, 2)
+    assert r.log == (v(1),)
+    assert r.epoch_cache == ((0, 0),)
+    assert r.truncation_pending is False
+    assert violations(config, state) == []
+
+
+def test_truncation_round_blocks_records_until_done():
+    config, state = diverged_follower("kip-101")
+    state = run_from(config, state, BecomeFollower(0, 2, 1, 1))
+    assert state.replica(0, 2).truncation_pending is True
+    state = state.with_fetch(0, 2, FetchResponse(1, 1, "records", records=(v(9, 1),),
+                                                 fetch_offset=2))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    assert said == "dropped: truncation pending"
+    assert state.replica(0, 2).log == (v(1), v(2))
+
+
+def test_kip_101_truncation_is_due_only_with_a_log():
+    config = cfg("kip-101", brokers=3, max_crashes=1)
+    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2),
+                BecomeFollower(0, 1, 1, 1))
+    assert state.replica(0, 1).truncation_pending is False
+    assert outcome(config, state, FollowerSendFetch(0, 1))[1] == "fetch from 0"
+
+
+# ------------------------------------------------------------------------------------------
+# hw-truncation (pre-0.11)
+
+
+def test_hw_truncation_on_leader_change_loses_a_committed_record():
+    # v1 is committed (leader HW 1) but both followers still have HW 0.
+    config = cfg("hw-truncation", brokers=3, max_crashes=1)
+    state = run(config, produce(1), fetch(1), fetch(2), fetch(1), fetch(2))
+    assert [state.replica(0, b).high_watermark for b in range(3)] == [1, 0, 0]
+    state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0),
+                     BecomeLeader(0, 1, 1, 1))
+    state, said = outcome(config, state, BecomeFollower(0, 2, 1, 1))
+    assert said == "follower of 1 in epoch 1, truncated to HW 0"
+    r = state.replica(0, 2)
+    assert (r.log, r.high_watermark, r.epoch_cache) == ((), 0, ())
+
+
+def test_hw_truncation_keeps_the_log_when_only_the_epoch_changes():
+    # The ZooKeeper-era controller bumps the leader epoch on an ISR shrink; the leader is the
+    # same broker, so pre-0.11 makeFollower did not truncate.
+    config = cfg("hw-truncation", brokers=3, max_crashes=1)
+    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
+    assert said == "follower of 0 in epoch 1"
+    assert state.replica(0, 1).log == (v(1),)
+
+
+def test_hw_truncation_after_a_restart():
+    # The follower keeps its flushed v1 through the crash; the restart itself does not cut,
+    # but the restarted broker forgot its view, so becoming follower counts as a leader change
+    # and truncates to its HW (0).
+    config = cfg("hw-truncation", brokers=2, max_crashes=1, log_flush_interval_messages=1)
+    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
+                BrokerRestart(1))
+    r = state.replica(0, 1)
+    assert (r.log, r.high_watermark, r.leader) == ((v(1),), 0, -1)
+    state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
+    assert said == "follower of 0 in epoch 1, truncated to HW 0"
+    assert state.replica(0, 1).log == ()
+
+
+@pytest.mark.parametrize(
+    ("variant", "said"),
+    [
+        ("kip-101", ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
+                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
+        ("kip-279", ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
+                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
+        ("kip-320", ["fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1",
+                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
+        ("current", ["fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1",
+                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
+    ],
+)
+def test_restart_then_follow_keeps_the_log_under_epoch_rules(variant, said):
+    # As above, but the epoch rules ask the leader instead of trusting the stale HW 0.
+    config = cfg(variant, brokers=2, max_crashes=1, log_flush_interval_messages=1)
+    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
+                BrokerRestart(1))
+    ps = state.controller.partitions[0]
+    epochs = (ps.leader_epoch, ps.partition_epoch)
+    state = run_from(config, state, BecomeLeader(0, 0, *epochs), BecomeFollower(0, 1, *epochs))
+    state, got = outcomes(config, state, fetch(1), fetch(1))
+    assert got == said
+    assert state.replica(0, 1).log == (v(1),)
+    assert state.replica(0, 1).truncation_pending is False
+
+
+def test_hw_truncation_not_to_an_offline_partition():
+    config = cfg("hw-truncation", brokers=2, max_crashes=3, max_leader_epochs=5,
+                 log_flush_interval_messages=1)
+    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
+                BrokerCrash(0), ControllerHandleBrokerFailure(0), BrokerRestart(1))
+    assert state.controller.partitions[0] == PartitionState(-1, 2, (0,), 2)
+    state, said = outcome(config, state, BecomeFollower(0, 1, 2, 2))
+    assert said == "follower of -1 in epoch 2"
+    assert state.replica(0, 1).log == (v(1),)
+
+
+def test_hw_truncation_out_of_range_after_the_leader_lost_data():
+    # Both replicas crash; the leader had nothing flushed, the follower had v1 flushed (and
+    # HW 1). The leader returns first and is elected; the follower's fetch is out of range.
+    config = cfg("hw-truncation", brokers=2, max_crashes=2, max_leader_epochs=5)
+    state = run(config, produce(1), fetch(1), fetch(1), fetch(1))
+    state = state.with_replica(0, 1, replace(state.replica(0, 1), flushed_offset=1))
+    state = run_from(config, state, BrokerCrash(1), BrokerCrash(0),
+                     ControllerHandleBrokerFailure(1), ControllerHandleBrokerFailure(0),
+                     BrokerRestart(0))
+    assert state.excused == {1}
+    state = run_from(config, state, ControllerElectLeader(0), BecomeLeader(0, 0, 3, 3),
+                     BrokerRestart(1))
+    state, said = outcomes(config, state, BecomeFollower(0, 1, 3, 3), fetch(1))
+    assert said == ["follower of 0 in epoch 3, truncated to HW 1", "fetch from 1",
+                    "OFFSET_OUT_OF_RANGE", "out of range, truncated to 0"]
+    assert state.replica(0, 1).log == ()
+
+
+# ------------------------------------------------------------------------------------------
+# KAFKA-6361: fast failover; the follower asks for an epoch the new leader never had
+
+
+def fast_failover(variant: str):
+    """Broker 2 has v1 v2 (epoch 0), broker 1 has v1 and then leads epoch 1, writes v3 and
+    dies; broker 2 leads epoch 2 (its cache: 0:0 2:2); broker 1 returns as its follower."""
+    config = cfg(variant, brokers=3, max_records=3, max_crashes=2, max_leader_epochs=3,
+                 log_flush_interval_messages=1)
+    state = run(config, produce(1), fetch(1), produce(2), fetch(2), BrokerCrash(0),
+                ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1),
+                produce(3, leader=1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
+                BecomeLeader(0, 2, 2, 2), BrokerRestart(1), BecomeFollower(0, 1, 2, 2))
+    assert state.replica(0, 1).log == (v(1), v(3, 1))
+    assert state.replica(0, 2).epoch_cache == ((0, 0), (2, 2))
+    return config, state
+
+
+@pytest.mark.parametrize(
+    ("variant", "said", "log"),
+    [
+        # KIP-101 answers the start of the next epoch the leader has (2): v3 stays. B4.
+        ("kip-101", ["OffsetsForLeaderEpoch(1)", "epoch 1 ends at 2", "truncation: LEO 2 -> 2",
+                     "fetch from 2", "0 records from 2, HW 2", "appended 0, HW 2"],
+         (v(1), v(3, 1))),
+        # KIP-279 answers (0, 2); the follower's epoch 0 ends at 1: cut there, fetch v2.
+        ("kip-279", ["OffsetsForLeaderEpoch(1)", "epoch 0 ends at 2", "truncation: LEO 2 -> 1",
+                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+         (v(1), v(2))),
+        ("kip-320", ["fetch from 2", "diverging epoch 0 ends at 2", "diverged: LEO 2 -> 1",
+                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+         (v(1), v(2))),
+        ("current", ["fetch from 2", "diverging epoch 0 ends at 2", "diverged: LEO 2 -> 1",
+                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+         (v(1), v(2))),
+    ],
+)
+def test_fast_failover(variant, said, log):
+    config, state = fast_failover(variant)
+    state, got = outcomes(config, state, fetch(1, leader=2), fetch(1, leader=2))
+    assert got == said
+    assert state.replica(0, 1).log == log
+
+
+def test_fast_failover_leaves_kip_101_logs_diverged():
+    config, state = fast_failover("kip-101")
+    state = run_from(config, state, fetch(1, leader=2), fetch(1, leader=2))
+    assert violations(config, state) == [
+        ("LogMatching", "p0 offset 1: broker 1 has v3@e1, broker 2 has v2@e0, both below HW"),
+    ]
+
+
+# ------------------------------------------------------------------------------------------
+# KIP-279: another round when the follower lacks the answered epoch
+
+
+def crafted_epoch_round(variant: str, leader_log, leader_cache, follower_log, follower_cache,
+                        follower_hw=1):
+    """Two brokers in leader epoch 3: leader 0, follower 1 with an OffsetsForLeaderEpoch round
+    due. Logs and caches as given."""
+    config = cfg(variant, brokers=2, max_leader_epochs=5)
+    state = run(config)
+    state = state.with_partition_state(0, PartitionState(0, 3, (0, 1), 3))
+    view = dict(leader=0, leader_epoch=3, isr=(0, 1), partition_epoch=3)
+    leader = replace(state.replica(0, 0), log=leader_log, epoch_cache=leader_cache,
+                     high_watermark=0, **view)
+    follower = Replica(log=follower_log, epoch_cache=follower_cache,
+                       high_watermark=follower_hw, truncation_pending=True, **view)
+    return config, state.with_replica(0, 0, leader).with_replica(0, 1, follower)
+
+
+def lacks_epoch(variant):
+    # The leader has epochs 0, 1, 3; the follower has epochs 0, 2 (it led epoch 2 alone).
+    return crafted_epoch_round(variant, (v(1), v(3, 1)), ((0, 0), (1, 1), (3, 2)),
+                               (v(1), v(2, 2)), ((0, 0), (2, 1)))
+
+
+def test_kip_279_steps_back_and_asks_again():
+    config, state = lacks_epoch("kip-279")
+    state, said = outcomes(config, state, fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(2)", "epoch 1 ends at 2",
+                    "truncation: LEO 2 -> 1, another round due"]
+    assert state.replica(0, 1).truncation_pending is True
+    state, said = outcomes(config, state, fetch(1), fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
+                    "fetch from 1", "1 records from 1, HW 1 (the answer carries 0)",
+                    "appended 1, HW 0"]
+    r = state.replica(0, 1)
+    assert (r.log, r.epoch_cache, r.truncation_pending) == ((v(1), v(3, 1)), ((0, 0), (1, 1)),
+                                                            False)
+
+
+def test_kip_101_keeps_the_record_of_an_epoch_the_leader_never_had():
+    # KAFKA-6361: epoch 2 is unknown to the leader, which answers the start of epoch 3.
+    config, state = lacks_epoch("kip-101")
+    state, said = outcomes(config, state, fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(2)", "epoch 2 ends at 2", "truncation: LEO 2 -> 2"]
+    assert state.replica(0, 1).log == (v(1), v(2, 2))
+
+
+def test_kip_279_follower_truncates_to_its_hw_on_an_undefined_answer():
+    config, state = lacks_epoch("kip-279")
+    state = run_from(config, state, FollowerSendFetch(0, 1))
+    state = state.with_fetch(0, 1, FetchResponse(0, 3, "epoch", epoch=-1, end_offset=-1))
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert said == "truncation: LEO 2 -> 1"
+    assert state.replica(0, 1).log == (v(1),)
+    assert state.replica(0, 1).truncation_pending is False
+
+
+def below_all_epochs(variant):
+    # The leader was elected with an empty log in epoch 2 (its cache starts there) and wrote
+    # v5; the follower has v1 v2 from epoch 0 and HW 1.
+    return crafted_epoch_round(variant, (v(5, 2),), ((2, 0),), (v(1), v(2)), ((0, 0),))
+
+
+def test_kip_279_leader_answers_below_its_first_epoch_with_its_start():
+    config, state = below_all_epochs("kip-279")
+    state, said = outcomes(config, state, fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 0", "truncation: LEO 2 -> 0"]
+    assert state.replica(0, 1).log == ()
+
+
+def test_kip_101_leader_answers_undefined_below_its_first_epoch():
+    config, state = below_all_epochs("kip-101")
+    state, said = outcomes(config, state, fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at -1", "truncation: LEO 2 -> 1"]
+    assert state.replica(0, 1).log == (v(1),)
+
+
+def above_all_epochs(variant):
+    # The leader still acts in epoch 1 (its cache: 0:0 1:1); the follower led epoch 2 and
+    # asks for it. Without fencing nothing stops the stale leader from answering.
+    return crafted_epoch_round(variant, (v(1), v(2, 1)), ((0, 0), (1, 1)),
+                               (v(1), v(3, 2)), ((0, 0), (2, 1)))
+
+
+@pytest.mark.parametrize(("variant", "answer"), [("kip-101", "epoch 2 ends at -1"),
+                                                  ("kip-279", "epoch -1 ends at -1")])
+def test_leader_answers_undefined_above_its_latest_epoch(variant, answer):
+    config, state = above_all_epochs(variant)
+    state, said = outcomes(config, state, fetch(1))
+    assert said == ["OffsetsForLeaderEpoch(2)", answer, "truncation: LEO 2 -> 1"]
+    assert state.replica(0, 1).log == (v(1),)
+
+
+# ------------------------------------------------------------------------------------------
+# Fencing (KIP-320): requests and answers carry the leader epoch
+
+
+def epoch_bump(variant: str):
+    """Three brokers; broker 2 fails and the controller shrinks the ISR. kip-320 (a
+    ZooKeeper-era controller) bumps the leader epoch to 1."""
+    config = cfg(variant, brokers=3, max_crashes=1)
+    return config, run(config, produce(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+
+
+def test_fenced_leader_epoch():
+    config, state = epoch_bump("kip-320")
+    state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
+                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    assert said == ["fetch from 0", "still leader, now in epoch 1", "FENCED_LEADER_EPOCH",
+                    "dropped: epoch 1 is not 0"]
+    assert state.replica(0, 0).remote_log_end_offset == (-1, -1, -1)  # nothing recorded
+    assert state.replica(0, 1).log == ()
+
+
+def test_unknown_leader_epoch():
+    config, state = epoch_bump("kip-320")
+    state, said = outcomes(config, state, BecomeFollower(0, 1, 1, 1), FollowerSendFetch(0, 1),
+                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    assert said == ["follower of 0 in epoch 1", "fetch from 0", "UNKNOWN_LEADER_EPOCH",
+                    "dropped: epoch 0 is not 1"]
+    assert state.fetches[0][1] is None
+    assert state.replica(0, 1).log == ()
+
+
+@pytest.mark.parametrize("variant", ["hw-truncation", "kip-279"])
+def test_without_fencing_a_stale_epoch_fetch_is_served(variant):
+    config, state = epoch_bump(variant)
+    state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
+                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    assert said == ["fetch from 0", "still leader, now in epoch 1", "1 records from 0, HW 0",
+                    "appended 1, HW 0"]
+    assert state.replica(0, 1).log == (v(1),)
+
+
+@pytest.mark.parametrize(
+    ("variant", "said", "log"),
+    [
+        ("kip-320", "dropped: epoch 0 is not 1", ()),
+        ("kip-101", "appended 1, HW 0", (v(1),)),
+        ("hw-truncation", "appended 1, HW 0", (v(1),)),
+    ],
+)
+def test_an_answer_from_the_previous_epoch(variant, said, log):
+    # The follower's fetch is answered in epoch 0; it applies epoch 1 (same leader) before the
+    # answer arrives. Only fencing variants drop it.
+    config, state = epoch_bump(variant)
+    state = run_from(config, state, FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1),
+                     BecomeFollower(0, 1, 1, 1))
+    state, got = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    assert got == said
+    assert state.replica(0, 1).log == log
+
+
+def test_current_controller_keeps_the_leader_epoch_on_isr_shrink():
+    config, state = epoch_bump("current")
+    assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
+    state, said = outcomes(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
+    assert said == ["follower of 0 in epoch 0", "fetch from 0", "1 records from 0, HW 0",
+                    "appended 1, HW 0"]
+
+
+# ------------------------------------------------------------------------------------------
+# ISR expansion: KAFKA-7128 (epoch start) and KIP-903 (broker epochs)
+
+
+def stale_hw_leader(variant: str):
+    """Four brokers: v1 v2 committed on 0, 1, 2; broker 3 lags and is shrunk out. Leader 0
+    dies; broker 1 leads epoch 1 with a stale HW 0 (followers learn HW a round trip late);
+    broker 3 follows it and fetches from offset 0."""
+    config = cfg(variant, brokers=4, max_crashes=1, max_leader_epochs=3)
+    state = run(config, produce(1), produce(2), fetch(1), fetch(2), fetch(1), fetch(2), Tick(),
+                Tick(), LeaderShrinkIsr(0, 0, 3), BrokerCrash(0), ControllerHandleBrokerFailure(0),
+                BecomeLeader(0, 1, 1, 2), BecomeFollower(0, 3, 1, 2), FollowerSendFetch(0, 3),
+                LeaderHandleFetch(0, 1, 3))
+    r = state.replica(0, 1)
+    assert (r.high_watermark, r.epoch_cache, r.remote_log_end_offset[3]) == (
+        0, ((0, 0), (1, 2)), 0)
+    return config, state
+
+
+@pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279"])
+def test_stale_hw_admits_a_replica_missing_committed_data(variant):
+    config, state = stale_hw_leader(variant)
+    state, said = outcome(config, state, LeaderExpandIsr(0, 1, 3))
+    assert said == "ISR [1, 2, 3]"  # B5: broker 3 has nothing of v1 v2 yet
+
+
+@pytest.mark.parametrize("variant", ["kip-320", "current"])
+def test_expansion_waits_for_the_epoch_start(variant):
+    config, state = stale_hw_leader(variant)
+    assert not_enabled(config, state, LeaderExpandIsr(0, 1, 3)) == "3 is below the epoch start 2"
+    state = run_from(config, state, FollowerHandleFetchResponse(0, 3), fetch(3, leader=1))
+    assert outcome(config, state, LeaderExpandIsr(0, 1, 3))[1] == "ISR [1, 2, 3]"
+
+
+def stale_broker_epoch(variant: str):
+    """Follower 1's last fetch (offset 1, broker epoch 0) is all the leader knows of it when
+    it crashes with nothing flushed; its session expires and the ISR shrinks to {0}."""
+    config = cfg(variant, brokers=2, max_crashes=1, max_leader_epochs=3)
+    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1),
+                BrokerCrash(1), ControllerHandleBrokerFailure(1))
+    ps = state.controller.partitions[0]
+    state = run_from(config, state, BecomeLeader(0, 0, ps.leader_epoch, ps.partition_epoch))
+    assert state.replica(0, 0).remote_log_end_offset == (-1, 1)
+    assert state.replica(0, 0).remote_broker_epoch == (-1, 0)
+    return config, state
+
+
+def test_current_rejects_an_expansion_from_a_stale_broker_epoch():
+    config, state = stale_broker_epoch("current")
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+    state = run_from(config, state, BrokerRestart(1))
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+    # The restarted broker (epoch 1) catches up and is admitted on its own fetches.
+    state = run_from(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    state = run_from(config, state, fetch(1))
+    assert state.replica(0, 0).remote_broker_epoch == (-1, 1)
+    assert outcome(config, state, LeaderExpandIsr(0, 0, 1))[1] == "ISR [0, 1]"
+
+
+def test_kip_320_readmits_a_crashed_replica_from_its_stale_fetch():
+    config, state = stale_broker_epoch("kip-320")
+    state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
+    assert said == "ISR [0, 1]"  # B7
+    state = run_from(config, state, BrokerRestart(1))
+    assert violations(config, state) == [
+        ("NoCommittedDataLoss",
+         "p0 offset 0: leader 0 has v1@e0 below HW 1, ISR member 1 has nothing"),
+    ]
+
+
+def test_broker_epoch_rule_alone_fixes_kip_320():
+    config, state = stale_broker_epoch("kip-320")
+    config = config.replace(variant=VARIANTS["kip-320"].with_rules(broker_epochs=True))
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+
+
+# ------------------------------------------------------------------------------------------
+# HW below min.insync.replicas (KAFKA-15583)
+
+
+@pytest.mark.parametrize(("variant", "hw"), [("kip-320", 1), ("current", 0)])
+def test_hw_does_not_advance_below_min_isr_in_current(variant, hw):
+    config = cfg(variant, brokers=2, min_insync_replicas=2)
+    state = run(config, produce(1), Tick(), Tick())
+    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
+    assert said == "ISR [0]"
+    assert state.replica(0, 0).high_watermark == hw
+    # The lagging follower catches up and rejoins: with min ISR met again, HW moves.
+    state = run_from(config, state, fetch(1), fetch(1))
+    assert state.replica(0, 0).high_watermark == hw
+    state = run_from(config, state, LeaderExpandIsr(0, 0, 1))
+    assert state.replica(0, 0).high_watermark == 1
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_every_variant_rejects_acks_all_writes_below_min_isr(variant):
+    config = cfg(variant, brokers=2, min_insync_replicas=2)
+    state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
+    assert outcomes(config, state, produce(2))[1] == ["v2 to broker 0", "NOT_ENOUGH_REPLICAS"]
+
+
+# ------------------------------------------------------------------------------------------
+# B2 when the new leader lost everything: its epoch cache starts above the follower's epoch
+
+
+def b2_total_loss(variant: str):
+    """The steps of tests/testdata/b2_divergence_after_hard_failures.txt: v1 committed, only
+    A (broker 0) flushed it; both crash; B (broker 1) returns first with an empty log, is
+    elected in epoch 3 (cache 3:0) and writes v2 at offset 0; A returns with v1 and HW 1."""
+    config = cfg(variant, brokers=2, max_records=2, max_crashes=2, max_leader_epochs=4)
+    state = run(config, produce(1), fetch(1), fetch(1), BrokerFlush(0, 0), BrokerCrash(0),
+                BrokerCrash(1), ControllerHandleBrokerFailure(0), ControllerHandleBrokerFailure(1),
+                BrokerRestart(1), BecomeFollower(0, 1, 2, 2), ControllerElectLeader(0),
+                BecomeLeader(0, 1, 3, 3), produce(2, leader=1), BrokerRestart(0),
+                BecomeFollower(0, 0, 3, 3))
+    assert state.replica(0, 1).epoch_cache == ((3, 0),)
+    assert (state.replica(0, 0).log, state.replica(0, 0).high_watermark) == ((v(1),), 1)
+    return config, state
+
+
+def converge(config, state):
+    state, said = outcomes(config, state, fetch(0, leader=1), fetch(0, leader=1),
+                           fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
+    return state, said
+
+
+@pytest.mark.parametrize("variant", ["kip-320", "current"])
+def test_b2_total_loss_converges_with_diverging_epochs(variant):
+    # The leader has no epoch <= 0: the follower's whole log diverges and is cut to 0. (Kafka's
+    # leader answers (0, 0) here, the model (-1, -1); the cut is the same, so only the effect
+    # is pinned.)
+    config, state = b2_total_loss(variant)
+    state, said = converge(config, state)
+    assert (said[0], said[2]) == ("fetch from 1", "diverged: LEO 1 -> 0")
+    assert state.replica(0, 0).log == (v(2, 3),)
+    assert violations(config, state) == []
+
+
+def test_b2_total_loss_converges_under_kip_279():
+    config, state = b2_total_loss("kip-279")
+    state, said = converge(config, state)
+    assert said[:3] == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 0", "truncation: LEO 1 -> 0"]
+    assert state.replica(0, 0).log == (v(2, 3),)
+    assert violations(config, state) == []
