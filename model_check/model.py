@@ -105,7 +105,7 @@ class KafkaModel:
 def state_to_json(value: Any) -> Any:
     """Frozen dataclasses, tuples and sets to JSON values; sets become sorted lists."""
     if hasattr(value, "__dataclass_fields__"):
-        out = {f.name: state_to_json(getattr(value, f.name)) for f in fields(value)}
+        out = {f.name: state_to_json(getattr(value, f.name)) for f in fields(value) if f.name[0] != "_"}
         if type(value).__name__ in ("FetchRequest", "EpochRequest", "FetchResponse"):
             out = {"type": type(value).__name__, **out}
         return out

@@ -1090,47 +1090,71 @@ def step(config: Config, state: Cluster, action: Action) -> Cluster:
 
 
 def candidates(config: Config, state: Cluster) -> Iterator[Action]:
-    """Every action worth trying in `state`, in a fixed order; `successors` filters by guard."""
+    """Actions worth trying in `state`, in a fixed order; `successors` filters by guard.
+
+    A cheap over-approximation: it skips actions whose guard obviously fails (saving the
+    explorer an exception each), and the handlers still check every guard.
+    """
     n, parts = config.brokers, range(config.partitions)
+    alive = state.alive
+    registered = state.controller.registered
     for p in parts:
-        yield ControllerElectLeader(p)
-        yield ControllerElectPreferredLeader(p)
+        ps = state.controller.partitions[p]
+        if ps.leader == NO_LEADER:
+            yield ControllerElectLeader(p)
+        elif ps.leader != config.assignment(p)[0]:
+            yield ControllerElectPreferredLeader(p)
+    expiries_left = state.expiries < config.max_session_expiries
     for b in range(n):
-        yield ControllerHandleBrokerFailure(b)
+        if registered[b] != UNKNOWN and (expiries_left or not alive[b]):
+            yield ControllerHandleBrokerFailure(b)
+    drops_left = state.drops < config.max_message_drops
     for m in sorted(state.leader_and_isr):
         kind = BecomeLeader if m.leader == m.broker else BecomeFollower
         yield kind(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
-        yield NetworkDropLeaderAndIsr(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
-    for p in parts:
-        yield ProducerSend(p)
+        if drops_left:
+            yield NetworkDropLeaderAndIsr(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
+    if state.next_value <= config.max_records:
+        for p in parts:
+            yield ProducerSend(p)
     for m in sorted(state.produce_requests):
         yield LeaderAppend(m.partition, m.broker, m.value)
     for p in parts:
+        row = state.replicas[p]
         for b in range(n):
-            r = state.replicas[p][b]
+            r = row[b]
             for w in r.purgatory:
                 yield LeaderAckProduce(p, b, w.offset)
-            if r.leader == b:
+            if r.leader == b and alive[b]:
                 for f in range(n):
                     if f != b:
                         yield LeaderShrinkIsr(p, b, f) if f in r.isr else LeaderExpandIsr(p, b, f)
         for f in range(n):
             message = state.fetches[p][f]
             if message is None:
-                yield FollowerSendFetch(p, f)
+                if alive[f] and row[f].leader not in (NO_LEADER, f):
+                    yield FollowerSendFetch(p, f)
             elif isinstance(message, FetchResponse):
                 yield FollowerHandleFetchResponse(p, f)
             else:
                 yield LeaderHandleFetch(p, message.leader, f)
+    crashes_left = state.crashes < config.max_crashes
     for p in parts:
         yield ConsumerRead(p)
-        for b in range(n):
-            yield BrokerFlush(p, b)
+        if crashes_left:
+            for b in range(n):
+                if alive[b] and state.replicas[p][b].flushed_offset < len(state.replicas[p][b].log):
+                    yield BrokerFlush(p, b)
     for b in range(n):
-        yield BrokerCrash(b)
-        yield BrokerRestart(b)
-        yield BrokerRegister(b)
-    yield Tick()
+        if alive[b]:
+            if crashes_left:
+                yield BrokerCrash(b)
+            if registered[b] == UNKNOWN:
+                yield BrokerRegister(b)
+        elif registered[b] == UNKNOWN:
+            yield BrokerRestart(b)
+    if state.ticks < config.max_ticks:
+        yield Tick()
 
 
 def successors(config: Config, state: Cluster) -> Iterator[tuple[Action, Cluster]]:

@@ -23,7 +23,7 @@ Values are unique record ids 1, 2, ... assigned by `ProducerSend`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spec.config import Config
 
@@ -32,18 +32,38 @@ UNKNOWN = -1
 
 _new = object.__new__
 _set = object.__setattr__
+_REPLACERS: dict[type, object] = {}
 
 
 def replace(obj, **changes):
     """`dataclasses.replace` for the model's frozen, slotted, validation-free dataclasses.
 
-    The generic one re-runs `__init__` and costs about ten times more; this is the explorer's
-    hot path.
+    The generic one re-runs `__init__` and costs several times more; this is the explorer's hot
+    path, so each class gets a generated straight-line copier. A cached hash (`_hash`) is never
+    copied: the new object computes its own.
     """
-    new = _new(type(obj))
-    for name in obj.__slots__:
-        _set(new, name, changes[name] if name in changes else getattr(obj, name))
-    return new
+    cls = type(obj)
+    replacer = _REPLACERS.get(cls)
+    if replacer is None:
+        lines = [f"def replace_{cls.__name__}(obj, changes):", "    new = _new(cls)"]
+        for name in cls.__slots__:
+            value = "0" if name == "_hash" else f"changes.get({name!r}, obj.{name})"
+            lines.append(f"    _set(new, {name!r}, {value})")
+        lines.append("    return new")
+        namespace = {"_new": _new, "_set": _set, "cls": cls}
+        exec("\n".join(lines), namespace)
+        replacer = _REPLACERS[cls] = namespace[f"replace_{cls.__name__}"]
+    return replacer(obj, changes)
+
+
+def _cached_hash(self) -> int:
+    """Hash once per object: states share most of their parts, and the explorer hashes every
+    successor."""
+    h = self._hash
+    if not h:
+        h = hash(tuple(getattr(self, name) for name in self._hash_fields)) or 1
+        _set(self, "_hash", h)
+    return h
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -85,6 +105,9 @@ class Replica:
     remote_broker_epoch: tuple[int, ...] = ()
     lag_ticks: tuple[int, ...] = ()
     purgatory: tuple[PendingProduce, ...] = ()
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    __hash__ = _cached_hash
 
     @property
     def log_end_offset(self) -> int:
@@ -290,6 +313,9 @@ class Cluster:
     expiries: int = 0  # sessions of live brokers expired (GC pause, lost heartbeats)
     drops: int = 0  # LeaderAndIsr requests lost
     ticks: int = 0
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    __hash__ = _cached_hash
 
     def replica(self, partition: int, broker: int) -> Replica:
         return self.replicas[partition][broker]
@@ -373,3 +399,7 @@ def initial_state(config: Config) -> Cluster:
         consumed=frozenset(),
         excused=frozenset(),
     )
+
+
+for _cls in (Replica, Cluster):
+    _cls._hash_fields = tuple(n for n in _cls.__slots__ if n != "_hash")
