@@ -66,6 +66,15 @@ class Result:
         return self.distinct_states / self.seconds if self.seconds > 0 else 0.0
 
 
+def _first(item):
+    return item[0]
+
+
+def _label_kind(label):
+    """The action name of a label: tuple labels start with it, dataclass labels are typed."""
+    return label[0] if type(label) is tuple else type(label).__name__
+
+
 def collision_probability(n: int) -> float:
     """Probability that some two of n distinct states share a 64-bit fingerprint."""
     return min(1.0, n * (n - 1) / 2 / 2.0**64)
@@ -83,6 +92,10 @@ class _Expander:
         self.symmetry = symmetry
         self.check = check
         self.pending: dict[int, Any] = {}
+        # Every fingerprint this worker reported in an earlier level is visited by now (it was
+        # either new and accepted, or already visited), so it can be skipped at once.
+        self.seen: set[int] = set()
+        self.checks = list(model.invariants.items())
 
     def fingerprint(self, state: Any) -> tuple[int, Any]:
         if self.symmetry:
@@ -95,6 +108,7 @@ class _Expander:
             fp, canon = self.fingerprint(state)
             if fp not in self.pending:
                 self.pending[fp] = canon
+                self.seen.add(fp)
                 out.append((fp, 0, index))
         return out
 
@@ -109,29 +123,44 @@ class _Expander:
         model = self.model
         violations = []
         if self.check:
+            checks = self.checks
             for fp, state in frontier:
-                for order, (name, check) in enumerate(model.invariants.items()):
+                for order, (name, check) in enumerate(checks):
                     detail = check(state)
                     if detail is not None:
                         violations.append((order, fp, name, detail))
                         break
         candidates: dict[int, tuple[int, int]] = {}
-        coverage: Counter = Counter()
+        kinds: Counter = Counter()
         generated = 0
         if expand and not violations:
             pending = self.pending
+            canonical = self.model.canonical if self.symmetry else None
+            # In ascending fingerprint order the first discovery of a state within this worker
+            # is its smallest (parent, index): no per-successor comparison needed.
+            frontier.sort(key=_first)
+            seen = self.seen
+            successors = model.successors
+            labels_seen: list = []
+            kind_of = labels_seen.append
             for parent, state in frontier:
-                for index, (label, nxt) in enumerate(model.successors(state)):
-                    generated += 1
-                    coverage[model.action_name(label)] += 1
-                    fp, canon = self.fingerprint(nxt)
-                    key = (parent, index)
-                    best = candidates.get(fp)
-                    if best is None:
-                        candidates[fp] = key
-                        pending[fp] = canon
-                    elif key < best:
-                        candidates[fp] = key
+                index = 0
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    if canonical is not None:
+                        nxt = canonical(nxt)
+                    fp = hash(nxt)
+                    if fp not in seen and fp not in candidates:
+                        candidates[fp] = (parent, index)
+                        pending[fp] = nxt
+                    index += 1
+                generated += index
+                if len(labels_seen) > 4096:
+                    kinds.update(map(_label_kind, labels_seen))
+                    labels_seen.clear()
+            kinds.update(map(_label_kind, labels_seen))
+            seen.update(candidates)
+        coverage = kinds
         return violations, candidates, coverage, generated
 
 
@@ -148,6 +177,13 @@ def _worker_main(conn, model, symmetry, check):
             conn.send(expander.export(message[1]))
         elif kind == "expand":
             conn.send(expander.expand(message[1], message[2], message[3]))
+
+
+class _ZeroOwner:
+    """Owner map for a single worker: everything belongs to worker 0."""
+
+    def __getitem__(self, fp: int) -> int:
+        return 0
 
 
 class _Pool:
@@ -262,12 +298,32 @@ def explore(
             for worker, reply in enumerate(replies):
                 coverage.update(reply[2])
                 generated += reply[3]
+                if workers == 1:
+                    break
                 for fp, key in reply[1].items():
                     if fp in parents:
                         continue
                     current = best.get(fp)
                     if current is None or key < current[0]:
                         best[fp] = (key, worker)
+            if workers == 1:
+                # One worker never reports a visited state (see _Expander.seen): accept all.
+                found_here = replies[0][1]
+                if max_states is not None and len(parents) + len(found_here) > max_states:
+                    room = max(0, max_states - len(parents))
+                    found_here = dict(sorted(found_here.items())[:room])
+                    result = "incomplete"
+                parents.update(found_here)
+                frontier = list(found_here)
+                owner = _ZeroOwner()
+                if frontier:
+                    depth += 1
+                if progress is not None:
+                    progress(dict(depth=depth, distinct=len(parents), generated=generated,
+                                  queue=len(frontier), seconds=time.perf_counter() - start))
+                if result == "incomplete":
+                    break
+                continue
             if max_states is not None and len(parents) + len(best) > max_states:
                 room = max(0, max_states - len(parents))
                 best = dict(sorted(best.items())[:room])

@@ -551,6 +551,7 @@ def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeade
 def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
     _check_broker(config, a.broker)
     _require(s.controller.registered[a.broker] != UNKNOWN, f"broker {a.broker} has no session")
+    before = s
     if s.alive[a.broker]:
         _require(s.expiries < config.max_session_expiries, "max.session.expiries reached")
         s = replace(s, expiries=s.expiries + 1)
@@ -584,6 +585,9 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
     if unclean_count:
         c = s.controller
         s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + unclean_count))
+    s, lost = _excuse_lost_writes(config, before, s)
+    if lost:
+        notes.append(f"every ISR replica is down, excused {' '.join(f'v{v}' for v in lost)}")
     return s, "; ".join(notes) or "no partition changed"
 
 
@@ -941,6 +945,35 @@ def _has(log: tuple[Record, ...], offset: int, value: int) -> bool:
     return offset < len(log) and log[offset].value == value
 
 
+def _excuse_lost_writes(config: Config, before: Cluster, s: Cluster) -> tuple[Cluster, list[int]]:
+    """Ghost bookkeeping for Kafka's condition "as long as one in-sync replica is alive".
+
+    Called after a crash or a session expiry. Where every member of a partition's ISR is now
+    down (crashed, or removed for an expired session leaving only crashed members), clean
+    election may later pick any of them, so a committed record that any of them lacks is no
+    longer promised: it is excused. Committed means below an ISR member's HW in `before` (the
+    state before a crash cut the logs), acknowledged with acks=all, or read by the consumer;
+    acks=1 writes were never promised to survive a leader crash. Records every member kept
+    stay due.
+    """
+    committed = set(s.consumed)
+    if config.acks == "all":
+        committed |= s.acked
+    for p in range(config.partitions):
+        for m in before.controller.partitions[p].isr:
+            r = before.replica(p, m)
+            committed.update(Acked(p, o, r.log[o].value) for o in range(r.high_watermark))
+    excused = set(s.excused)
+    for w in committed:
+        isr = s.controller.partitions[w.partition].isr
+        if w.value in excused or any(s.alive[m] for m in isr):
+            continue
+        if not all(_has(s.replica(w.partition, m).log, w.offset, w.value) for m in isr):
+            excused.add(w.value)
+    lost = sorted(excused - s.excused)
+    return (replace(s, excused=frozenset(excused)) if lost else s), lost
+
+
 def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     _check_broker(config, a.broker)
     _require(s.alive[a.broker], f"broker {a.broker} is down")
@@ -970,27 +1003,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         leader_and_isr=frozenset(m for m in s.leader_and_isr if m.broker != b),
         produce_requests=frozenset(m for m in s.produce_requests if m.broker != b),
     )
-    # Ghost: Kafka's guarantee holds while one ISR replica stays alive. Once every ISR member
-    # is down, clean election may later pick any of them, so a committed write that any of them
-    # lost is no longer promised: excuse it (records committed on an ISR member, acks=all writes
-    # and consumed records; acks=1 writes were never promised to survive a leader crash).
-    # Records every member kept stay due.
-    committed = set(s.consumed)
-    if config.acks == "all":
-        committed |= s.acked
-    for p, ps in enumerate(s.controller.partitions):
-        for m in ps.isr:
-            r = before.replica(p, m)  # what was committed before this crash cut it
-            committed.update(Acked(p, o, r.log[o].value) for o in range(r.high_watermark))
-    excused = set(s.excused)
-    for w in committed:
-        isr = s.controller.partitions[w.partition].isr
-        if w.value in excused or any(s.alive[m] for m in isr):
-            continue
-        if not all(_has(s.replica(w.partition, m).log, w.offset, w.value) for m in isr):
-            excused.add(w.value)
-    lost = sorted(excused - s.excused)
-    s = replace(s, excused=frozenset(excused))
+    s, lost = _excuse_lost_writes(config, before, s)
     if lost:
         return s, f"crashed; every ISR replica is down, excused {' '.join(f'v{v}' for v in lost)}"
     return s, "crashed"

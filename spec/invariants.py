@@ -8,8 +8,10 @@ How crashes count, in one place. Kafka promises that a committed record survives
 at least one in-sync replica is alive". The model therefore:
 - exempts a replica from per-replica checks while it is down (its log was cut to the flushed
   offset; being behind is what a crash means), and checks it again once it is up;
-- keeps a ghost set `excused` of record values for which the condition failed: at some crash,
-  every member of the controller's ISR was down and at least one of them had lost the record
+- keeps a ghost set `excused` of record values for which the condition failed: after some
+  crash or session expiry, every member of the controller's ISR was down (Kafka counts a broker
+  whose session expired as failed, and the controller drops it from the ISR) and at least one
+  of them had lost the record
   (clean election may later pick exactly that one). Only those records may be missing from
   later leaders; a committed record that every ISR member kept through the crashes stays due. acks=1 writes are
   never excused (B10), and unclean election excuses nothing (B9): both are losses by design
