@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
     check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     check.set_defaults(func=_cmd_check)
+
+    demo = sub.add_parser("demo", help="the main job on embedded defaults")
+    demo.set_defaults(func=lambda args: __import__("isrlab.demo", fromlist=["main"]).main())
     return parser
 
 
