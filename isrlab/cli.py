@@ -43,6 +43,11 @@ def _cmd_scenario(args: argparse.Namespace) -> int:
                 from pathlib import Path
 
                 print(Path(path).read_text(encoding="utf-8"), end="")
+            # Show where the transcript expects each violation: the step and the invariant.
+            for block in result.blocks_run:
+                for line in block.expected:
+                    if line.startswith("VIOLATED"):
+                        print(f"{path}:{block.line}: after `{block.command}`: {line}")
             print(f"{path}: {result.blocks} blocks match")
     return status
 

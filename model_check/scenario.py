@@ -32,7 +32,7 @@ simply part of the expected output.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from spec import (
@@ -204,6 +204,7 @@ class Result:
     blocks: int
     mismatches: list[tuple[Block, str]]
     rewritten: str
+    blocks_run: list[Block] = field(default_factory=list)
 
 
 def run_text(text: str, path: str) -> Result:
@@ -217,7 +218,7 @@ def run_text(text: str, path: str) -> Result:
         actual_by_line[block.line] = actual
         if tuple(actual.splitlines()) != block.expected:
             mismatches.append((block, actual))
-    return Result(len(blocks), mismatches, _rewrite(text, blocks, actual_by_line))
+    return Result(len(blocks), mismatches, _rewrite(text, blocks, actual_by_line), blocks)
 
 
 def _rewrite(text: str, blocks: list[Block], actual_by_line: dict[int, str]) -> str:
