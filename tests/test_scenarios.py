@@ -59,10 +59,20 @@ def test_cli_exit_0_on_match(capsys):
     assert main(["scenario", *paths]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    lines = out.splitlines()
-    assert len(lines) == len(paths)
-    for path, line in zip(paths, lines, strict=True):
-        assert line.startswith(f"{path}: ") and line.endswith(" blocks match")
+    summaries = [line for line in out.splitlines() if line.endswith(" blocks match")]
+    assert len(summaries) == len(paths)
+    for path, line in zip(paths, summaries, strict=True):
+        assert line.startswith(f"{path}: ")
+    # Every other line names an expected violation with its step.
+    others = [line for line in out.splitlines() if not line.endswith(" blocks match")]
+    assert all(": after `" in line and ": VIOLATED " in line for line in others)
+
+
+def test_cli_names_the_b1_violation_and_its_step(capsys):
+    path = str(TESTDATA / "b1_hw_truncation.txt")
+    assert main(["scenario", path]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}:255: after `become-follower broker=2`: VIOLATED NoCommittedDataLoss: " in out
 
 
 def test_cli_verbose_prints_the_transcript(capsys):
