@@ -92,12 +92,12 @@ def _build_model(args: argparse.Namespace):
         known = list(INVARIANTS)
         names = _invariant_names(args, known)
         return KafkaModel(config, names), config.variant.name, names
-    from model_check.tla_compat import INVARIANT_NAMES, TlaCompatModel
+    from model_check.tla_compat import ALL_INVARIANTS, DEFAULT_INVARIANTS, TlaCompatModel
 
     variant = args.variant or "kip-320"
     if variant not in ("hw-truncation", "kip-101", "kip-279", "kip-320"):
         raise _UsageError(f"--variant: the tla-compat model has hw-truncation, kip-101, kip-279, kip-320, not {variant!r}")
-    names = _invariant_names(args, list(INVARIANT_NAMES))
+    names = _invariant_names(args, list(ALL_INVARIANTS), list(DEFAULT_INVARIANTS))
     model = TlaCompatModel(
         variant,
         brokers=args.brokers or 3,
@@ -109,11 +109,13 @@ def _build_model(args: argparse.Namespace):
     return model, variant, names
 
 
-def _invariant_names(args: argparse.Namespace, known: list[str]) -> list[str]:
+def _invariant_names(
+    args: argparse.Namespace, known: list[str], default: list[str] | None = None
+) -> list[str]:
     if args.no_invariants:
         return []
     if not args.invariant:
-        return known
+        return known if default is None else default
     for name in args.invariant:
         if name not in known:
             raise _UsageError(f"--invariant: unknown invariant {name!r} (known: {', '.join(known)})")

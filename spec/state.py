@@ -56,12 +56,23 @@ def replace(obj, **changes):
     return replacer(obj, changes)
 
 
+def _stable(value):
+    # hash(None) is an address in Python 3.11, different in every process: use 0 for it.
+    if value is None:
+        return 0
+    if type(value) is tuple:
+        return tuple(_stable(v) for v in value) if None in value or (
+            value and type(value[0]) is tuple) else value
+    return value
+
+
 def _cached_hash(self) -> int:
-    """Hash once per object: states share most of their parts, and the explorer hashes every
-    successor."""
+    """Hash once per object (states share most of their parts, and the explorer hashes every
+    successor), and the same in every process: fingerprints decide which counterexample is
+    reported, and parallel workers compare them."""
     h = self._hash
     if not h:
-        h = hash(tuple(getattr(self, name) for name in self._hash_fields)) or 1
+        h = hash(tuple(_stable(getattr(self, name)) for name in self._hash_fields)) or 1
         _set(self, "_hash", h)
     return h
 
@@ -271,6 +282,21 @@ class FetchResponse:
     epoch: int = UNKNOWN
     end_offset: int = UNKNOWN
     error: str = ""
+
+    def __hash__(self) -> int:
+        # Strings hash differently in every Python process; fingerprints must not (parallel
+        # workers, and the same counterexample on every run), so hash stable codes instead.
+        return hash((self.leader, self.leader_epoch, _CODES[self.kind], self.records,
+                     self.high_watermark, self.fetch_offset, self.epoch, self.end_offset,
+                     _CODES[self.error]))
+
+
+# Stable small codes for the strings a FetchResponse carries (Kafka's numeric error codes).
+_CODES = {
+    "records": 0, "epoch": 1, "diverging": 2, "error": 3, "": 0,
+    "OFFSET_OUT_OF_RANGE": 1, "NOT_LEADER_OR_FOLLOWER": 6, "FENCED_LEADER_EPOCH": 74,
+    "UNKNOWN_LEADER_EPOCH": 75,
+}
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,0 +1,195 @@
+"""The explorer and the `isrlab check` contract: exit codes, JSON, ITF, JUnit, workers, symmetry,
+simulation. Counts are pinned so a change in the model or the explorer shows as a diff."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from isrlab.cli import main
+from model_check.explorer import collision_probability, explore, simulate
+from model_check.model import KafkaModel
+from model_check.tla_compat import TlaCompatModel
+from spec import VARIANTS, Config, initial_state, step
+from spec.invariants import violations
+
+SMALL = ["--brokers", "2", "--records", "1", "--epochs", "2", "--crashes", "1"]
+
+
+def run_json(capsys, *argv):
+    code = main(["check", *argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_violation_exits_1_with_the_shortest_trace_that_replays(capsys):
+    code, data = run_json(capsys, "--variant", "hw-truncation", *SMALL)
+    assert code == 1
+    assert data["result"] == "violation"
+    assert data["model"] == "kafka" and data["variant"] == "hw-truncation"
+    assert data["violation"]["invariant"] == "NoCommittedDataLoss"
+    trace = data["violation"]["trace"]
+    assert trace[0]["action"] is None and len(trace) - 1 == data["depth"] == 12
+    assert [t["action"] for t in trace[1:]] == [
+        "ControllerHandleBrokerFailure", "BecomeLeader", "ProducerSend", "FollowerSendFetch",
+        "LeaderAppend", "LeaderHandleFetch", "FollowerHandleFetchResponse", "FollowerSendFetch",
+        "LeaderHandleFetch", "BrokerCrash", "BrokerRestart", "LeaderExpandIsr",
+    ]
+    assert set(data) >= {"config", "distinct_states", "generated_states", "depth", "seconds"}
+    assert data["config"]["variant"] == "hw-truncation" and data["config"]["max.crashes"] == "1"
+    # The trace is a real run of the spec: replay its actions and meet the same violation.
+    import spec.actions as actions
+
+    config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
+                    max_leader_epochs=2, max_crashes=1)
+    state = initial_state(config)
+    for item in trace[1:]:
+        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
+    assert [name for name, _ in violations(config, state)] == ["NoCommittedDataLoss"]
+
+
+def test_clean_variant_exits_0_with_pinned_counts(capsys):
+    code, data = run_json(capsys, "--variant", "current", *SMALL)
+    assert code == 0
+    assert (data["result"], data["distinct_states"], data["depth"]) == ("ok", 28671, 30)
+    assert data["never_fired"] == ["ControllerElectLeader", "ControllerElectPreferredLeader",
+                                   "NetworkDropLeaderAndIsr", "LeaderShrinkIsr", "Tick"]
+
+
+def test_max_states_exits_3(capsys):
+    code, data = run_json(capsys, "--variant", "current", *SMALL, "--max-states", "500")
+    assert code == 3
+    assert data["result"] == "incomplete" and data["distinct_states"] == 500
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--variant", "nope"], "--variant: unknown variant 'nope'"),
+    (["--invariant", "Nope"], "--invariant: unknown invariant 'Nope'"),
+    (["--min-isr", "4"], "min.insync.replicas: must be between 1 and the number of brokers (3)"),
+    (["--workers", "0"], "--workers: must be >= 1"),
+    (["--model", "tla-compat", "--variant", "current"], "tla-compat model has"),
+])
+def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
+    assert main(["check", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_bad_config_file_exits_2_naming_file_and_line(capsys, tmp_path):
+    path = tmp_path / "bad.properties"
+    path.write_text("acks=all\nmin.insync.replicas=two\n")
+    assert main(["check", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"isrlab: error: {path}:2: min.insync.replicas: expected an integer, got 'two'"
+
+
+def test_config_file_then_flags(capsys, tmp_path):
+    path = tmp_path / "c.properties"
+    path.write_text("variant=hw-truncation\nbrokers=2\nmax.records=1\nmax.leader.epochs=2\n"
+                    "max.crashes=1\n")
+    code, data = run_json(capsys, "--config", str(path))
+    assert (code, data["variant"]) == (1, "hw-truncation")
+    code, data = run_json(capsys, "--config", str(path), "--variant", "current")
+    assert (code, data["variant"], data["distinct_states"]) == (0, "current", 28671)
+
+
+def test_invariant_selection_and_no_invariants(capsys):
+    code, data = run_json(capsys, "--variant", "hw-truncation", *SMALL,
+                          "--invariant", "LeaderInIsr")
+    assert (code, data["result"]) == (0, "ok")
+    code, data = run_json(capsys, "--variant", "hw-truncation", *SMALL, "--no-invariants")
+    assert (code, data["result"]) == (0, "ok")
+    assert data["distinct_states"] > 6447  # the whole space, not just up to the violation
+
+
+def test_itf_and_junit_outputs(capsys, tmp_path):
+    itf, junit = tmp_path / "cex.itf.json", tmp_path / "report.xml"
+    code = main(["check", "--variant", "hw-truncation", *SMALL, "--itf", str(itf),
+                 "--junit", str(junit)])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "Invariant NoCommittedDataLoss is violated after 12 steps:" in out
+    assert "step 12: LeaderExpandIsr(partition=0, broker=0, follower=1)" in out
+    trace = json.loads(itf.read_text())
+    assert trace["#meta"]["format"] == "ITF"
+    assert len(trace["states"]) == 13
+    assert trace["states"][0]["#meta"] == {"index": 0}
+    assert trace["states"][1]["action_taken"] == "ControllerHandleBrokerFailure"
+    assert trace["states"][0]["next_value"] == {"#bigint": "1"}
+    assert "replicas" in trace["vars"] and "_hash" not in trace["vars"]
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("8", "1")
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failed == ["NoCommittedDataLoss"]
+
+
+def test_human_summary_flags_actions_that_never_fired(capsys):
+    assert main(["check", "--variant", "current", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK: every checked invariant holds in every reachable state")
+    assert "28,671 distinct states" in out
+    assert "Tick                                        0   <- never fired" in out
+
+
+@pytest.mark.parametrize("variant", ["hw-truncation", "current"])
+def test_two_workers_give_identical_results(variant):
+    config = Config(variant=VARIANTS[variant], brokers=2, max_records=1, max_leader_epochs=2,
+                    max_crashes=1)
+    one = explore(KafkaModel(config), workers=1)
+    two = explore(KafkaModel(config), workers=2)
+    assert (one.result, one.distinct_states, one.generated_states, one.depth) == (
+        two.result, two.distinct_states, two.generated_states, two.depth)
+    assert one.coverage == two.coverage
+    if one.violation:
+        assert [a for a, _ in one.violation.trace] == [a for a, _ in two.violation.trace]
+
+
+def test_two_workers_on_the_tla_compat_model():
+    model = TlaCompatModel("kip-101", brokers=2, log_size=2, records=2, epochs=3)
+    one = explore(model, workers=1)
+    two = explore(model, workers=2)
+    assert (one.violation.invariant, len(one.violation.trace)) == (
+        two.violation.invariant, len(two.violation.trace))
+    assert one.distinct_states == two.distinct_states
+
+
+def test_symmetry_is_off_where_unsound_and_on_where_sound():
+    kafka = explore(KafkaModel(Config(brokers=2, max_records=1)))
+    assert kafka.symmetry is False
+    tla = TlaCompatModel("kip-320", brokers=2, log_size=2, records=2, epochs=3)
+    full = explore(tla, symmetry=False)
+    reduced = explore(tla)
+    assert (full.distinct_states, reduced.distinct_states) == (28939, 14470)
+    assert reduced.symmetry and (full.result, reduced.result) == ("ok", "ok")
+
+
+def test_max_depth_bounds_the_search():
+    result = explore(KafkaModel(Config(brokers=2, max_records=1)), max_depth=3)
+    assert (result.result, result.depth) == ("ok", 3)
+
+
+def test_simulation_is_seeded_and_finds_bugs():
+    config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
+                    max_leader_epochs=2, max_crashes=1)
+    first = simulate(KafkaModel(config), seed=2, depth=60, traces=2000)
+    again = simulate(KafkaModel(config), seed=2, depth=60, traces=2000)
+    assert first.result == "violation" and first.violation.invariant == "NoCommittedDataLoss"
+    assert [a for a, _ in first.violation.trace] == [a for a, _ in again.violation.trace]
+    clean = simulate(KafkaModel(config.replace(variant=VARIANTS["current"])), seed=2, depth=60,
+                     traces=50)
+    assert clean.result == "ok" and clean.generated_states > 0
+
+
+def test_simulate_cli_prints_its_seed(capsys):
+    code = main(["check", "--variant", "current", *SMALL, "--simulate", "--seed", "3",
+                 "--traces", "5", "--depth", "20"])
+    captured = capsys.readouterr()
+    assert code == 0 and "simulation seed 3" in captured.err
+    assert "OK: no violation in 5 random traces (seed 3)" in captured.out
+
+
+def test_collision_probability():
+    assert collision_probability(1) == 0.0
+    assert collision_probability(2**32) == pytest.approx(0.5, rel=1e-6)
