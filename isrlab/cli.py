@@ -163,6 +163,43 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return {"ok": 0, "violation": 1, "incomplete": 3}[result.result]
 
 
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    from model_check.fuzz import fuzz
+    from spec import INVARIANTS, ConfigError
+
+    try:
+        config = _kafka_config(args)
+        names = _invariant_names(args, list(INVARIANTS))
+    except (ConfigError, _UsageError) as error:
+        return _fail(str(error))
+    if args.examples < 1 or args.steps < 1:
+        return _fail("--examples and --steps must be >= 1")
+    seed = args.seed if args.seed is not None else 0
+    print(f"fuzz seed {seed}: {args.examples} runs of up to {args.steps} steps, "
+          f"variant {config.variant.name}, {config.brokers} brokers, {config.partitions} partitions",
+          file=sys.stderr)
+    result = fuzz(config, examples=args.examples, steps=args.steps, seed=seed, invariants=names)
+    print(f"{result.examples} runs, {result.steps:,} steps, deepest {result.deepest}, "
+          f"{result.seconds:.1f} s")
+    if result.error:
+        print(f"spec error after {len(result.actions)} actions: {result.error}")
+        return 1
+    if result.invariant is None:
+        print("OK: no invariant violated")
+        return 0
+    print(f"VIOLATED {result.invariant} after {len(result.actions)} actions "
+          f"(Hypothesis shrank to {result.hypothesis_actions}): {result.detail}")
+    for number, action in enumerate(result.actions, start=1):
+        print(f"  {number:>3}. {action}")
+    if result.transcript is not None:
+        out = args.out or "fuzz-counterexample.txt"
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(result.transcript)
+        status = "reproduces" if result.reproduced else "DOES NOT reproduce"
+        print(f"transcript written to {out} ({status}: isrlab scenario {out})")
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="isrlab", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"isrlab {__version__}")
@@ -209,6 +246,22 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
     check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     check.set_defaults(func=_cmd_check)
+
+    fuzz = sub.add_parser("fuzz", help="Hypothesis random walks of the spec, shrunk counterexamples",
+                          description="Exit 0: no violation found; 1: a violation (written as a "
+                          "scenario transcript); 2: bad usage.")
+    fuzz.add_argument("--examples", type=int, default=100, help="number of runs")
+    fuzz.add_argument("--steps", type=int, default=50, help="max steps per run")
+    fuzz.add_argument("--seed", type=int)
+    fuzz.add_argument("--out", metavar="FILE", help="where to write the transcript")
+    fuzz.add_argument("--variant")
+    fuzz.add_argument("--config", metavar="FILE.properties")
+    for flag in ("--brokers", "--partitions", "--records", "--epochs", "--crashes", "--min-isr"):
+        fuzz.add_argument(flag, type=int, metavar="N")
+    fuzz.add_argument("--acks", choices=("0", "1", "all", "-1"))
+    fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
+    fuzz.add_argument("--invariant", action="append", metavar="NAME")
+    fuzz.set_defaults(func=_cmd_fuzz, no_invariants=False)
 
     demo = sub.add_parser("demo", help="the main job on embedded defaults")
     demo.set_defaults(func=lambda args: __import__("isrlab.demo", fromlist=["main"]).main())

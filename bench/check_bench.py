@@ -1,0 +1,122 @@
+"""Benchmark of the explorer: prints its figures and, where TLC is available, the ratio to TLC.
+
+    python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
+    python bench/check_bench.py --million  # also a one-million-state run of the default model
+    TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
+
+TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
+KAFKA_SPEC_DIR at a directory with hachikuji/kafka-specification's modules; TLC then runs on
+Kip320 with the same constants (no symmetry, one worker) in the same invocation, and the ratio
+of distinct states per second is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model_check.explorer import explore  # noqa: E402
+from model_check.model import KafkaModel  # noqa: E402
+from model_check.tla_compat import TlaCompatModel  # noqa: E402
+from spec import VARIANTS, Config  # noqa: E402
+
+TLA_CONSTANTS = dict(brokers=3, log_size=2, records=2, epochs=2)
+KAFKA_CONFIG = Config(variant=VARIANTS["current"], brokers=2, max_records=2, max_leader_epochs=3,
+                      max_crashes=1)
+
+
+def line(name: str, result, extra: str = "") -> None:
+    print(f"{name:<46} {result.result:<10} {result.distinct_states:>10,} distinct "
+          f"{result.seconds:>8.2f} s {result.states_per_second:>10,.0f} states/s {extra}")
+
+
+def run_tlc(jar: str, spec_dir: str) -> tuple[int, float] | None:
+    """TLC on Kip320 with TLA_CONSTANTS: (distinct states, seconds), or None if it fails."""
+    cfg = (
+        "CONSTANTS\n    Replicas = {r1, r2, r3}\n    LogSize = 2\n    MaxRecords = 2\n"
+        "    MaxLeaderEpoch = 2\nINIT Init\nNEXT Next\nINVARIANTS WeakIsr StrongIsr\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for tla in Path(spec_dir).glob("*.tla"):
+            (Path(tmp) / tla.name).write_text(tla.read_text())
+        (Path(tmp) / "Kip320.cfg").write_text(cfg)
+        start = time.perf_counter()
+        proc = subprocess.run(
+            ["java", "-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "1", "-deadlock",
+             "-metadir", str(Path(tmp) / "states"), "-config", "Kip320.cfg", "Kip320.tla"],
+            cwd=tmp, capture_output=True, text=True, check=False,
+        )
+        seconds = time.perf_counter() - start
+    found = re.findall(r"([\d,]+) distinct states found", proc.stdout)
+    if not found:
+        print(proc.stdout[-2000:], proc.stderr[-2000:])
+        return None
+    return int(found[-1].replace(",", "")), seconds  # the last line is the final count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--million", action="store_true",
+                        help="also explore one million states of the default model, 1 and 2 workers")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
+
+    tla = TlaCompatModel("kip-320", **TLA_CONSTANTS)
+    one = explore(tla, symmetry=False, workers=1)
+    line("tla-compat Kip320 3/2/2/2, workers 1", one)
+    two = explore(tla, symmetry=False, workers=2)
+    line("tla-compat Kip320 3/2/2/2, workers 2", two, f"speed-up {one.seconds / two.seconds:.2f}x")
+    sym = explore(tla, workers=1)
+    line("tla-compat Kip320 3/2/2/2, symmetry, workers 1", sym)
+    assert one.distinct_states == two.distinct_states == 737_794, "TLC finds 737,794"
+
+    jar, spec_dir = os.environ.get("TLA2TOOLS_JAR"), os.environ.get("KAFKA_SPEC_DIR")
+    if jar and spec_dir:
+        tlc = run_tlc(jar, spec_dir)
+        if tlc:
+            distinct, seconds = tlc
+            rate = distinct / seconds
+            print(f"{'TLC Kip320 3/2/2/2, 1 worker (same run)':<46} {'':<10} {distinct:>10,} distinct "
+                  f"{seconds:>8.2f} s {rate:>10,.0f} states/s")
+            print(f"isrlab / TLC distinct states per second, one core: "
+                  f"{one.states_per_second / rate:.1f}x")
+    else:
+        print("TLC: not run (set TLA2TOOLS_JAR and KAFKA_SPEC_DIR to compare side by side)")
+
+    b1 = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1, max_leader_epochs=2,
+                max_crashes=1)
+    result = explore(KafkaModel(b1))
+    line("kafka hw-truncation 2 brokers, shortest cex", result,
+         f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps")
+    b1_3 = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2, max_leader_epochs=3)
+    result = explore(KafkaModel(b1_3), max_states=2_000_000)
+    extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
+             if result.violation else "")
+    line("kafka hw-truncation 3 brokers (B1), shortest", result, extra)
+
+    size = 150_000
+    one = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=1, check_invariants=True)
+    line(f"kafka current 2/2/3/crash 1, {size:,} states, w1", one)
+    two = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=2, check_invariants=True)
+    line(f"kafka current 2/2/3/crash 1, {size:,} states, w2", two,
+         f"speed-up {one.seconds / two.seconds:.2f}x")
+    if args.million:
+        size = 1_000_000
+        one = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=1)
+        line(f"kafka current, {size:,} states, workers 1", one)
+        two = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=2)
+        line(f"kafka current, {size:,} states, workers 2", two,
+             f"speed-up {one.seconds / two.seconds:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
