@@ -294,47 +294,30 @@ def explore(
                 violation = Violation(name, detail, trace)
                 result = "violation"
                 break
-            best: dict[int, tuple[tuple[int, int], int]] = {}
-            for worker, reply in enumerate(replies):
+            for reply in replies:
                 coverage.update(reply[2])
                 generated += reply[3]
-                if workers == 1:
-                    break
-                for fp, key in reply[1].items():
-                    if fp in parents:
-                        continue
-                    current = best.get(fp)
-                    if current is None or key < current[0]:
-                        best[fp] = (key, worker)
             if workers == 1:
                 # One worker never reports a visited state (see _Expander.seen): accept all.
-                found_here = replies[0][1]
-                if max_states is not None and len(parents) + len(found_here) > max_states:
-                    room = max(0, max_states - len(parents))
-                    found_here = dict(sorted(found_here.items())[:room])
-                    result = "incomplete"
-                parents.update(found_here)
-                frontier = list(found_here)
+                new: dict[int, tuple[int, int]] = replies[0][1]
                 owner = _ZeroOwner()
-                if frontier:
-                    depth += 1
-                if progress is not None:
-                    progress(dict(depth=depth, distinct=len(parents), generated=generated,
-                                  queue=len(frontier), seconds=time.perf_counter() - start))
-                if result == "incomplete":
-                    break
-                continue
-            if max_states is not None and len(parents) + len(best) > max_states:
+            else:
+                best: dict[int, tuple[tuple[int, int], int]] = {}
+                for worker, reply in enumerate(replies):
+                    for fp, key in reply[1].items():
+                        if fp in parents:
+                            continue
+                        current = best.get(fp)
+                        if current is None or key < current[0]:
+                            best[fp] = (key, worker)
+                new = {fp: key for fp, (key, _) in best.items()}
+                owner = {fp: worker for fp, (_, worker) in best.items()}
+            if max_states is not None and len(parents) + len(new) > max_states:
                 room = max(0, max_states - len(parents))
-                best = dict(sorted(best.items())[:room])
+                new = dict(sorted(new.items())[:room])
                 result = "incomplete"
-            owner = {}
-            frontier = []
-            for fp in sorted(best):
-                key, worker = best[fp]
-                parents[fp] = key
-                owner[fp] = worker
-                frontier.append(fp)
+            parents.update(new)
+            frontier = list(new)
             if frontier:
                 depth += 1
             if progress is not None:
