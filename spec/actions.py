@@ -42,6 +42,7 @@ from spec.state import (
     ProduceRequest,
     Record,
     Replica,
+    assign_epoch,
     leader_side_state,
     replace,
 )
@@ -646,12 +647,10 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
         outcome = "ISR updated"
     elif r.leader == a.broker:
         # Still the leader, in a new epoch: follower state carries over; the epoch starts here.
-        r = replace(r, **view, epoch_cache=(*r.epoch_cache, (m.leader_epoch, r.log_end_offset)))
+        r = replace(r, **view, epoch_cache=assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset))
         outcome = f"still leader, now in epoch {m.leader_epoch}"
     else:
-        cache = r.epoch_cache
-        if m.leader_epoch > r.latest_epoch():
-            cache = (*cache, (m.leader_epoch, r.log_end_offset))
+        cache = assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset)
         r = replace(
             r,
             **view,
@@ -882,6 +881,8 @@ def _leader_isr_change_guard(config: Config, s: Cluster, a) -> tuple[Replica, Pa
     _require(a.follower != a.broker, "a leader does not change its own membership")
     r = s.replica(a.partition, a.broker)
     ps = s.controller.partitions[a.partition]
+    # Bound for exploration: shrink and expand can alternate forever (ISR flapping).
+    _require(ps.partition_epoch < config.max_partition_epoch, "max.partition.epoch reached")
     _require(s.alive[a.broker] and r.leader == a.broker, f"broker {a.broker} does not lead")
     _require(
         (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch),
@@ -951,7 +952,7 @@ def _excuse_lost_writes(config: Config, before: Cluster, s: Cluster) -> tuple[Cl
     Called after a crash or a session expiry. Where every member of a partition's ISR is now
     down (crashed, or removed for an expired session leaving only crashed members), clean
     election may later pick any of them, so a committed record that any of them lacks is no
-    longer promised: it is excused. Committed means below an ISR member's HW in `before` (the
+    longer promised: it is excused. Committed means below some replica's HW in `before` (the
     state before a crash cut the logs), acknowledged with acks=all, or read by the consumer;
     acks=1 writes were never promised to survive a leader crash. Records every member kept
     stay due.
@@ -959,9 +960,11 @@ def _excuse_lost_writes(config: Config, before: Cluster, s: Cluster) -> tuple[Cl
     committed = set(s.consumed)
     if config.acks == "all":
         committed |= s.acked
-    for p in range(config.partitions):
-        for m in before.controller.partitions[p].isr:
-            r = before.replica(p, m)
+    # Anything below any replica's HW was committed when that HW was set (a follower's HW is
+    # at most its leader's): followers learn the HW late, and the leader may be out of the ISR
+    # by now, so every replica counts, not only the current ISR members.
+    for p, row in enumerate(before.replicas):
+        for r in row:
             committed.update(Acked(p, o, r.log[o].value) for o in range(r.high_watermark))
     excused = set(s.excused)
     for w in committed:

@@ -114,6 +114,7 @@ class Config:
     max_session_expiries: int = 1
     max_ticks: int = 0
     max_message_drops: int = 0
+    max_partition_epoch: int = 8
 
     def __post_init__(self) -> None:
         checks = (
@@ -141,6 +142,7 @@ class Config:
             (self.max_crashes >= 0, "max.crashes", "must be >= 0"),
             (self.max_session_expiries >= 0, "max.session.expiries", "must be >= 0"),
             (self.max_message_drops >= 0, "max.message.drops", "must be >= 0"),
+            (self.max_partition_epoch >= 0, "max.partition.epoch", "must be >= 0"),
             (self.max_ticks >= 0, "max.ticks", "must be >= 0"),
         )
         for ok, key, why in checks:
@@ -221,6 +223,7 @@ _KEYS = {
     "max.crashes": ("max_crashes", _parse_int),
     "max.session.expiries": ("max_session_expiries", _parse_int),
     "max.message.drops": ("max_message_drops", _parse_int),
+    "max.partition.epoch": ("max_partition_epoch", _parse_int),
     "max.ticks": ("max_ticks", _parse_int),
 }
 

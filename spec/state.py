@@ -194,14 +194,31 @@ class Replica:
         cache = self.epoch_cache
         offset = self.log_end_offset
         for record in records:
-            if not cache or record.epoch > cache[-1][0]:
-                cache = (*cache, (record.epoch, offset))
+            cache = assign_epoch(cache, record.epoch, offset)
             offset += 1
         log = self.log + records
         flushed = self.flushed_offset
         if flush_interval is not None and len(log) - flushed >= flush_interval:
             flushed = len(log)
         return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed)
+
+
+def assign_epoch(
+    cache: tuple[tuple[int, int], ...], epoch: int, start: int
+) -> tuple[tuple[int, int], ...]:
+    """Kafka's LeaderEpochFileCache.assign: record that `epoch` starts at `start`.
+
+    Nothing changes when `epoch` is already the latest and starts no later. Otherwise entries at
+    the end with an epoch >= `epoch` or a start >= `start` are removed first, so the cache stays
+    increasing in both and agrees with the log (a follower can hold an entry from a leadership
+    it never wrote in; the next append in an older epoch at that offset replaces it).
+    """
+    if cache and cache[-1][0] == epoch and start >= cache[-1][1]:
+        return cache
+    end = len(cache)
+    while end and (cache[end - 1][0] >= epoch or cache[end - 1][1] >= start):
+        end -= 1
+    return (*cache[:end], (epoch, start))
 
 
 @dataclass(frozen=True, slots=True)
