@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Model checking over `spec`: scenario transcripts, the explorer, tla-compat, fuzzing."""

@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Spark jobs over trace corpora (issue 7): not built yet."""
