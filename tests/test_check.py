@@ -193,3 +193,13 @@ def test_simulate_cli_prints_its_seed(capsys):
 def test_collision_probability():
     assert collision_probability(1) == 0.0
     assert collision_probability(2**32) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_three_brokers_hw_truncation_violates_and_kip_320_holds(capsys):
+    # The acceptance pair at one record: the same bounds separate the variant with the
+    # bug from the one with the fix (3 brokers, 1 record, 2 leader epochs, one live expiry).
+    bounds = ["--brokers", "3", "--records", "1", "--epochs", "2", "--workers", "2"]
+    code, bad = run_json(capsys, "--variant", "hw-truncation", *bounds)
+    assert (code, bad["violation"]["invariant"], bad["depth"]) == (1, "NoCommittedDataLoss", 19)
+    code, good = run_json(capsys, "--variant", "kip-320", *bounds)
+    assert (code, good["result"], good["distinct_states"], good["depth"]) == (0, "ok", 86157, 35)
