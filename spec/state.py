@@ -56,23 +56,18 @@ def replace(obj, **changes):
     return replacer(obj, changes)
 
 
-def _stable(value):
-    # hash(None) is an address in Python 3.11, different in every process: use 0 for it.
-    if value is None:
-        return 0
-    if type(value) is tuple:
-        return tuple(_stable(v) for v in value) if None in value or (
-            value and type(value[0]) is tuple) else value
-    return value
-
-
 def _cached_hash(self) -> int:
     """Hash once per object (states share most of their parts, and the explorer hashes every
     successor), and the same in every process: fingerprints decide which counterexample is
-    reported, and parallel workers compare them."""
+    reported, and parallel workers compare them. `hash(None)` is an address in Python 3.11, so
+    the one field that holds None (an empty fetch slot) is hashed with 0 in its place."""
     h = self._hash
     if not h:
-        h = hash(tuple(_stable(getattr(self, name)) for name in self._hash_fields)) or 1
+        h = hash(tuple(
+            tuple(tuple(0 if m is None else m for m in row) for row in value)
+            if name == "fetches" else value
+            for name, value in ((n, getattr(self, n)) for n in self._hash_fields)
+        )) or 1
         _set(self, "_hash", h)
     return h
 
