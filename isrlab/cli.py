@@ -263,9 +263,21 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--invariant", action="append", metavar="NAME")
     fuzz.set_defaults(func=_cmd_fuzz, no_invariants=False)
 
+    # Later jobs live in their own modules `isrlab/cmd_*.py`, each with
+    # `register(sub, usage_error)` that adds its parser and sets `func`.
+    import importlib
+    import pkgutil
+
+    import isrlab
+
+    for module in sorted(m.name for m in pkgutil.iter_modules(isrlab.__path__)):
+        if module.startswith("cmd_"):
+            importlib.import_module(f"isrlab.{module}").register(sub, _UsageError)
+
     demo = sub.add_parser("demo", help="the main job on embedded defaults")
     demo.set_defaults(func=lambda args: __import__("isrlab.demo", fromlist=["main"]).main())
     return parser
+
 
 
 def main(argv: list[str] | None = None) -> int:
