@@ -1,0 +1,110 @@
+"""Configuration of a reference-broker cluster, with Kafka's names, and the seeded bugs.
+
+The impl has its own table of protocol variants (it never imports `spec/`); the names match the
+spec's so traces, CLI flags and Spark columns agree. Times are integer milliseconds.
+
+Seeded bugs (`bugs`) are switches, off by default, each named after the mistake it plants. Issue 6
+requires that trace replay or the history checker catches every one of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+class ClusterConfigError(ValueError):
+    """A bad cluster setting; `str()` is one line naming the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class VariantRules:
+    truncation: str  # high-watermark | epoch-end | epoch-end-279 | diverging-epoch
+    fencing: bool = False
+    expand_requires_epoch_start: bool = False
+    broker_epochs: bool = False
+    hw_requires_min_isr: bool = False
+    isr_shrink_bumps_leader_epoch: bool = True
+
+
+VARIANTS: dict[str, VariantRules] = {
+    "hw-truncation": VariantRules("high-watermark"),
+    "kip-101": VariantRules("epoch-end"),
+    "kip-279": VariantRules("epoch-end-279"),
+    "kip-320": VariantRules("diverging-epoch", fencing=True, expand_requires_epoch_start=True),
+    "current": VariantRules(
+        "diverging-epoch", fencing=True, expand_requires_epoch_start=True, broker_epochs=True,
+        hw_requires_min_isr=True, isr_shrink_bumps_leader_epoch=False,
+    ),
+}
+
+# name -> what the planted bug does (see impl/protocol/broker.py and meta.py for each use).
+BUGS: dict[str, str] = {
+    "truncate-to-hw": "followers truncate to their HW on a leader change instead of by epoch",
+    "expand-without-epoch-start": "ISR expansion skips the epoch-start (KAFKA-7128) check",
+    "hw-counts-non-isr": "the leader's HW counts a follower that is not in the ISR",
+    "serve-above-hw": "consumers are served records above the HW",
+    "skip-fetch-fencing": "the leader ignores the leader epoch in fetch requests",
+    "early-ack": "acks=all writes are answered before the ISR has them",
+    "ignore-min-isr": "min.insync.replicas is ignored on produce",
+    "unclean-when-disabled": "the controller elects an out-of-sync replica though unclean "
+    "election is disabled",
+    "false-flush": "the broker reports records flushed that are not (never fsyncs)",
+    "no-epoch-cache-on-leader": "a new leader does not record its epoch in the leader-epoch cache",
+    "stale-hw-on-follower": "followers take the leader's HW without capping it at their LEO",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    brokers: int = 3
+    partitions: int = 1
+    variant: str = "current"
+    acks: str = "all"  # "0" | "1" | "all"
+    min_insync_replicas: int = 2
+    unclean_leader_election_enable: bool = False
+    log_flush_interval_messages: int | None = None
+    replica_lag_time_max_ms: int = 1000
+    replica_fetch_wait_max_ms: int = 200
+    replica_fetch_backoff_ms: int = 50
+    session_timeout_ms: int = 1500
+    heartbeat_interval_ms: int = 300
+    request_timeout_ms: int = 1500
+    preferred_leader_check_interval_ms: int = 5000
+    bugs: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.brokers >= 1, "brokers", "must be >= 1"),
+            (self.partitions >= 1, "partitions", "must be >= 1"),
+            (self.variant in VARIANTS, "variant", f"unknown variant (known: {', '.join(VARIANTS)})"),
+            (self.acks in ("0", "1", "all"), "acks", "must be 0, 1 or all"),
+            (1 <= self.min_insync_replicas, "min.insync.replicas", "must be >= 1"),
+            (self.log_flush_interval_messages is None or self.log_flush_interval_messages >= 1,
+             "log.flush.interval.messages", "must be >= 1"),
+            (self.replica_lag_time_max_ms >= 1, "replica.lag.time.max.ms", "must be >= 1"),
+            (self.session_timeout_ms > self.heartbeat_interval_ms >= 1, "session.timeout.ms",
+             "must exceed heartbeat.interval.ms"),
+        )
+        for ok, key, message in checks:
+            if not ok:
+                raise ClusterConfigError(f"{key}: {message}")
+        unknown = sorted(set(self.bugs) - set(BUGS))
+        if unknown:
+            raise ClusterConfigError(f"bugs: unknown bug {unknown[0]!r} (known: {', '.join(BUGS)})")
+
+    @property
+    def rules(self) -> VariantRules:
+        return VARIANTS[self.variant]
+
+    def assignment(self, partition: int) -> tuple[int, ...]:
+        """Replica j of partition i on broker (i + j) mod n (replication factor = brokers)."""
+        return tuple((partition + j) % self.brokers for j in range(self.brokers))
+
+    def replace(self, **changes: object) -> ClusterConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict:
+        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        body["bugs"] = sorted(self.bugs)
+        return body

@@ -1,0 +1,330 @@
+"""Messages between the nodes of the reference cluster, and the effects a core hands back.
+
+Nodes are named `b0`, `b1`, ... (brokers), `meta` (the metadata store, which also runs the
+controller logic), `producer` and `consumer`. Every message is a frozen dataclass with a
+`to_wire()` / `from_wire()` pair (plain JSON-able dicts) so the TCP driver can frame it and the
+simulator can pass it by reference. Names follow Kafka's request names where Kafka has one.
+
+Effects are what a sans-I/O core asks its driver to do: `Send`, `Reply` (to a client),
+disk operations, and `Transition` (one line of the node's trace). A core never performs I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, dataclass, field, fields
+
+NO_LEADER = -1
+UNKNOWN = -1
+
+# Kafka error codes used on the wire and in traces.
+NONE = "NONE"
+NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
+NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
+STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
+INVALID_REQUEST = "INVALID_REQUEST"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    def to_wire(self) -> dict:
+        body = asdict(self)
+        body["type"] = type(self).__name__
+        return body
+
+
+# Broker <-> metadata store -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBroker(Message):
+    """A broker asks for a session. `restarted`: first registration since the process began."""
+
+    broker: int
+    restarted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResponse(Message):
+    broker: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Message):
+    broker: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse(Message):
+    """`registered` False: the session expired; the broker must register again."""
+
+    broker: int
+    registered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr(Message):
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsr(Message):
+    """Leader -> store: compare-and-set of the ISR on (leader epoch, partition epoch).
+
+    `request_id` makes a retry idempotent: the store answers a request it already committed
+    with the state it committed."""
+
+    request_id: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    follower: int
+    follower_broker_epoch: int
+    expand: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsrResponse(Message):
+    request_id: str
+    partition: int
+    error: str
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest(Message):
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse(Message):
+    partition: int
+    leader: int
+    leader_epoch: int
+
+
+# Replication ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch(Message):
+    partition: int
+    follower: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsForLeaderEpoch(Message):
+    partition: int
+    follower: int
+    epoch: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse(Message):
+    """`kind`: records | epoch | diverging | error (as in the spec's vocabulary)."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    kind: str
+    records: tuple[tuple[int, int, bytes], ...] = ()  # (epoch, value, payload)
+    high_watermark: int = 0
+    fetch_offset: int = UNKNOWN
+    epoch: int = UNKNOWN
+    end_offset: int = UNKNOWN
+    error: str = NONE
+
+    def to_wire(self) -> dict:
+        body = Message.to_wire(self)
+        body["records"] = [[e, v, p.hex()] for e, v, p in self.records]
+        return body
+
+
+# Clients -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Produce(Message):
+    """One batch: `values[i]` with `payloads[i]`; acks in "0" | "1" | "all"."""
+
+    partition: int
+    values: tuple[int, ...]
+    payloads: tuple[bytes, ...]
+    acks: str
+
+    def to_wire(self) -> dict:
+        body = Message.to_wire(self)
+        body["payloads"] = [p.hex() for p in self.payloads]
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse(Message):
+    """Per record of the batch: (value, offset, error)."""
+
+    partition: int
+    results: tuple[tuple[int, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetch(Message):
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetchResponse(Message):
+    partition: int
+    error: str
+    records: tuple[tuple[int, int], ...] = ()  # (offset, value)
+    high_watermark: int = 0
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    t.__name__: t
+    for t in (
+        RegisterBroker, RegisterBrokerResponse, Heartbeat, HeartbeatResponse, LeaderAndIsr,
+        AlterIsr, AlterIsrResponse, MetadataRequest, MetadataResponse, Fetch,
+        OffsetsForLeaderEpoch, FetchResponse, Produce, ProduceResponse, ConsumerFetch,
+        ConsumerFetchResponse,
+    )
+}
+
+
+class WireError(ValueError):
+    """Bytes from the network that do not decode to a message. One line, names the field."""
+
+
+def from_wire(body: object) -> Message:
+    """Decode a dict from the network, validating every field's type (never trusting it)."""
+    if not isinstance(body, dict):
+        raise WireError("message is not a JSON object")
+    name = body.get("type")
+    cls = MESSAGE_TYPES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise WireError(f"unknown message type {name!r}")
+    values = {}
+    for f in fields(cls):
+        if f.name not in body:
+            if f.default is not MISSING or f.default_factory is not MISSING:
+                continue
+            raise WireError(f"{cls.__name__}: missing field {f.name!r}")
+        values[f.name] = _decode(cls.__name__, f.name, f.type, body[f.name])
+    try:
+        return cls(**values)
+    except TypeError as error:
+        raise WireError(f"{cls.__name__}: {error}") from None
+
+
+def _decode(cls: str, name: str, annotation: str, value: object) -> object:
+    where = f"{cls}.{name}"
+    if annotation == "int":
+        if type(value) is not int:
+            raise WireError(f"{where}: expected an integer")
+        return value
+    if annotation == "bool":
+        if type(value) is not bool:
+            raise WireError(f"{where}: expected a boolean")
+        return value
+    if annotation == "str":
+        if type(value) is not str:
+            raise WireError(f"{where}: expected a string")
+        return value
+    if not isinstance(value, list):
+        raise WireError(f"{where}: expected a list")
+    try:
+        if annotation == "tuple[int, ...]":
+            assert all(type(v) is int for v in value)
+            return tuple(value)
+        if annotation == "tuple[bytes, ...]":
+            return tuple(bytes.fromhex(v) for v in value)
+        if annotation.startswith("tuple[tuple[int, int, bytes]"):
+            return tuple((int(e), int(v), bytes.fromhex(p)) for e, v, p in value)
+        if annotation.startswith("tuple[tuple[int, int, str]"):
+            return tuple((int(v), int(o), str(e)) for v, o, e in value)
+        if annotation.startswith("tuple[tuple[int, int]"):
+            return tuple((int(o), int(v)) for o, v in value)
+    except (AssertionError, TypeError, ValueError):
+        raise WireError(f"{where}: malformed entries") from None
+    raise WireError(f"{where}: unsupported field type {annotation}")
+
+
+# Effects -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Transition:
+    """One protocol transition, to be written as one trace `event` line by the driver.
+
+    `sends` are the messages this transition sent (the driver assigns their ids)."""
+
+    action: str
+    args: dict
+    outcome: str = "ok"
+    state: dict | None = None
+    detail: dict | None = None
+    recv: str | None = None
+    sends: list[tuple[str, Message]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A message not tied to a traced transition (heartbeats, metadata, client requests)."""
+
+    dst: str
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A client-visible history line (see docs/traces.md)."""
+
+    body: dict
+
+
+@dataclass(frozen=True, slots=True)
+class DiskAppend:
+    partition: int
+    start_offset: int
+    records: tuple[tuple[int, int, bytes], ...]  # (epoch, value, payload)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskFlush:
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class DiskTruncate:
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class DiskCheckpoint:
+    """Rewrite the partition's leader-epoch checkpoint and HW checkpoint (atomic replace)."""
+
+    partition: int
+    epoch_cache: tuple[tuple[int, int], ...]
+    high_watermark: int

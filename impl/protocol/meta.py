@@ -1,0 +1,274 @@
+"""The metadata store and the controller logic that runs beside it: a sans-I/O core.
+
+Theory of operation. One `MetaCore` plays the seeds' ZooKeeper and the controller: it keeps
+broker sessions (registration with a per-broker epoch, heartbeats, expiry), the versioned state
+of every partition (leader, leader epoch, ISR, partition epoch), and applies the controller's
+decisions atomically with the store writes they need, as a KRaft controller does with its
+metadata log. Its transitions:
+
+- a broker's session expires (no heartbeat for `session.timeout.ms`), or the broker starts again
+  while its old session lingers: `ControllerHandleBrokerFailure`, one batch over every
+  partition: the broker leaves each ISR (except as the last member), every partition it led gets
+  a new leader (clean: the first live ISR member in assignment order; unclean only when
+  enabled) or goes offline, and LeaderAndIsr goes to the live replicas;
+- a broker registers: `BrokerRestart` (new process) or `BrokerRegister` (a live broker whose
+  session expired), then `ControllerElectLeader` for each offline partition it can lead;
+- a leader's `AlterIsr`: `LeaderShrinkIsr` / `LeaderExpandIsr` when the compare-and-set on
+  (leader epoch, partition epoch) holds (and, with broker epochs, the follower's session is the
+  one it fetched with); answered idempotently on retry;
+- every `preferred.leader.check.interval.ms`: `ControllerElectPreferredLeader`.
+
+Inputs: `on_message(now_ms, src, mid, message)`, `on_timer(now_ms)`; `next_deadline()`.
+"""
+
+from __future__ import annotations
+
+from impl.config import ClusterConfig
+from impl.protocol.broker import broker_node
+from impl.protocol.messages import (
+    INVALID_UPDATE_VERSION,
+    NO_LEADER,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    STALE_BROKER_EPOCH,
+    UNKNOWN,
+    AlterIsr,
+    AlterIsrResponse,
+    Heartbeat,
+    HeartbeatResponse,
+    LeaderAndIsr,
+    Message,
+    MetadataRequest,
+    MetadataResponse,
+    RegisterBroker,
+    RegisterBrokerResponse,
+    Send,
+    Transition,
+)
+
+
+class PartitionRecord:
+    __slots__ = ("leader", "leader_epoch", "isr", "partition_epoch", "last_alter")
+
+    def __init__(self, leader: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int):
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.last_alter: tuple[str, AlterIsrResponse] | None = None
+
+
+class MetaCore:
+    """The metadata store with the controller (see the module docstring)."""
+
+    node = "meta"
+
+    def __init__(self, config: ClusterConfig, now: int = 0):
+        """Bootstrap: every broker registered with broker epoch 0 and each partition created
+        with its placement, led by its preferred replica in epoch 0 with the full ISR, as if
+        every broker had already applied that LeaderAndIsr (the spec's initial state)."""
+        self.config = config
+        n = config.brokers
+        self.registered = [0] * n
+        self.broker_epochs = [0] * n
+        self.last_heartbeat = [now] * n
+        self.partitions = []
+        for p in range(config.partitions):
+            assignment = config.assignment(p)
+            self.partitions.append(PartitionRecord(assignment[0], 0, tuple(sorted(assignment)), 0))
+        self.expiry_check_at = now + config.heartbeat_interval_ms
+        self.preferred_at = now + config.preferred_leader_check_interval_ms
+        self.unclean_elections = 0
+
+    def initial_view(self, partition: int) -> LeaderAndIsr:
+        ps = self.partitions[partition]
+        return LeaderAndIsr(partition, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch)
+
+    def next_deadline(self) -> int:
+        return min(self.expiry_check_at, self.preferred_at)
+
+    # Inputs ----------------------------------------------------------------------------------
+
+    def on_message(self, now: int, src: str, mid: str, m: Message) -> list:
+        kind = type(m)
+        n = self.config.brokers
+        broker = getattr(m, "broker", getattr(m, "leader", None))
+        if kind in (RegisterBroker, Heartbeat, AlterIsr) and not (
+            isinstance(broker, int) and 0 <= broker < n and src == broker_node(broker)
+        ):
+            return []  # a request that names a broker other than its sender
+        if kind is Heartbeat:
+            alive = self.registered[m.broker] == m.broker_epoch != UNKNOWN
+            if alive:
+                self.last_heartbeat[m.broker] = now
+            return [Send(src, HeartbeatResponse(m.broker, alive))]
+        if kind is RegisterBroker:
+            return self._register(now, m, mid)
+        if kind is AlterIsr:
+            return self._alter_isr(now, src, mid, m)
+        if kind is MetadataRequest:
+            if not 0 <= m.partition < len(self.partitions):
+                return []
+            ps = self.partitions[m.partition]
+            return [Send(src, MetadataResponse(m.partition, ps.leader, ps.leader_epoch))]
+        return []
+
+    def on_timer(self, now: int) -> list:
+        effects: list = []
+        if now >= self.expiry_check_at:
+            self.expiry_check_at = now + self.config.heartbeat_interval_ms
+            for b in range(self.config.brokers):
+                expired = now - self.last_heartbeat[b] > self.config.session_timeout_ms
+                if self.registered[b] != UNKNOWN and expired:
+                    effects += self._handle_broker_failure(now, b, None)
+        if now >= self.preferred_at:
+            self.preferred_at = now + self.config.preferred_leader_check_interval_ms
+            for p in range(len(self.partitions)):
+                effects += self._elect_preferred(p)
+        return effects
+
+    # Transitions -----------------------------------------------------------------------------
+
+    def _state(self, changed: list[int]) -> dict:
+        return {
+            "partitions": [
+                {"partition": p, "leader": ps.leader, "leader_epoch": ps.leader_epoch,
+                 "isr": list(ps.isr), "partition_epoch": ps.partition_epoch}
+                for p, ps in ((p, self.partitions[p]) for p in changed)
+            ],
+            "registered": list(self.registered),
+        }
+
+    def _leader_and_isr(self, t: Transition, p: int, to: tuple[int, ...] | None = None) -> None:
+        ps = self.partitions[p]
+        message = LeaderAndIsr(p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch)
+        for b in (self.config.assignment(p) if to is None else to):
+            if self.registered[b] != UNKNOWN:
+                t.sends.append((broker_node(b), message))
+
+    def _elect(self, p: int, isr: tuple[int, ...]) -> tuple[int, tuple[int, ...], bool]:
+        """(leader, ISR, unclean?) or (NO_LEADER, isr, False)."""
+        live = [b for b in self.config.assignment(p) if self.registered[b] != UNKNOWN]
+        unclean_ok = (self.config.unclean_leader_election_enable
+                      or "unclean-when-disabled" in self.config.bugs)
+        for b in live:
+            if b in isr:
+                return b, tuple(sorted(x for x in isr if self.registered[x] != UNKNOWN)), False
+        if unclean_ok and live:
+            return live[0], (live[0],), True
+        return NO_LEADER, isr, False
+
+    def _handle_broker_failure(self, now: int, b: int, recv: str | None) -> list:
+        self.registered[b] = UNKNOWN
+        t = Transition("ControllerHandleBrokerFailure", {"broker": b}, recv=recv)
+        changed = []
+        notes = []
+        for p, ps in enumerate(self.partitions):
+            if b not in ps.isr and ps.leader != b:
+                continue
+            isr = ps.isr
+            if b in isr and len(isr) > 1:
+                isr = tuple(x for x in isr if x != b)
+            leader, epoch = ps.leader, ps.leader_epoch
+            if ps.leader == b:
+                leader, isr, unclean = self._elect(p, isr)
+                self.unclean_elections += unclean
+                epoch += 1
+            elif isr != ps.isr and self.config.rules.isr_shrink_bumps_leader_epoch:
+                epoch += 1
+            if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
+                continue
+            ps.leader, ps.leader_epoch, ps.isr = leader, epoch, isr
+            ps.partition_epoch += 1
+            changed.append(p)
+            self._leader_and_isr(t, p)
+            notes.append(f"p{p}: leader={leader} epoch={epoch} isr={list(isr)}")
+        t.outcome = "; ".join(notes) or "no partition changed"
+        t.state = self._state(changed)
+        return [t]
+
+    def _register(self, now: int, m: RegisterBroker, mid: str) -> list:
+        b = m.broker
+        effects: list = []
+        if self.registered[b] != UNKNOWN:
+            if not m.restarted:
+                return [Send(broker_node(b), RegisterBrokerResponse(b, self.registered[b]))]
+            # A new process while the old session lingers: that session is over.
+            effects += self._handle_broker_failure(now, b, None)
+        self.broker_epochs[b] += 1
+        self.registered[b] = self.broker_epochs[b]
+        self.last_heartbeat[b] = now
+        action = "BrokerRestart" if m.restarted else "BrokerRegister"
+        t = Transition(action, {"broker": b}, f"broker epoch {self.registered[b]}", recv=mid)
+        t.sends.append((broker_node(b), RegisterBrokerResponse(b, self.registered[b])))
+        for p in range(len(self.partitions)):
+            self._leader_and_isr(t, p, to=(b,))
+        t.state = self._state([])
+        effects.append(t)
+        for p, ps in enumerate(self.partitions):
+            if ps.leader == NO_LEADER:
+                effects += self._elect_offline(p)
+        return effects
+
+    def _elect_offline(self, p: int) -> list:
+        ps = self.partitions[p]
+        leader, isr, unclean = self._elect(p, ps.isr)
+        if leader == NO_LEADER:
+            return []
+        self.unclean_elections += unclean
+        ps.leader, ps.isr = leader, isr
+        ps.leader_epoch += 1
+        ps.partition_epoch += 1
+        t = Transition("ControllerElectLeader", {"partition": p},
+                       f"elected {leader} ({'unclean' if unclean else 'clean'}) "
+                       f"epoch {ps.leader_epoch}")
+        self._leader_and_isr(t, p)
+        t.state = self._state([p])
+        return [t]
+
+    def _elect_preferred(self, p: int) -> list:
+        ps = self.partitions[p]
+        preferred = self.config.assignment(p)[0]
+        if (ps.leader == preferred or preferred not in ps.isr
+                or self.registered[preferred] == UNKNOWN):
+            return []
+        ps.leader = preferred
+        ps.leader_epoch += 1
+        ps.partition_epoch += 1
+        t = Transition("ControllerElectPreferredLeader", {"partition": p},
+                       f"elected {preferred} (preferred) epoch {ps.leader_epoch}")
+        self._leader_and_isr(t, p)
+        t.state = self._state([p])
+        return [t]
+
+    def _alter_isr(self, now: int, src: str, mid: str, m: AlterIsr) -> list:
+        if not 0 <= m.partition < len(self.partitions):
+            return []
+        ps = self.partitions[m.partition]
+        if ps.last_alter is not None and ps.last_alter[0] == m.request_id:
+            return [Send(src, ps.last_alter[1])]  # a retry of what we already committed
+
+        def reply(error: str) -> AlterIsrResponse:
+            return AlterIsrResponse(m.request_id, m.partition, error, ps.leader, ps.leader_epoch,
+                                    ps.isr, ps.partition_epoch)
+
+        if ps.leader != m.leader:
+            return [Send(src, reply(NOT_LEADER_OR_FOLLOWER))]
+        if (ps.leader_epoch, ps.partition_epoch) != (m.leader_epoch, m.partition_epoch):
+            return [Send(src, reply(INVALID_UPDATE_VERSION))]
+        n = self.config.brokers
+        if not (0 <= m.follower < n) or any(not 0 <= b < n for b in m.isr):
+            return []
+        if (m.expand and self.config.rules.broker_epochs
+                and self.registered[m.follower] != m.follower_broker_epoch):
+            return [Send(src, reply(STALE_BROKER_EPOCH))]
+        ps.isr = tuple(sorted(m.isr))
+        ps.partition_epoch += 1
+        response = reply(NONE)
+        ps.last_alter = (m.request_id, response)
+        action = "LeaderExpandIsr" if m.expand else "LeaderShrinkIsr"
+        t = Transition(action, {"partition": m.partition, "broker": m.leader,
+                                "follower": m.follower}, f"ISR {list(ps.isr)}", recv=mid)
+        t.sends.append((src, response))
+        t.state = self._state([m.partition])
+        return [t]

@@ -1,0 +1,401 @@
+"""The deterministic simulator: every node of a cluster in one process, under virtual time.
+
+Theory of operation. A seeded scheduler owns one priority queue of (time ms, order, event).
+Events are message deliveries, node timers, workload steps and nemesis faults; each is handed
+to the sans-I/O core it concerns and the effects are carried out at once: sends are queued with
+a seeded per-link delay (FIFO per link, as over TCP), disk effects go to the broker's
+`MemoryDisk` storage, transitions and history lines go to the node's trace. Nothing reads a
+wall clock and every random choice comes from one `random.Random(seed)`, so a seed and a
+commit give the same trace bytes every time.
+
+The network: a link is cut by a partition (messages sent across it are lost, both ends learn
+the connection broke) or slowed; a crashed node loses what was in flight to and from it.
+The nemesis: crash (kill -9: the unflushed suffix is lost; restart after a while), pause (a
+GC pause: the node handles nothing, its session may expire), partition (one broker cut off
+from everyone, or from the metadata store only), slow (extra delay on a broker's links).
+One fault at a time, so a majority always stays healthy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from impl.broker_storage import BrokerStorage
+from impl.config import ClusterConfig
+from impl.protocol.broker import BrokerCore, broker_node
+from impl.protocol.clients import ConsumerCore, ProducerCore
+from impl.protocol.messages import (
+    DiskAppend,
+    DiskCheckpoint,
+    DiskFlush,
+    DiskTruncate,
+    History,
+    LeaderAndIsr,
+    Send,
+    Transition,
+)
+from impl.protocol.meta import MetaCore
+from impl.storage import MemoryDisk
+from impl.trace import NodeTrace, dumps
+
+NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
+
+_DELIVER, _TIMER, _WRITE, _NEMESIS = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    seed: int = 0
+    duration_ms: int = 60_000
+    nemesis: tuple[str, ...] = ()
+    write_interval_ms: int = 50
+    poll_interval_ms: int = 100
+    link_delay_ms: tuple[int, int] = (1, 4)
+    fault_interval_ms: tuple[int, int] = (2_000, 6_000)
+    fault_length_ms: tuple[int, int] = (500, 4_000)
+    torn_writes: bool = True
+    commit: str = "unknown"
+    trace: bool = True
+
+
+@dataclass
+class SimResult:
+    seed: int
+    run: str
+    config: ClusterConfig
+    options: SimOptions
+    summary: dict
+    traces: dict[str, str] = field(default_factory=dict)  # node -> NDJSON text
+    final_logs: dict[int, list[list[int]]] = field(default_factory=dict)
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for node, text in sorted(self.traces.items()):
+            (directory / f"{node}.ndjson").write_text(text, encoding="utf-8")
+        (directory / "run.json").write_text(dumps(self.run_json()) + "\n", encoding="utf-8")
+
+    def run_json(self) -> dict:
+        return {
+            "run": self.run, "seed": self.seed, "mode": "sim", "commit": self.options.commit,
+            "config": header_config(self.config, self.options), "summary": self.summary,
+            "final_logs": {str(p): log for p, log in self.final_logs.items()},
+            "command": reproduce_command(self.config, self.options),
+        }
+
+
+def header_config(config: ClusterConfig, options: SimOptions) -> dict:
+    body = config.to_json()
+    body["duration_ms"] = options.duration_ms
+    body["nemesis"] = list(options.nemesis)
+    return body
+
+
+def reproduce_command(config: ClusterConfig, options: SimOptions) -> str:
+    parts = [f"isrlab cluster sim --seed {options.seed}", f"--brokers {config.brokers}",
+             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
+             f"--variant {config.variant}", f"--acks {config.acks}",
+             f"--min-isr {config.min_insync_replicas}"]
+    if options.nemesis:
+        parts.append(f"--nemesis {','.join(options.nemesis)}")
+    if config.unclean_leader_election_enable:
+        parts.append("--unclean")
+    if config.log_flush_interval_messages is not None:
+        parts.append(f"--flush-interval {config.log_flush_interval_messages}")
+    for bug in sorted(config.bugs):
+        parts.append(f"--bug {bug}")
+    return " ".join(parts)
+
+
+class Simulation:
+    def __init__(self, config: ClusterConfig, options: SimOptions):
+        self.config = config
+        self.options = options
+        self.rng = random.Random(options.seed)
+        self.now = 0
+        self.queue: list[tuple] = []
+        self.order = 0
+        n = config.brokers
+        self.brokers = [broker_node(b) for b in range(n)]
+        header = {"seed": options.seed, "commit": options.commit, "mode": "sim",
+                  "run": f"seed-{options.seed}", "config": header_config(config, options)}
+        nodes = [*self.brokers, "meta", "producer", "consumer", "nemesis"]
+        self.traces = {node: NodeTrace(node, header, enabled=options.trace) for node in nodes}
+        self.meta = MetaCore(config)
+        self.storage = {b: BrokerStorage(MemoryDisk(), config.partitions) for b in self.brokers}
+        self.cores: dict[str, object] = {"meta": self.meta}
+        for b in range(n):
+            core = BrokerCore(b, config)
+            core.broker_epoch = 0  # bootstrap: registered, and the initial view applied
+            core.heartbeat_at = config.heartbeat_interval_ms
+            core.isr_check_at = config.replica_lag_time_max_ms // 2
+            for p in range(config.partitions):
+                view = self.meta.initial_view(p)
+                r = core.replicas[p]
+                r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
+                    view.leader, view.leader_epoch, view.isr, view.partition_epoch)
+                if view.leader == b:
+                    r.epoch_cache = [(0, 0)]
+                    self.storage[self.brokers[b]].apply(
+                        DiskCheckpoint(p, ((0, 0),), 0))
+                else:
+                    r.fetch_at = 0
+            self.cores[self.brokers[b]] = core
+        self.producer = ProducerCore(config.partitions, config.acks, config.request_timeout_ms)
+        self.consumer = ConsumerCore(config.partitions, options.poll_interval_ms,
+                                     config.request_timeout_ms)
+        self.cores["producer"] = self.producer
+        self.cores["consumer"] = self.consumer
+        self.alive = {node: True for node in self.cores}
+        self.paused_until: dict[str, int] = {}
+        self.backlog: dict[str, list] = {}
+        self.link_gen: dict[tuple[str, str], int] = {}
+        self.link_last: dict[tuple[str, str], int] = {}
+        self.cut: set[frozenset] = set()
+        self.slow: dict[str, int] = {}
+        self.wake: dict[str, int] = {}
+        self.next_value = 1
+        self.fault_active = False
+        self.stats = {"elections": 0, "isr_shrinks": 0, "isr_expands": 0, "crashes": 0,
+                      "pauses": 0, "partitions": 0, "dropped_messages": 0, "events": 0}
+        for node in self.cores:
+            self._schedule_timer(node)
+        self._push(options.write_interval_ms, _WRITE, None)
+        if options.nemesis:
+            self._push(self._between(options.fault_interval_ms), _NEMESIS, None)
+
+    # Scheduling ------------------------------------------------------------------------------
+
+    def _push(self, time: int, kind: int, data: object) -> None:
+        self.order += 1
+        heapq.heappush(self.queue, (time, self.order, kind, data))
+
+    def _between(self, bounds: tuple[int, int]) -> int:
+        return self.now + self.rng.randint(*bounds)
+
+    def _schedule_timer(self, node: str) -> None:
+        core = self.cores.get(node)
+        if core is None or not self.alive[node]:
+            return
+        deadline = max(core.next_deadline(), self.now)
+        if deadline < self.wake.get(node, 1 << 62):
+            self.wake[node] = deadline
+            self._push(deadline, _TIMER, node)
+
+    # Running ---------------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        end = self.options.duration_ms
+        while self.queue and self.queue[0][0] <= end:
+            time, _, kind, data = heapq.heappop(self.queue)
+            self.now = time
+            if kind == _DELIVER:
+                self._deliver(*data)
+            elif kind == _TIMER:
+                if self.wake.get(data) == time:
+                    del self.wake[data]
+                    self._input(data, lambda core: core.on_timer(self.now))
+            elif kind == _WRITE:
+                value = self.next_value
+                self.next_value += 1
+                self._input("producer", lambda core: core.invoke(self.now, value))
+                jitter = self.rng.randint(0, self.options.write_interval_ms)
+                self._push(self.now + self.options.write_interval_ms // 2 + jitter, _WRITE, None)
+            elif kind == _NEMESIS:
+                self._nemesis(data)
+        return self._result()
+
+    def _input(self, node: str, call) -> None:
+        """Hand an input to a node's core (queued while it is paused) and apply the effects."""
+        if not self.alive.get(node):
+            return
+        if node in self.paused_until:
+            self.backlog[node].append(call)
+            return
+        effects = call(self.cores[node])
+        self._apply(node, effects)
+        self._schedule_timer(node)
+
+    def _apply(self, node: str, effects: list) -> None:
+        trace = self.traces[node]
+        storage = self.storage.get(node)
+        for effect in effects:
+            kind = type(effect)
+            if kind is Transition:
+                sends = []
+                for dst, message in effect.sends:
+                    mid = trace.message_id()
+                    sends.append(mid)
+                    self._send(node, dst, mid, message)
+                trace.event(self.now, effect.action, effect.args, effect.outcome, effect.state,
+                            sends, effect.recv, effect.detail)
+                self.stats["events"] += 1
+                self._count(effect)
+            elif kind is Send:
+                self._send(node, effect.dst, trace.message_id(), effect.message)
+            elif kind is History:
+                trace.other(effect.body)
+            elif kind in (DiskAppend, DiskFlush, DiskTruncate, DiskCheckpoint):
+                storage.apply(effect)
+
+    def _count(self, t: Transition) -> None:
+        if t.action in ("ControllerElectLeader", "ControllerElectPreferredLeader"):
+            self.stats["elections"] += 1
+        elif t.action == "ControllerHandleBrokerFailure" and "leader=" in t.outcome:
+            self.stats["elections"] += t.outcome.count("leader=")
+        elif t.action == "LeaderShrinkIsr":
+            self.stats["isr_shrinks"] += 1
+        elif t.action == "LeaderExpandIsr":
+            self.stats["isr_expands"] += 1
+
+    def _send(self, src: str, dst: str, mid: str, message) -> None:
+        if not self.alive.get(dst) or frozenset((src, dst)) in self.cut:
+            self._drop(src, dst, mid, message, "unreachable")
+            return
+        low, high = self.options.link_delay_ms
+        delay = self.rng.randint(low, high) + self.slow.get(src, 0) + self.slow.get(dst, 0)
+        link = (src, dst)
+        at = max(self.now + delay, self.link_last.get(link, 0))  # FIFO, as over TCP
+        self.link_last[link] = at
+        self._push(at, _DELIVER, (src, dst, mid, message, self.link_gen.get(link, 0)))
+
+    def _drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
+        self.stats["dropped_messages"] += 1
+        detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
+        if type(message) is LeaderAndIsr:
+            detail.update(partition=message.partition, leader_epoch=message.leader_epoch,
+                          partition_epoch=message.partition_epoch)
+        elif hasattr(message, "partition"):
+            detail["partition"] = message.partition
+        self.traces["nemesis"].event(self.now, "NetworkDrop", {}, why, None, [], mid, detail)
+
+    def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
+        if gen != self.link_gen.get((src, dst), 0) or not self.alive.get(dst):
+            self._drop(src, dst, mid, message, "connection lost")
+            return
+        self._input(dst, lambda core: core.on_message(self.now, src, mid, message))
+
+    def _break_links(self, node: str, peers) -> None:
+        """Connections between `node` and `peers` break: in-flight messages are lost and the
+        live ends are told."""
+        for peer in peers:
+            for link in ((node, peer), (peer, node)):
+                self.link_gen[link] = self.link_gen.get(link, 0) + 1
+            for a, b in ((node, peer), (peer, node)):
+                if self.alive.get(a) and hasattr(self.cores[a], "on_disconnected"):
+                    self._input(a, lambda core, b=b: core.on_disconnected(self.now, b))
+
+    # Nemesis ---------------------------------------------------------------------------------
+
+    def _nemesis(self, data) -> None:
+        opts = self.options
+        if data is not None:
+            self._heal(data)
+            self.fault_active = False
+            self._push(self._between(opts.fault_interval_ms), _NEMESIS, None)
+            return
+        kind = self.rng.choice(opts.nemesis)
+        target = self.rng.choice(self.brokers)
+        length = self.rng.randint(*opts.fault_length_ms)
+        log = self.traces["nemesis"]
+        others = [n for n in self.cores if n != target]
+        if kind == "crash":
+            self.stats["crashes"] += 1
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "crash", "target": target})
+            self._crash(target)
+        elif kind == "pause":
+            self.stats["pauses"] += 1
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "pause", "target": target})
+            self.paused_until[target] = self.now + length
+            self.backlog[target] = []
+        elif kind == "partition":
+            self.stats["partitions"] += 1
+            cut_from = others if self.rng.random() < 0.5 else ["meta"]
+            groups = [[target], sorted(n for n in self.cores if n not in (target,))]
+            if cut_from == ["meta"]:
+                groups = [[target, *sorted(n for n in others if n != "meta")], ["meta"]]
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "partition",
+                       "target": target, "groups": groups})
+            for peer in cut_from:
+                self.cut.add(frozenset((target, peer)))
+            self._break_links(target, cut_from)
+        elif kind == "slow":
+            delay = self.rng.randint(20, 200)
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "slow", "target": target,
+                       "delay_ms": delay})
+            self.slow[target] = delay
+        self._push(self.now + length, _NEMESIS, (kind, target))
+
+    def _heal(self, data) -> None:
+        kind, target = data
+        log = self.traces["nemesis"]
+        if kind == "crash":
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "restart", "target": target})
+            self._restart(target)
+        elif kind == "pause":
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "resume", "target": target})
+            del self.paused_until[target]
+            backlog = self.backlog.pop(target)
+            for call in backlog:
+                self._input(target, call)
+            self._schedule_timer(target)
+            self._input(target, lambda core: core.on_timer(self.now))
+        elif kind == "partition":
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
+            self.cut = {c for c in self.cut if target not in c}
+        elif kind == "slow":
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
+            self.slow.pop(target, None)
+
+    def _crash(self, node: str) -> None:
+        self.alive[node] = False
+        self.wake.pop(node, None)
+        self.paused_until.pop(node, None)
+        self.backlog.pop(node, None)
+        storage = self.storage[node]
+        torn = self.rng.randint(0, 40) if self.options.torn_writes else 0
+        storage.disk.crash(torn_bytes=torn)
+        storage.open()
+        recovered = storage.recovered()
+        core = BrokerCore(int(node[1:]), self.config, recovered)
+        state = {"replicas": [core.replica_state(r) for r in core.replicas]}
+        torn_bytes = sum(r.torn_bytes for r in storage.reports)
+        self.traces[node].event(self.now, "BrokerCrash", {"broker": int(node[1:])}, "crashed",
+                                state, [], None, {"torn_bytes": torn_bytes})
+        self.cores[node] = core
+        self._break_links(node, [n for n in self.cores if n != node])
+
+    def _restart(self, node: str) -> None:
+        self.alive[node] = True
+        self._apply(node, self.cores[node].start(self.now))
+        self._schedule_timer(node)
+
+    # Result ----------------------------------------------------------------------------------
+
+    def _result(self) -> SimResult:
+        final_logs = {}
+        for p in range(self.config.partitions):
+            leader = self.meta.partitions[p].leader
+            if leader >= 0 and self.alive[broker_node(leader)]:
+                r = self.cores[broker_node(leader)].replicas[p]
+                final_logs[p] = [[o, r.log[o][1]] for o in range(r.high_watermark)]
+        leaders = {p: ps.leader for p, ps in enumerate(self.meta.partitions)}
+        summary = {
+            **self.stats,
+            "duration_ms": self.options.duration_ms,
+            "leaders": {str(p): b for p, b in leaders.items()},
+            "writes_acked": self.producer.stats["ok"],
+            "writes_failed": self.producer.stats["fail"],
+            "writes_unknown": self.producer.stats["info"],
+            "reads": self.consumer.reads,
+            "unclean_elections": self.meta.unclean_elections,
+        }
+        traces = {node: t.text() for node, t in self.traces.items()} if self.options.trace else {}
+        return SimResult(self.options.seed, f"seed-{self.options.seed}", self.config,
+                         self.options, summary, traces, final_logs)
+
+
+def simulate(config: ClusterConfig, options: SimOptions) -> SimResult:
+    return Simulation(config, options).run()

@@ -1,0 +1,74 @@
+"""Trace writing: one NDJSON file per node in the `isrlab-trace/1` format (docs/traces.md).
+
+Lines are serialised with sorted keys and no spaces, so the same run gives the same bytes.
+`NodeTrace` numbers a node's lines (`seq`) and its sent messages (`<node>:m<k>` ids); a
+restarted process continues its node's numbering (the driver keeps the `NodeTrace`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FORMAT = "isrlab-trace/1"
+
+
+def dumps(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+class NodeTrace:
+    """The lines of one node, kept in memory or streamed to a file."""
+
+    __slots__ = ("node", "seq", "sent", "lines", "file", "enabled")
+
+    def __init__(self, node: str, header: dict, path: Path | None = None, enabled: bool = True):
+        self.node = node
+        self.seq = 0
+        self.sent = 0
+        self.enabled = enabled
+        self.lines: list[str] = []
+        self.file = open(path, "a", encoding="utf-8") if path is not None and enabled else None
+        if enabled:
+            self._write({"kind": "header", "format": FORMAT, "node": node, **header})
+
+    def _write(self, body: dict) -> None:
+        line = dumps(body)
+        if self.file is not None:
+            self.file.write(line + "\n")
+        else:
+            self.lines.append(line)
+
+    def message_id(self) -> str:
+        self.sent += 1
+        return f"{self.node}:m{self.sent}"
+
+    def event(self, time_ms: int, action: str, args: dict, outcome: str, state: dict | None,
+              send: list[str], recv: str | None, detail: dict | None) -> None:
+        if not self.enabled:
+            self.seq += 1
+            return
+        body = {"kind": "event", "node": self.node, "seq": self.seq, "time_ms": time_ms,
+                "action": action, "args": args, "outcome": outcome, "send": send}
+        if state is not None:
+            body["state"] = state
+        if recv is not None:
+            body["recv"] = recv
+        if detail is not None:
+            body["detail"] = detail
+        self.seq += 1
+        self._write(body)
+
+    def other(self, body: dict) -> None:
+        """A `history` or `nemesis` line: numbered like events."""
+        if self.enabled:
+            self._write({**body, "node": self.node, "seq": self.seq})
+        self.seq += 1
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
