@@ -200,7 +200,7 @@ class Simulation:
             elif kind == _WRITE:
                 value = self.next_value
                 self.next_value += 1
-                self._input("producer", lambda core: core.invoke(self.now, value))
+                self._input("producer", lambda core, v=value: core.invoke(self.now, v))
                 jitter = self.rng.randint(0, self.options.write_interval_ms)
                 self._push(self.now + self.options.write_interval_ms // 2 + jitter, _WRITE, None)
             elif kind == _NEMESIS:

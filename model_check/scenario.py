@@ -32,7 +32,7 @@ simply part of the expected output.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from spec import (
@@ -159,6 +159,7 @@ class Runner:
     def _resolve(self, where: str, command: str, given: dict[str, str]):
         kind = ACTIONS_BY_COMMAND[command]
         names = [f.name for f in fields(kind)]
+        required = [f.name for f in fields(kind) if f.default is MISSING]
         for key in given:
             if key not in names:
                 raise ScenarioError(f"{where}: {command} takes no argument {key!r} (takes: {', '.join(names) or 'none'})")
@@ -168,7 +169,7 @@ class Runner:
             raise ScenarioError(f"{where}: {command}: arguments must be integers") from None
         if "partition" in names:
             values.setdefault("partition", 0)
-        if len(values) == len(names):
+        if all(n in values for n in required):
             return kind(**values)
         matching = [
             a for a in candidates(self.config, self.state)
@@ -182,7 +183,7 @@ class Runner:
                 continue
         if matching:
             return matching[0]
-        missing = ", ".join(n for n in names if n not in values)
+        missing = ", ".join(n for n in required if n not in values)
         raise _Unresolved(f"{kind.__name__}: not enabled: nothing in flight or pending to fill {missing}")
 
     def _invariants(self) -> str:

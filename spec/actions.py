@@ -150,6 +150,21 @@ class NetworkDropLeaderAndIsr(Action):
     partition_epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class NetworkDropFetch(Action):
+    """A fetch (or OffsetsForLeaderEpoch) request or its answer is lost with its connection.
+
+    Guard: something is in flight on the (partition, follower) connection; fewer than
+    `max.message.drops` lost so far.
+    Effect: it is gone, and the follower may fetch again.
+    Abstracts: how the follower notices (a broken connection, a request timeout). A crash
+    already loses what is in flight to and from the crashed broker.
+    """
+
+    partition: int
+    follower: int
+
+
 # ------------------------------------------------------------------------------------------
 # Broker role changes
 
@@ -208,9 +223,18 @@ class ProducerSend(Action):
     Effect: a produce request with a fresh value id is in flight to that broker.
     Abstracts: batching, retries and idempotence; the metadata the producer uses is the
     controller's (it can still go stale while the request is in flight).
+    With `broker` set (trace replay only; the explorer never generates it): the request goes
+    to that broker, which must believe it leads: a producer whose metadata is from that
+    leadership, older than the controller's latest decision.
     """
 
     partition: int
+    broker: int = NO_LEADER
+
+    def args(self) -> dict[str, int]:
+        if self.broker == NO_LEADER:
+            return {"partition": self.partition}
+        return {"partition": self.partition, "broker": self.broker}
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +451,7 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     ControllerHandleBrokerFailure,
     ControllerElectPreferredLeader,
     NetworkDropLeaderAndIsr,
+    NetworkDropFetch,
     BecomeLeader,
     BecomeFollower,
     ProducerSend,
@@ -692,10 +717,22 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
     return s.with_replica(a.partition, a.broker, r), outcome
 
 
+def _network_drop_fetch(config: Config, s: Cluster, a: NetworkDropFetch):
+    _check_broker(config, a.follower)
+    _require(s.fetches[a.partition][a.follower] is not None, "nothing in flight")
+    _require(s.drops < config.max_message_drops, "max.message.drops reached")
+    return replace(s.with_fetch(a.partition, a.follower, None), drops=s.drops + 1), "dropped"
+
+
 def _producer_send(config: Config, s: Cluster, a: ProducerSend):
     _check_partition(config, a.partition)
     _require(s.next_value <= config.max_records, "max.records writes sent")
     leader = s.controller.partitions[a.partition].leader
+    if a.broker != NO_LEADER:
+        _check_broker(config, a.broker)
+        _require(s.replica(a.partition, a.broker).leader == a.broker,
+                 f"broker {a.broker} does not believe it leads")
+        leader = a.broker
     _require(leader != NO_LEADER, f"partition {a.partition} has no leader")
     request = ProduceRequest(a.partition, leader, s.next_value)
     s = replace(s, produce_requests=s.produce_requests | {request}, next_value=s.next_value + 1)
@@ -1066,6 +1103,7 @@ _HANDLERS = {
     ControllerHandleBrokerFailure: _controller_handle_broker_failure,
     ControllerElectPreferredLeader: _controller_elect_preferred_leader,
     NetworkDropLeaderAndIsr: _network_drop_leader_and_isr,
+    NetworkDropFetch: _network_drop_fetch,
     BecomeLeader: _become_leader,
     BecomeFollower: _become_follower,
     ProducerSend: _producer_send,
@@ -1096,7 +1134,8 @@ def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[C
         if f.name == "partition":
             _check_partition(config, value)
         elif f.name in ("broker", "follower"):
-            _check_broker(config, value)
+            if not (type(action) is ProducerSend and value == NO_LEADER):  # the default target
+                _check_broker(config, value)
     return handler(config, state, action)
 
 
@@ -1154,6 +1193,8 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
                 yield FollowerHandleFetchResponse(p, f)
             else:
                 yield LeaderHandleFetch(p, message.leader, f)
+            if message is not None and drops_left:
+                yield NetworkDropFetch(p, f)
     crashes_left = state.crashes < config.max_crashes
     for p in parts:
         yield ConsumerRead(p)

@@ -55,7 +55,8 @@ def test_clean_variant_exits_0_with_pinned_counts(capsys):
     assert code == 0
     assert (data["result"], data["distinct_states"], data["depth"]) == ("ok", 28375, 30)
     assert data["never_fired"] == ["ControllerElectLeader", "ControllerElectPreferredLeader",
-                                   "NetworkDropLeaderAndIsr", "LeaderShrinkIsr", "Tick"]
+                                   "NetworkDropLeaderAndIsr", "NetworkDropFetch",
+                                   "LeaderShrinkIsr", "Tick"]
 
 
 def test_max_states_exits_3(capsys):
