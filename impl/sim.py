@@ -38,7 +38,7 @@ from impl.protocol.messages import (
     Transition,
 )
 from impl.protocol.meta import MetaCore
-from impl.storage import MemoryDisk
+from impl.storage import HEADER_BYTES, MemoryDisk
 from impl.trace import NodeTrace, dumps
 
 NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
@@ -153,9 +153,11 @@ class Simulation:
         self.backlog: dict[str, list] = {}
         self.link_gen: dict[tuple[str, str], int] = {}
         self.link_last: dict[tuple[str, str], int] = {}
+        self.in_flight: dict[tuple[str, str], dict[str, object]] = {}  # link -> id -> message
         self.cut: set[frozenset] = set()
         self.slow: dict[str, int] = {}
         self.wake: dict[str, int] = {}
+        self.spins: dict[str, int] = {}  # a core whose deadline never moves is a bug: stop
         self.next_value = 1
         self.fault_active = False
         self.stats = {"elections": 0, "isr_shrinks": 0, "isr_expands": 0, "crashes": 0,
@@ -197,6 +199,13 @@ class Simulation:
                 if self.wake.get(data) == time:
                     del self.wake[data]
                     self._input(data, lambda core: core.on_timer(self.now))
+                    if self.wake.get(data) == time:
+                        spins = self.spins.get(data, 0) + 1
+                        self.spins[data] = spins
+                        if spins > 1000:
+                            raise RuntimeError(f"{data}: timer keeps firing at {time} ms")
+                    else:
+                        self.spins.pop(data, None)
             elif kind == _WRITE:
                 value = self.next_value
                 self.next_value += 1
@@ -259,6 +268,7 @@ class Simulation:
         link = (src, dst)
         at = max(self.now + delay, self.link_last.get(link, 0))  # FIFO, as over TCP
         self.link_last[link] = at
+        self.in_flight.setdefault(link, {})[mid] = message
         self._push(at, _DELIVER, (src, dst, mid, message, self.link_gen.get(link, 0)))
 
     def _drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
@@ -272,9 +282,9 @@ class Simulation:
         self.traces["nemesis"].event(self.now, "NetworkDrop", {}, why, None, [], mid, detail)
 
     def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
-        if gen != self.link_gen.get((src, dst), 0) or not self.alive.get(dst):
-            self._drop(src, dst, mid, message, "connection lost")
-            return
+        if gen != self.link_gen.get((src, dst), 0):
+            return  # lost (and logged) when the link broke
+        self.in_flight[(src, dst)].pop(mid, None)
         self._input(dst, lambda core: core.on_message(self.now, src, mid, message))
 
     def _break_links(self, node: str, peers) -> None:
@@ -283,6 +293,8 @@ class Simulation:
         for peer in peers:
             for link in ((node, peer), (peer, node)):
                 self.link_gen[link] = self.link_gen.get(link, 0) + 1
+                for mid, message in self.in_flight.pop(link, {}).items():
+                    self._drop(link[0], link[1], mid, message, "connection lost")
             for a, b in ((node, peer), (peer, node)):
                 if self.alive.get(a) and hasattr(self.cores[a], "on_disconnected"):
                     self._input(a, lambda core, b=b: core.on_disconnected(self.now, b))
@@ -355,7 +367,9 @@ class Simulation:
         self.paused_until.pop(node, None)
         self.backlog.pop(node, None)
         storage = self.storage[node]
-        torn = self.rng.randint(0, 40) if self.options.torn_writes else 0
+        # A torn tail is part of one frame: the OS got some bytes of the buffer, never a whole
+        # record (a crash loses exactly the unflushed records, PROTOCOL.md rule 7).
+        torn = self.rng.randint(0, HEADER_BYTES - 1) if self.options.torn_writes else 0
         storage.disk.crash(torn_bytes=torn)
         storage.open()
         recovered = storage.recovered()

@@ -207,7 +207,11 @@ class BrokerCore:
     def next_deadline(self) -> int:
         deadline = min(self.heartbeat_at, self.isr_check_at, self.flush_at)
         for r in self.replicas:
-            deadline = min(deadline, r.fetch_at, r.alter_retry_at)
+            if r.alter is not None:
+                # The partition waits for its ISR change; its other timers wait with it.
+                deadline = min(deadline, r.alter_retry_at)
+                continue
+            deadline = min(deadline, r.fetch_at)
             for entry in r.parked.values():
                 deadline = min(deadline, entry[0])
             for entry in r.purgatory:
@@ -258,9 +262,11 @@ class BrokerCore:
                 r.fetch_at = now + self.config.replica_fetch_backoff_ms
             if peer == META and r.alter is not None:
                 r.alter_retry_at = now + self.config.replica_fetch_backoff_ms
-            if r.parked:
-                for follower in [f for f in r.parked if broker_node(f) == peer]:
-                    del r.parked[follower]
+            for follower in [f for f in r.parked if broker_node(f) == peer]:
+                # A parked long poll dies with its connection; the follower will fetch again.
+                _, _, mid, _ = r.parked.pop(follower)
+                effects.append(self._transition(r, "NetworkDropFetch", {"follower": follower},
+                                                "connection lost", mid))
         if peer == META and self.registering:
             effects.append(Send(META, RegisterBroker(self.broker, self.restarted)))
         return effects

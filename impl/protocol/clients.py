@@ -165,10 +165,9 @@ class ConsumerCore:
         self.reads = 0
 
     def next_deadline(self) -> int:
-        deadline = min(self.poll_at)
-        for entry in self.waiting:
-            if entry is not None:
-                deadline = min(deadline, entry[0])
+        deadline = NEVER
+        for p, entry in enumerate(self.waiting):
+            deadline = min(deadline, self.poll_at[p] if entry is None else entry[0])
         return deadline
 
     def on_timer(self, now: int) -> list:

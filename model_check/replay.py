@@ -1,0 +1,697 @@
+"""Trace replay: check a reference-broker run against the spec, event by event.
+
+Theory of operation.
+1. Load: every `isrlab-trace/1` file of a run (one per node), checking each line; an unreadable
+   line is a `TraceError` naming file:line (exit 2 at the CLI).
+2. Merge: one total order that keeps each node's `seq` order and puts every receive after its
+   send (message ids), taking the earliest `time_ms` among the nodes whose next event is ready.
+   That is a causal order, so traces from separate processes merge too.
+3. Map and step: the refinement mapping below (`_HANDLERS`, one function per implementation
+   action, all of it in this file) turns each event into zero or more spec actions, applies
+   them with `spec.step`, and compares the spec's projected state with the event's post-state.
+   Where the implementation moves without a trace line the spec needs (time passing before an
+   ISR shrink), a bounded search for silent spec steps (`Tick`s) explains the next event, and
+   the result says how many it inserted.
+4. Verdict: `accepted`, or `divergence` at the first event the spec cannot explain: which guard
+   failed, or which fields differ (spec value vs implementation value).
+
+What the mapping has to know about the implementation:
+- Record values: the impl's producer numbers its writes; a retry is a new spec write. Each
+  produce request's message id maps to the spec value the spec's `ProducerSend` drew, and
+  states are compared through that renaming.
+- Messages the spec's state no longer holds ("phantoms"): a fetch sent to a leader that is
+  already down (the spec's follower cannot send it), or a fetch whose connection the spec has
+  already cleared (the follower became leader). Events that handle them are skipped, and the
+  replica's state is still compared.
+- A produce sent with stale metadata goes to a broker that still believes it leads
+  (`ProducerSend(broker=...)`); one sent to a broker that no longer believes so is refused.
+- Consumer reads from a leader the controller has replaced are checked against that broker's
+  log and HW in the spec, without a spec step (the spec's consumer reads only the controller's
+  leader).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spec import VARIANTS, Config, initial_state
+from spec.actions import (
+    BecomeFollower,
+    BecomeLeader,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerRegister,
+    BrokerRestart,
+    ConsumerRead,
+    ControllerElectLeader,
+    ControllerElectPreferredLeader,
+    ControllerHandleBrokerFailure,
+    FollowerHandleFetchResponse,
+    FollowerSendFetch,
+    LeaderAckProduce,
+    LeaderAppend,
+    LeaderExpandIsr,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    NetworkDropFetch,
+    NetworkDropLeaderAndIsr,
+    NotEnabled,
+    ProducerSend,
+    Tick,
+    step_with_outcome,
+)
+from spec.invariants import violations
+from spec.state import NO_LEADER, Acked
+
+FORMAT = "isrlab-trace/1"
+UNBOUNDED = 1 << 40
+MAX_SILENT_TICKS = 3
+HISTORY_TAIL = 8
+
+
+class TraceError(ValueError):
+    """An unreadable trace: `str()` is one line naming file:line and what is wrong."""
+
+
+@dataclass(slots=True)
+class Event:
+    node: str
+    seq: int
+    time_ms: int
+    kind: str
+    body: dict
+    where: str  # file:line
+
+    @property
+    def action(self) -> str:
+        return self.body.get("action", "")
+
+
+@dataclass
+class Run:
+    header: dict
+    nodes: dict[str, list[Event]]
+    run_json: dict | None = None
+
+    @property
+    def config(self) -> dict:
+        return self.header["config"]
+
+    @property
+    def events(self) -> int:
+        return sum(len(v) for v in self.nodes.values())
+
+
+@dataclass
+class Divergence:
+    event: Event
+    reason: str
+    differences: list[tuple[str, object, object]] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        e = self.event
+        return {
+            "where": e.where, "node": e.node, "seq": e.seq, "time_ms": e.time_ms,
+            "action": e.action, "args": e.body.get("args"), "reason": self.reason,
+            "differences": [{"field": f, "spec": s, "impl": i} for f, s, i in self.differences],
+            "recent": self.recent,
+        }
+
+
+@dataclass
+class ReplayResult:
+    verdict: str  # accepted | divergence
+    events: int
+    steps: int
+    silent_steps: int
+    skipped: int
+    seconds: float
+    divergence: Divergence | None = None
+    invariant_violations: list[tuple[str, str]] = field(default_factory=list)
+    seed: int | None = None
+    command: str | None = None
+
+    def to_json(self) -> dict:
+        body = {
+            "verdict": self.verdict, "events": self.events, "spec_steps": self.steps,
+            "silent_steps": self.silent_steps, "skipped": self.skipped,
+            "seconds": round(self.seconds, 3),
+            "events_per_second": round(self.events / self.seconds) if self.seconds else None,
+            "invariant_violations": [{"invariant": n, "detail": d}
+                                     for n, d in self.invariant_violations],
+            "seed": self.seed, "command": self.command,
+        }
+        if self.divergence is not None:
+            body["divergence"] = self.divergence.to_json()
+        return body
+
+
+# Loading -------------------------------------------------------------------------------------
+
+
+def _trace_files(paths: list[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(path.glob("*.ndjson"))
+            if not found:
+                raise TraceError(f"{path}: no *.ndjson trace files")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise TraceError(f"{path}: no such file or directory")
+    return files
+
+
+def load_run(paths: list[str | Path]) -> Run:
+    """Read the trace files (or directories of them) of one run."""
+    header: dict | None = None
+    nodes: dict[str, list[Event]] = {}
+    run_json = None
+    for path in _trace_files(paths):
+        candidate = path.parent / "run.json"
+        if run_json is None and candidate.is_file():
+            try:
+                run_json = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                run_json = None
+        events = _load_file(path)
+        if not events:
+            continue
+        first = events[0]
+        if header is None:
+            header = first.body
+        elif first.body.get("config") != header.get("config") or (
+                first.body.get("seed") != header.get("seed")):
+            raise TraceError(f"{first.where}: header is from another run (config or seed differ)")
+        node = first.node
+        nodes.setdefault(node, []).extend(events[1:])
+    if header is None:
+        raise TraceError(f"{paths[0] if paths else '<none>'}: no trace lines")
+    for node, events in nodes.items():
+        events.sort(key=lambda e: e.seq)
+        for a, b in zip(events, events[1:], strict=False):
+            if a.seq == b.seq:
+                raise TraceError(f"{b.where}: node {node} repeats seq {b.seq}")
+    return Run(header, nodes, run_json)
+
+
+def _load_file(path: Path) -> list[Event]:
+    events: list[Event] = []
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            where = f"{path}:{number}"
+            if not line.strip():
+                continue
+            try:
+                body = json.loads(line)
+            except ValueError as error:
+                raise TraceError(f"{where}: not JSON ({error.msg})") from None
+            if not isinstance(body, dict):
+                raise TraceError(f"{where}: not a JSON object")
+            kind = body.get("kind")
+            if number == 1 or kind == "header":
+                if kind != "header" or body.get("format") != FORMAT:
+                    raise TraceError(f"{where}: first line must be a {FORMAT} header")
+                if not isinstance(body.get("config"), dict) or not isinstance(body.get("node"), str):
+                    raise TraceError(f"{where}: header lacks node or config")
+                if events:
+                    raise TraceError(f"{where}: a second header in one file")
+                events.append(Event(body["node"], -1, 0, "header", body, where))
+                continue
+            node, seq, t = body.get("node"), body.get("seq"), body.get("time_ms")
+            if kind not in ("event", "history", "nemesis"):
+                raise TraceError(f"{where}: unknown line kind {kind!r}")
+            if not isinstance(node, str) or type(seq) is not int or type(t) is not int:
+                raise TraceError(f"{where}: node, seq and time_ms must be a string and integers")
+            if node != events[0].node:
+                raise TraceError(f"{where}: line of node {node!r} in the file of {events[0].node!r}")
+            if kind == "event":
+                if not isinstance(body.get("action"), str) or not isinstance(body.get("args"), dict):
+                    raise TraceError(f"{where}: event lacks action or args")
+                if not isinstance(body.get("send", []), list):
+                    raise TraceError(f"{where}: send must be a list")
+            events.append(Event(node, seq, t, kind, body, where))
+    return events
+
+
+def merge(run: Run) -> list[Event]:
+    """A total order: per-node seq order, receives after sends, earliest time first."""
+    import heapq
+
+    heads = {node: 0 for node in run.nodes}
+    sent: set[str] = set()
+    waiting: dict[str, list[str]] = {}
+    ready: list[tuple] = []
+    order: list[Event] = []
+
+    def offer(node: str) -> None:
+        i = heads[node]
+        events = run.nodes[node]
+        if i >= len(events):
+            return
+        e = events[i]
+        recv = e.body.get("recv") if e.kind == "event" else None
+        if recv is not None and recv not in sent and recv in traced:
+            waiting.setdefault(recv, []).append(node)
+            return
+        heapq.heappush(ready, (e.time_ms, node, e.seq))
+
+    # Only messages some line sends order anything (client requests are not trace events).
+    traced = {mid for events in run.nodes.values() for e in events if e.kind == "event"
+              for mid in e.body.get("send", ())}
+    for node in sorted(run.nodes):
+        offer(node)
+    while ready:
+        _, node, _ = heapq.heappop(ready)
+        e = run.nodes[node][heads[node]]
+        heads[node] += 1
+        order.append(e)
+        if e.kind == "event":
+            for mid in e.body.get("send", ()):
+                sent.add(mid)
+                for other in waiting.pop(mid, ()):
+                    offer(other)
+        offer(node)
+    for node, i in heads.items():
+        if i < len(run.nodes[node]):
+            e = run.nodes[node][i]
+            raise TraceError(f"{e.where}: receives message {e.body.get('recv')!r} that no "
+                             "trace line sends")
+    return order
+
+
+# The refinement mapping ------------------------------------------------------------------------
+
+
+def spec_config(trace_config: dict) -> Config:
+    """The spec's config for a run: its protocol settings, with every exploration bound off."""
+    try:
+        return Config(
+            brokers=int(trace_config["brokers"]),
+            partitions=int(trace_config["partitions"]),
+            variant=VARIANTS[trace_config["variant"]],
+            acks=str(trace_config["acks"]),
+            min_insync_replicas=int(trace_config["min_insync_replicas"]),
+            unclean_leader_election_enable=bool(trace_config["unclean_leader_election_enable"]),
+            log_flush_interval_messages=trace_config.get("log_flush_interval_messages"),
+            replica_lag_time_max_ticks=1,
+            max_records=UNBOUNDED, max_leader_epochs=UNBOUNDED, max_crashes=UNBOUNDED,
+            max_session_expiries=UNBOUNDED, max_ticks=UNBOUNDED, max_message_drops=UNBOUNDED,
+            max_partition_epoch=UNBOUNDED,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise TraceError(f"header config: bad or missing {error}") from None
+
+
+class _Mismatch(Exception):
+    def __init__(self, reason: str, differences=()):
+        super().__init__(reason)
+        self.reason = reason
+        self.differences = list(differences)
+
+
+class Replayer:
+    """Applies a merged run to the spec (see the module docstring)."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.state = initial_state(config)
+        self.steps = 0
+        self.silent = 0
+        self.skipped = 0
+        self.spec_value: dict[str, int] = {}  # produce message id -> spec value
+        self.impl_value: dict[int, int] = {0: 0}  # spec value -> impl value
+        self.latest_spec_value: dict[int, int] = {}  # impl value -> spec value of last attempt
+        self.refused: set[str] = set()  # produce ids the spec's producer could not address
+        self.phantom: set[str] = set()
+        self.slot: dict[tuple[int, int], str] = {}  # (partition, follower) -> message id
+
+    # Steps -----------------------------------------------------------------------------------
+
+    def step(self, action, ticks_ok: bool = False) -> str:
+        try:
+            self.state, outcome = step_with_outcome(self.config, self.state, action)
+        except NotEnabled as error:
+            if ticks_ok and "not lagging" in str(error):
+                for _ in range(MAX_SILENT_TICKS):
+                    self.state, _ = step_with_outcome(self.config, self.state, Tick())
+                    self.silent += 1
+                    try:
+                        self.state, outcome = step_with_outcome(self.config, self.state, action)
+                        self.steps += 1
+                        return outcome
+                    except NotEnabled:
+                        continue
+            raise _Mismatch(f"spec refuses {action}: {error}") from None
+        self.steps += 1
+        return outcome
+
+    # State comparison -------------------------------------------------------------------------
+
+    def project_replica(self, partition: int, broker: int) -> dict:
+        r = self.state.replica(partition, broker)
+        last = None
+        if r.log:
+            last = [r.log[-1].epoch, self.impl_value.get(r.log[-1].value, -r.log[-1].value)]
+        return {
+            "log_end_offset": r.log_end_offset,
+            "high_watermark": r.high_watermark,
+            "flushed_offset": r.flushed_offset,
+            "last": last,
+            "epoch_cache": [list(e) for e in r.epoch_cache],
+            "leader": r.leader,
+            "leader_epoch": r.leader_epoch,
+            "isr": list(r.isr),
+            "partition_epoch": r.partition_epoch,
+        }
+
+    def compare_replica(self, impl: dict | None) -> None:
+        if impl is None:
+            return
+        spec = self.project_replica(impl["partition"], impl["broker"])
+        diffs = [(k, v, impl.get(k)) for k, v in spec.items() if impl.get(k) != v]
+        if diffs:
+            raise _Mismatch(
+                f"replica p{impl['partition']} of broker {impl['broker']} differs", diffs)
+
+    def compare_metadata(self, impl: dict | None) -> None:
+        if impl is None:
+            return
+        diffs = []
+        c = self.state.controller
+        for ps in impl.get("partitions", ()):
+            spec = c.partitions[ps["partition"]]
+            for key in ("leader", "leader_epoch", "isr", "partition_epoch"):
+                want = list(spec.isr) if key == "isr" else getattr(spec, key)
+                if ps[key] != want:
+                    diffs.append((f"p{ps['partition']}.{key}", want, ps[key]))
+        if "registered" in impl and list(c.registered) != impl["registered"]:
+            diffs.append(("registered", list(c.registered), impl["registered"]))
+        if diffs:
+            raise _Mismatch("metadata differs", diffs)
+
+    # Events ----------------------------------------------------------------------------------
+
+    def apply(self, e: Event) -> None:
+        if e.kind == "history":
+            self._history(e.body)
+            return
+        if e.kind != "event":
+            return
+        handler = _HANDLERS.get(e.action)
+        if handler is None:
+            raise _Mismatch(f"no spec counterpart for implementation action {e.action!r}")
+        try:
+            handler(self, e.body, e.body.get("args", {}))
+        except (KeyError, TypeError, IndexError) as error:
+            raise _Mismatch(f"malformed {e.action} event: {error!r}") from None
+
+    def _history(self, h: dict) -> None:
+        """An acknowledgement the client saw must be one the spec gave."""
+        if h.get("f") != "send" or h.get("type") != "ok" or h.get("offset", -1) < 0:
+            return
+        value = self.latest_spec_value.get(h["value"])
+        if value is None:
+            raise _Mismatch(f"producer saw v{h['value']} acknowledged, never sent to the spec")
+        acked = Acked(h["partition"], h["offset"], value)
+        if acked not in self.state.acked:
+            raise _Mismatch(
+                f"producer saw v{h['value']} acknowledged at offset {h['offset']}, "
+                "which the spec never acknowledged")
+
+
+def _p(args: dict) -> int:
+    return int(args["partition"])
+
+
+def _become(cls):
+    def handle(rp: Replayer, body: dict, args: dict) -> None:
+        rp.step(cls(_p(args), args["broker"], args["leader_epoch"], args["partition_epoch"]))
+        if cls is BecomeLeader:
+            # A leader's own fetch is gone from the spec's connection.
+            rp.slot.pop((_p(args), args["broker"]), None)
+        rp.compare_replica(body.get("state"))
+    return handle
+
+
+def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
+    p, b = _p(args), args["broker"]
+    mid = body["send"][0]
+    r = rp.state.replica(p, b)
+    if r.leader not in (NO_LEADER, b) and not rp.state.alive[r.leader]:
+        rp.phantom.add(mid)  # to a leader that is down: lost on the way
+        rp.skipped += 1
+    else:
+        rp.step(FollowerSendFetch(p, b))
+        rp.slot[(p, b)] = mid
+    rp.compare_replica(body.get("state"))
+
+
+def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
+    p, b, f = _p(args), args["broker"], args["follower"]
+    recv = body.get("recv")
+    if recv in rp.phantom or rp.slot.get((p, f)) != recv:
+        rp.phantom.update(body.get("send", ()))
+        rp.skipped += 1
+        return
+    outcome = rp.step(LeaderHandleFetch(p, b, f))
+    rp.slot[(p, f)] = body["send"][0]
+    impl_outcome = body.get("outcome", "")
+    if outcome.split(" ")[0] != impl_outcome.split(" ")[0]:
+        raise _Mismatch(f"fetch answered {impl_outcome!r}, spec answers {outcome!r}")
+    rp.compare_replica(body.get("state"))
+
+
+def _follower_handle_fetch_response(rp: Replayer, body: dict, args: dict) -> None:
+    p, b = _p(args), args["broker"]
+    recv = body.get("recv")
+    if recv in rp.phantom or rp.slot.get((p, b)) != recv:
+        rp.skipped += 1
+    else:
+        rp.step(FollowerHandleFetchResponse(p, b))
+        rp.slot.pop((p, b), None)
+    rp.compare_replica(body.get("state"))
+
+
+def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
+    p = _p(args)
+    detail = body.get("detail") or {}
+    broker, value = detail["broker"], detail["value"]
+    mid = body["send"][0]
+    spec_leader = rp.state.controller.partitions[p].leader
+    if broker == spec_leader:
+        action = ProducerSend(p)
+    elif rp.state.replica(p, broker).leader == broker:
+        action = ProducerSend(p, broker)
+    else:
+        rp.refused.add(mid)  # it will be refused: that broker no longer believes it leads
+        rp.skipped += 1
+        return
+    spec_value = rp.state.next_value
+    rp.step(action)
+    rp.spec_value[mid] = spec_value
+    rp.impl_value[spec_value] = value
+    rp.latest_spec_value[value] = spec_value
+
+
+def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
+    p, b = _p(args), args["broker"]
+    recv = body.get("recv")
+    outcome = body.get("outcome", "")
+    if recv in rp.refused:
+        if outcome.startswith("appended"):
+            raise _Mismatch(f"broker {b} appended a write although it does not lead in the spec")
+        rp.skipped += 1
+        rp.compare_replica(body.get("state"))
+        return
+    value = rp.spec_value.get(recv)
+    if value is None:
+        raise _Mismatch(f"produce request {recv!r} was never sent by the producer")
+    spec_outcome = rp.step(LeaderAppend(p, b, value))
+    if spec_outcome.split(",")[0] != outcome.split(",")[0]:
+        raise _Mismatch(f"append answered {outcome!r}, spec answers {spec_outcome!r}")
+    rp.compare_replica(body.get("state"))
+
+
+def _leader_ack_produce(rp: Replayer, body: dict, args: dict) -> None:
+    outcome = rp.step(LeaderAckProduce(_p(args), args["broker"], args["offset"]))
+    if outcome != body.get("outcome"):
+        raise _Mismatch(f"write answered {body.get('outcome')!r}, spec answers {outcome!r}")
+    rp.compare_replica(body.get("state"))
+
+
+def _isr_change(cls):
+    def handle(rp: Replayer, body: dict, args: dict) -> None:
+        rp.step(cls(_p(args), args["broker"], args["follower"]), ticks_ok=cls is LeaderShrinkIsr)
+        rp.compare_metadata(body.get("state"))
+    return handle
+
+
+def _leader_apply_isr(rp: Replayer, body: dict, args: dict) -> None:
+    rp.compare_replica(body.get("state"))
+
+
+def _controller(make):
+    def handle(rp: Replayer, body: dict, args: dict) -> None:
+        rp.step(make(args))
+        rp.compare_metadata(body.get("state"))
+    return handle
+
+
+def _broker_crash(rp: Replayer, body: dict, args: dict) -> None:
+    b = args["broker"]
+    rp.step(BrokerCrash(b))
+    for (p, f), _ in list(rp.slot.items()):
+        r = rp.state.fetches[p][f]
+        if r is None:
+            rp.phantom.add(rp.slot.pop((p, f)))
+    for replica in (body.get("state") or {}).get("replicas", ()):
+        rp.compare_replica(replica)
+
+
+def _broker_flush(rp: Replayer, body: dict, args: dict) -> None:
+    rp.step(BrokerFlush(_p(args), args["broker"]))
+    rp.compare_replica(body.get("state"))
+
+
+def _consumer_serve(rp: Replayer, body: dict, args: dict) -> None:
+    p, b = _p(args), args["broker"]
+    r = rp.state.replica(p, b)
+    for offset, value in (body.get("detail") or {}).get("records", ()):
+        if offset >= r.high_watermark:
+            raise _Mismatch(f"served offset {offset} to a consumer, at or above the spec's HW "
+                            f"{r.high_watermark} on broker {b}")
+        spec = rp.impl_value.get(r.log[offset].value)
+        if spec != value:
+            raise _Mismatch(f"served v{value} at offset {offset}; the spec's log has v{spec}")
+    if rp.state.controller.partitions[p].leader == b:
+        try:
+            rp.state, _ = step_with_outcome(rp.config, rp.state, ConsumerRead(p))
+            rp.steps += 1
+        except NotEnabled:
+            pass  # nothing new for the spec's whole-prefix consumer
+    rp.compare_replica(body.get("state"))
+
+
+def _network_drop(rp: Replayer, body: dict, args: dict) -> None:
+    d = body.get("detail") or {}
+    kind = d.get("type")
+    mid = body.get("recv")
+    if kind == "LeaderAndIsr":
+        dst = int(d["dst"][1:])
+        key = (d["partition"], dst, d["leader_epoch"], d["partition_epoch"])
+        if any((m.partition, m.broker, m.leader_epoch, m.partition_epoch) == key
+               for m in rp.state.leader_and_isr):
+            rp.step(NetworkDropLeaderAndIsr(*key))
+        return
+    if kind in ("Fetch", "OffsetsForLeaderEpoch", "FetchResponse"):
+        follower = int((d["src"] if kind != "FetchResponse" else d["dst"])[1:])
+        p = d["partition"]
+        if rp.slot.get((p, follower)) == mid and rp.state.fetches[p][follower] is not None:
+            rp.step(NetworkDropFetch(p, follower))
+            rp.slot.pop((p, follower), None)
+        rp.phantom.add(mid)
+
+
+def _parked_fetch_dropped(rp: Replayer, body: dict, args: dict) -> None:
+    p, f = _p(args), args["follower"]
+    mid = body.get("recv")
+    if rp.slot.get((p, f)) == mid and rp.state.fetches[p][f] is not None:
+        rp.step(NetworkDropFetch(p, f))
+        rp.slot.pop((p, f), None)
+    rp.phantom.add(mid)
+
+
+_HANDLERS = {
+    "NetworkDropFetch": _parked_fetch_dropped,
+    "BecomeLeader": _become(BecomeLeader),
+    "BecomeFollower": _become(BecomeFollower),
+    "FollowerSendFetch": _follower_send_fetch,
+    "LeaderHandleFetch": _leader_handle_fetch,
+    "FollowerHandleFetchResponse": _follower_handle_fetch_response,
+    "ProducerSend": _producer_send,
+    "LeaderAppend": _leader_append,
+    "LeaderAckProduce": _leader_ack_produce,
+    "LeaderShrinkIsr": _isr_change(LeaderShrinkIsr),
+    "LeaderExpandIsr": _isr_change(LeaderExpandIsr),
+    "LeaderApplyIsr": _leader_apply_isr,
+    "ControllerHandleBrokerFailure": _controller(lambda a: ControllerHandleBrokerFailure(a["broker"])),
+    "ControllerElectLeader": _controller(lambda a: ControllerElectLeader(_p(a))),
+    "ControllerElectPreferredLeader": _controller(lambda a: ControllerElectPreferredLeader(_p(a))),
+    "BrokerRestart": _controller(lambda a: BrokerRestart(a["broker"])),
+    "BrokerRegister": _controller(lambda a: BrokerRegister(a["broker"])),
+    "BrokerCrash": _broker_crash,
+    "BrokerFlush": _broker_flush,
+    "ConsumerServe": _consumer_serve,
+    "NetworkDrop": _network_drop,
+}
+
+
+def _describe(e: Event) -> str:
+    body = e.body
+    if e.kind == "event":
+        args = ", ".join(f"{k}={v}" for k, v in sorted(body.get("args", {}).items()))
+        return f"{e.where} {e.node}#{e.seq} t={e.time_ms} {body['action']}({args}) -> {body.get('outcome')}"
+    return f"{e.where} {e.node}#{e.seq} t={e.time_ms} {e.kind} {body.get('type', body.get('f'))}"
+
+
+def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
+    started = time.perf_counter()
+    config = spec_config(run.config)
+    order = merge(run)
+    rp = Replayer(config)
+    recent: deque[str] = deque(maxlen=HISTORY_TAIL)
+    divergence = None
+    for e in order:
+        try:
+            rp.apply(e)
+        except _Mismatch as mismatch:
+            divergence = Divergence(e, mismatch.reason, mismatch.differences, list(recent))
+            break
+        recent.append(_describe(e))
+    found = violations(config, rp.state) if check_invariants and divergence is None else []
+    info = run.run_json or {}
+    return ReplayResult(
+        "divergence" if divergence else "accepted", len(order), rp.steps, rp.silent, rp.skipped,
+        time.perf_counter() - started, divergence, found, run.header.get("seed"),
+        info.get("command"),
+    )
+
+
+def replay_paths(paths: list[str | Path], check_invariants: bool = True) -> ReplayResult:
+    return replay_run(load_run(paths), check_invariants)
+
+
+def format_result(result: ReplayResult) -> str:
+    lines = []
+    if result.divergence is None:
+        lines.append(f"accepted: {result.events} events, {result.steps} spec steps "
+                     f"({result.silent_steps} silent Ticks inserted, {result.skipped} events "
+                     f"with no spec step) in {result.seconds:.2f} s")
+    else:
+        d = result.divergence
+        lines.append(f"divergence at {_describe(d.event)}")
+        lines.append(f"  {d.reason}")
+        for name, spec, impl in d.differences:
+            lines.append(f"  {name}: spec {spec!r}, implementation {impl!r}")
+        if d.recent:
+            lines.append(f"  the last {len(d.recent)} accepted events:")
+            lines += [f"    {line}" for line in d.recent]
+    for name, detail in result.invariant_violations:
+        lines.append(f"spec invariant {name} violated in the replayed state: {detail}")
+    if result.seed is not None:
+        lines.append(f"seed {result.seed}" + (f"; reproduce: {result.command}"
+                                              if result.command else ""))
+    return "\n".join(lines)
