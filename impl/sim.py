@@ -126,22 +126,11 @@ class Simulation:
         self.meta = MetaCore(config)
         self.storage = {b: BrokerStorage(MemoryDisk(), config.partitions) for b in self.brokers}
         self.cores: dict[str, object] = {"meta": self.meta}
+        views = [self.meta.initial_view(p) for p in range(config.partitions)]
         for b in range(n):
             core = BrokerCore(b, config)
-            core.broker_epoch = 0  # bootstrap: registered, and the initial view applied
-            core.heartbeat_at = config.heartbeat_interval_ms
-            core.isr_check_at = config.replica_lag_time_max_ms // 2
-            for p in range(config.partitions):
-                view = self.meta.initial_view(p)
-                r = core.replicas[p]
-                r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
-                    view.leader, view.leader_epoch, view.isr, view.partition_epoch)
-                if view.leader == b:
-                    r.epoch_cache = [(0, 0)]
-                    self.storage[self.brokers[b]].apply(
-                        DiskCheckpoint(p, ((0, 0),), 0))
-                else:
-                    r.fetch_at = 0
+            for effect in core.bootstrap(views):
+                self.storage[self.brokers[b]].apply(effect)
             self.cores[self.brokers[b]] = core
         self.producer = ProducerCore(config.partitions, config.acks, config.request_timeout_ms)
         self.consumer = ConsumerCore(config.partitions, options.poll_interval_ms,

@@ -178,9 +178,12 @@ class Replica:
 class BrokerCore:
     """One broker's protocol core (see the module docstring)."""
 
-    def __init__(self, broker: int, config: ClusterConfig, recovered: dict | None = None):
-        """`recovered`: partition -> (records, high watermark, epoch cache) read from disk."""
+    def __init__(self, broker: int, config: ClusterConfig, recovered: dict | None = None,
+                 tracing: bool = True):
+        """`recovered`: partition -> (records, high watermark, epoch cache) read from disk.
+        `tracing` False leaves transitions without post-states (for throughput runs)."""
         self.broker = broker
+        self.tracing = tracing
         self.node = broker_node(broker)
         self.config = config
         self.rules = config.rules
@@ -196,6 +199,27 @@ class BrokerCore:
         for p in range(config.partitions):
             log, hw, cache = recovered.get(p, ((), 0, ()))
             self.replicas.append(Replica(p, config.brokers, log, hw, cache))
+
+    def bootstrap(self, views: list[LeaderAndIsr]) -> list:
+        """Start as a member of a freshly created cluster: registered with broker epoch 0 and
+        each partition's first LeaderAndIsr applied (the spec's initial state). Returns the
+        disk effects (the leaders' epoch caches)."""
+        effects: list = []
+        self.broker_epoch = 0
+        self.restarted = False
+        self.heartbeat_at = self.config.heartbeat_interval_ms
+        self.isr_check_at = self.config.replica_lag_time_max_ms // 2
+        for view in views:
+            r = self.replicas[view.partition]
+            r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
+                view.leader, view.leader_epoch, tuple(view.isr), view.partition_epoch)
+            if view.leader == self.broker:
+                r.caught_up_ms = [0] * self.config.brokers
+                assign_epoch(r.epoch_cache, view.leader_epoch, r.leo)
+                effects.append(self._checkpoint(r))
+            else:
+                r.fetch_at = 0
+        return effects
 
     # Inputs ----------------------------------------------------------------------------------
 
@@ -331,7 +355,7 @@ class BrokerCore:
     def _transition(self, r: Replica, action: str, args: dict, outcome: str = "ok",
                     recv: str | None = None, detail: dict | None = None) -> Transition:
         return Transition(action, {"partition": r.partition, "broker": self.broker, **args},
-                          outcome, self.replica_state(r), detail, recv)
+                          outcome, self.replica_state(r) if self.tracing else None, detail, recv)
 
     # Log changes (each also returns the disk effects) -----------------------------------------
 
