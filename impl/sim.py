@@ -380,10 +380,12 @@ class Simulation:
     def _result(self) -> SimResult:
         final_logs = {}
         for p in range(self.config.partitions):
+            # The final log: the leader's whole log (a new leader's HW can lag behind records
+            # that were committed and acknowledged), or none when the partition is offline.
             leader = self.meta.partitions[p].leader
             if leader >= 0 and self.alive[broker_node(leader)]:
                 r = self.cores[broker_node(leader)].replicas[p]
-                final_logs[p] = [[o, r.log[o][1]] for o in range(r.high_watermark)]
+                final_logs[p] = [[o, r.log[o][1]] for o in range(r.leo)]
         leaders = {p: ps.leader for p, ps in enumerate(self.meta.partitions)}
         summary = {
             **self.stats,

@@ -177,7 +177,9 @@ class BecomeLeader(Action):
     is newer than the broker's view.
     Effect: the view is updated. For a new leadership, the leader-epoch cache gets
     (epoch, LEO), remote follower state is reset (LEOs unknown, ISR members counted as caught
-    up) and the broker's own fetcher for the partition stops. A leader re-appointed in a new
+    up) and the broker's own fetcher for the partition stops (a fetch it had in flight is
+    dropped, or with `leader_keeps_last_fetch` stays in flight: the old leader may still handle
+    it, and its answer is dropped). A leader re-appointed in a new
     epoch keeps its follower state and purgatory and starts the epoch at its LEO. A request
     that only changes the ISR of the current leadership updates the view and keeps the rest. The HW is left as it was:
     a new leader's HW may be stale (that is what KAFKA-7128 is about).
@@ -684,7 +686,10 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
             truncation_pending=False,
             purgatory=r.purgatory if r.leader == a.broker else (),
         )
-        s = s.with_fetch(a.partition, a.broker, None)
+        if not config.leader_keeps_last_fetch:
+            # The explorer's abstraction: the broker's own last fetch vanishes. Otherwise it
+            # stays in flight; the old leader may still count it, and the answer is dropped.
+            s = s.with_fetch(a.partition, a.broker, None)
         outcome = f"leader in epoch {m.leader_epoch}"
     return s.with_replica(a.partition, a.broker, _advance_high_watermark(config, r, a.broker)), outcome
 

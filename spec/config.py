@@ -97,6 +97,13 @@ class Config:
     """Everything `step` needs besides the state. Hashable, so it can key caches.
 
     Bounds (`max_*`) keep exhaustive exploration finite; they are guards, not protocol.
+
+    `leader_keeps_last_fetch`: when a follower becomes leader, its last fetch stays in flight
+    (the old leader may still handle it and count its LEO; the answer is dropped), as on a real
+    network. Off by default: the explorer's abstraction deletes that fetch, which keeps the
+    state space a third smaller (28,375 vs 43,038 states for `current` at 2 brokers, 1 record,
+    2 epochs, 1 crash); trace replay turns it on, because the reference broker does what
+    networks do.
     """
 
     brokers: int = 3
@@ -115,6 +122,7 @@ class Config:
     max_ticks: int = 0
     max_message_drops: int = 0
     max_partition_epoch: int = 8
+    leader_keeps_last_fetch: bool = False
 
     def __post_init__(self) -> None:
         checks = (

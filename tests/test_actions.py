@@ -397,6 +397,22 @@ def test_become_leader_stops_the_brokers_own_fetcher():
     assert isinstance(state.fetches[0][0], FetchRequest)
     state = step(config, state, BecomeLeader(0, 0, 2, 3))
     assert state.fetches[0] == (None, None)
+
+
+def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
+    # Found by trace replay: the old leader can still handle the new leader's last fetch (and
+    # count its LEO); the explorer's abstraction deletes that fetch, which no network does.
+    config = failback_config().replace(leader_keeps_last_fetch=True)
+    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
+                     FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
+    assert isinstance(state.fetches[0][0], FetchRequest)
+    state = step(config, state, BecomeLeader(0, 0, 2, 3))
+    assert isinstance(state.fetches[0][0], FetchRequest)  # still in flight to broker 1
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "broker 0 follows nobody"
+    state = step(config, state, LeaderHandleFetch(0, 1, 0))  # 1 has not heard yet: it answers
+    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 0))
+    assert said == "dropped: from 1, not the leader"
+    assert state.fetches[0] == (None, None)
     assert state.replica(0, 0).epoch_cache[-1] == (2, 0)
 
 

@@ -424,8 +424,7 @@ class BrokerCore:
                 r.parked = {}
                 r.purgatory = []
                 r.truncation_pending = False
-                r.fetch_in_flight = False  # a late answer to our last fetch is ignored
-                r.fetch_at = NEVER
+                r.fetch_at = NEVER  # our last fetch, if any, stays in flight; its answer is dropped
                 outcome = f"leader in epoch {m.leader_epoch}"
         hw_moved = self._advance_hw(r)
         effects.insert(0, self._transition(r, "BecomeLeader", args, outcome, mid))

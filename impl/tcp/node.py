@@ -1,0 +1,525 @@
+"""One node of a TCP cluster: a sans-I/O core behind trio sockets, as an OS process.
+
+    python -m impl.tcp.node --role b0|meta --config JSON --run-dir DIR --ports JSON
+                            --start-ms N [--restart] [--seed S --commit C --run R] [--no-trace]
+
+Theory of operation. `Node` owns one core (`BrokerCore`, `MetaCore`, or in the supervisor's
+process a client core) and is its only caller; every call is synchronous, so inputs are
+serialised by trio's single thread without locks. An input (a message, a timer, a broken
+connection) goes to the core; the effects are carried out as in the simulator: disk effects on
+the broker's `BrokerStorage(FileDisk)`, trace lines into the node's `FileTrace`, and messages
+into a per-destination queue. The trace is flushed to the OS before the task yields, so the
+send line of a message is always in the file before the message is on a socket.
+
+Time is integer milliseconds since the run's start: CLOCK_REALTIME minus `--start-ms`, so
+every process of the run agrees. The core's `next_deadline()` sets a cancel-scope deadline.
+
+Connections are one-way: a node sends to a peer on a connection it opened (lazily, on the first
+message; its first frame is a hello naming the sender) and receives on connections peers opened
+to its listener on 127.0.0.1. When a connection breaks the core hears `on_disconnected(peer)`;
+messages that could not be written are logged as `NetworkDrop` events (why `unreachable`).
+
+The supervisor speaks over the same listener (hello `supervisor`) in control frames, each
+answered with `{"ack": ...}`:
+- `{"ctl": "block", "peers": [...]}`: a partition. Frames to or from those peers are dropped,
+  each logged as a `NetworkDrop` event in this node's trace (why `partition`); the core hears
+  `on_disconnected` for each. `{"ctl": "unblock"}` lifts it. Only the cut-off node filters, so
+  every message is either delivered or logged as dropped.
+- `{"ctl": "disconnected", "peer": "b1"}`: tell the core its connection to a cut-off node broke
+  (the simulator tells both ends of a link that a partition cuts).
+- `{"ctl": "slow", "delay_ms": N}`: delay this node's sends (0 ends it).
+- `{"ctl": "go", "start_ms": N}`: the run's time 0, for a node started with `--start-ms 0`
+  (the supervisor fixes time 0 once every node is ready).
+- `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
+  `final.json` of the node's view written to `RUN_DIR/<node>/`.
+A frame over the size cap closes its connection; any other bad frame gets `{"error": ...}`
+back. Both are logged as one line on stderr; the node goes on serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from impl.broker_storage import BrokerStorage
+from impl.config import ClusterConfig
+from impl.protocol.broker import NEVER, BrokerCore
+from impl.protocol.messages import (
+    DiskAppend,
+    DiskCheckpoint,
+    DiskFlush,
+    DiskTruncate,
+    History,
+    LeaderAndIsr,
+    Send,
+    Transition,
+    WireError,
+)
+from impl.protocol.meta import MetaCore
+from impl.storage import FileDisk
+from impl.tcp.framing import (
+    BadFrame,
+    FrameDecoder,
+    FrameTooLarge,
+    decode_message,
+    encode_frame,
+    encode_message,
+)
+from impl.tcp.tracefile import FileTrace
+
+HOST = "127.0.0.1"
+SUPERVISOR = "supervisor"
+_CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def log(node: str, text: str) -> None:
+    print(f"{node}: {text}", file=sys.stderr, flush=True)
+
+
+class _Outbound:
+    """The queue and connection for one destination."""
+
+    __slots__ = ("send", "stream", "conn_id")
+
+    def __init__(self, send):
+        self.send = send
+        self.stream: trio.SocketStream | None = None
+        self.conn_id = 0
+
+
+class Node:
+    """Drives one core over TCP (see the module docstring)."""
+
+    def __init__(self, name: str, core, trace: FileTrace, ports: dict[str, int], start_ms: int,
+                 storage: BrokerStorage | None = None):
+        self.name = name
+        self.core = core
+        self.trace = trace
+        self.ports = ports
+        self.start_ms = start_ms
+        self.storage = storage
+        self.blocked: set[str] = set()
+        self.slow_ms = 0
+        self.outbound: dict[str, _Outbound] = {}
+        self.nursery: trio.Nursery | None = None
+        self.timer_scope: trio.CancelScope | None = None
+        self.stopped = trio.Event()
+        self.go = trio.Event()
+        self.last_now = 0
+        self.drops: list[tuple] = []
+        self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0}
+        self.listeners: list = []
+
+    # Time and inputs ---------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The node's clock: wall ms since the run's start, never going back, and always past
+        the send time of every message received (so a receive sorts after its send)."""
+        t = wall_ms() - self.start_ms
+        if t > self.last_now:
+            self.last_now = t
+        return self.last_now
+
+    def observe(self, sent_ms: int) -> None:
+        if sent_ms >= self.last_now:
+            self.last_now = sent_ms + 1
+
+    def handle(self, call) -> None:
+        """Hand an input to the core, `call(core, now)`, and carry out its effects
+        synchronously; one input has one time."""
+        now = self.now()
+        self.apply(call(self.core, now), now)
+        self.reschedule()
+
+    def disconnected(self, peer: str) -> None:
+        if hasattr(self.core, "on_disconnected"):
+            self.handle(lambda core, now: core.on_disconnected(now, peer))
+
+    def apply(self, effects: list, now: int) -> None:
+        trace = self.trace
+        storage = self.storage
+        append: DiskAppend | None = None  # adjacent appends to one partition, merged
+        for effect in effects:
+            kind = type(effect)
+            if kind is Transition:
+                sends = []
+                for dst, message in effect.sends:
+                    mid = trace.message_id()
+                    sends.append(mid)
+                    self.send(dst, mid, message, now)
+                trace.event(now, effect.action, effect.args, effect.outcome, effect.state,
+                            sends, effect.recv, effect.detail)
+                self.stats["events"] += 1
+                if self.drops:
+                    self._log_drops()
+            elif kind is Send:
+                self.send(effect.dst, trace.message_id(), effect.message, now)
+                if self.drops:
+                    self._log_drops()
+            elif kind is History:
+                trace.other(effect.body)
+            elif kind is DiskAppend:
+                if append is None:
+                    append = effect
+                elif (append.partition == effect.partition
+                      and append.start_offset + len(append.records) == effect.start_offset):
+                    append = DiskAppend(append.partition, append.start_offset,
+                                        append.records + effect.records)
+                else:
+                    storage.apply(append)
+                    append = effect
+            elif kind in (DiskFlush, DiskTruncate, DiskCheckpoint):
+                if append is not None:
+                    storage.apply(append)
+                    append = None
+                storage.apply(effect)
+        if append is not None:
+            storage.apply(append)
+
+    def reschedule(self) -> None:
+        scope = self.timer_scope
+        if scope is not None:
+            scope.deadline = self._trio_deadline(self.core.next_deadline())
+
+    def _trio_deadline(self, deadline_ms: int) -> float:
+        if deadline_ms >= NEVER:
+            return math.inf
+        now_ms = time.time_ns() / 1e6 - self.start_ms
+        return trio.current_time() + (deadline_ms - now_ms) / 1000 + 0.0002
+
+    async def timer_loop(self) -> None:
+        while True:
+            with trio.CancelScope() as scope:
+                self.timer_scope = scope
+                scope.deadline = self._trio_deadline(self.core.next_deadline())
+                await trio.sleep_forever()
+            self.timer_scope = None
+            if self.now() >= self.core.next_deadline():
+                self.handle(lambda core, now: core.on_timer(now))
+                self.trace.flush()
+
+    # Sending -------------------------------------------------------------------------------------
+
+    def send(self, dst: str, mid: str, message, now: int) -> None:
+        if dst in self.blocked:
+            self.drops.append((dst, mid, message, "partition"))
+            return
+        out = self.outbound.get(dst)
+        if out is None:
+            send, receive = trio.open_memory_channel(math.inf)
+            out = self.outbound[dst] = _Outbound(send)
+            self.nursery.start_soon(self._sender, dst, out, receive)
+        out.send.send_nowait((mid, message, now))
+
+    def _log_drops(self) -> None:
+        drops, self.drops = self.drops, []
+        for dst, mid, message, why in drops:
+            self.log_drop(self.name, dst, mid, message, why)
+
+    def log_drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
+        """A NetworkDrop event, shaped as the simulator's (impl/sim.py `_drop`)."""
+        self.stats["dropped_messages"] += 1
+        detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
+        if type(message) is LeaderAndIsr:
+            detail.update(partition=message.partition, leader_epoch=message.leader_epoch,
+                          partition_epoch=message.partition_epoch)
+        elif hasattr(message, "partition"):
+            detail["partition"] = message.partition
+        self.trace.event(self.now(), "NetworkDrop", {}, why, None, [], mid, detail)
+        self.stats["events"] += 1
+
+    async def _sender(self, dst: str, out: _Outbound, receive) -> None:
+        while True:
+            batch = [await receive.receive()]
+            while True:
+                try:
+                    batch.append(receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            if self.slow_ms:
+                await trio.sleep(self.slow_ms / 1000)
+            if dst in self.blocked:
+                self._drop_batch(dst, batch, "partition")
+                continue
+            if out.stream is None and not await self._connect(dst, out):
+                self._drop_batch(dst, batch, "unreachable")
+                continue
+            name = self.name
+            data = b"".join([encode_message(name, mid, t, m) for mid, m, t in batch])
+            try:
+                await out.stream.send_all(data)
+            except _CONNECTION_ERRORS:
+                self._lost_outbound(dst, out, out.conn_id)
+
+    def _drop_batch(self, dst: str, batch: list, why: str) -> None:
+        for mid, message, _ in batch:
+            self.log_drop(self.name, dst, mid, message, why)
+        self.trace.flush()
+
+    async def _connect(self, dst: str, out: _Outbound) -> bool:
+        port = self.ports.get(dst)
+        if port is None:
+            return False
+        try:
+            stream = await trio.open_tcp_stream(HOST, port)
+            await stream.send_all(encode_frame({"hello": self.name}))
+        except _CONNECTION_ERRORS:
+            return False
+        out.stream = stream
+        out.conn_id += 1
+        self.nursery.start_soon(self._watch_outbound, dst, out, out.conn_id)
+        return True
+
+    async def _watch_outbound(self, dst: str, out: _Outbound, conn_id: int) -> None:
+        """Read our outbound connection: the peer only writes error frames there; EOF means
+        the connection broke."""
+        decoder = FrameDecoder()
+        stream = out.stream
+        try:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                decoder.feed(data)
+                for frame in decoder.frames():
+                    if isinstance(frame, dict) and "error" in frame:
+                        log(self.name, f"{dst} refused a frame: {frame['error']}")
+        except (*_CONNECTION_ERRORS, FrameTooLarge):
+            pass
+        self._lost_outbound(dst, out, conn_id)
+
+    def _lost_outbound(self, dst: str, out: _Outbound, conn_id: int) -> None:
+        if out.conn_id != conn_id or out.stream is None:
+            return
+        stream, out.stream = out.stream, None
+        self.nursery.start_soon(_close_quietly, stream)
+        self.disconnected(dst)
+        self.trace.flush()
+
+    # Receiving -----------------------------------------------------------------------------------
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.listeners = await trio.open_tcp_listeners(self.ports[self.name], host=HOST)
+        task_status.started()
+        await trio.serve_listeners(self._serve_connection, self.listeners)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        peer: str | None = None
+        try:
+            while True:
+                data = await stream.receive_some(1 << 20)
+                if not data:
+                    break
+                decoder.feed(data)
+                try:
+                    frames = decoder.frames()
+                except FrameTooLarge as error:
+                    self.stats["bad_frames"] += 1
+                    log(self.name, f"closing a connection from {peer or 'an unknown peer'}: "
+                                   f"{error}")
+                    await stream.send_all(encode_frame({"error": str(error)}))
+                    break
+                errors: list[str] = []
+                controls: list[dict] = []
+                for frame in frames:
+                    if type(frame) is BadFrame:
+                        errors.append(frame.reason)
+                        continue
+                    if peer is None and isinstance(frame.get("hello"), str):
+                        peer = frame["hello"]
+                        continue
+                    if "ctl" in frame:
+                        if peer == SUPERVISOR:
+                            controls.append(frame)
+                        else:
+                            errors.append("control frame from a node that is not the supervisor")
+                        continue
+                    try:
+                        src, mid, sent_ms, message = decode_message(frame)
+                    except WireError as error:
+                        errors.append(str(error))
+                        continue
+                    if peer is None:
+                        peer = src
+                    self.observe(sent_ms)
+                    if src in self.blocked:
+                        self.log_drop(src, self.name, mid, message, "partition")
+                        continue
+                    self.handle(lambda core, now, s=src, i=mid, m=message:
+                                core.on_message(now, s, i, m))
+                self.trace.flush()
+                for reason in errors:
+                    self.stats["bad_frames"] += 1
+                    log(self.name, f"bad frame from {peer or 'an unknown peer'}: {reason}")
+                    await stream.send_all(encode_frame({"error": reason}))
+                for frame in controls:
+                    await stream.send_all(encode_frame({"ack": self.control(frame)}))
+        except _CONNECTION_ERRORS:
+            pass
+        finally:
+            await _close_quietly(stream)
+        if peer is not None and peer != SUPERVISOR and not self.stopped.is_set():
+            self.disconnected(peer)
+            self.trace.flush()
+
+    def control(self, frame: dict) -> str:
+        what = frame.get("ctl")
+        if what == "block":
+            peers = [p for p in frame.get("peers", ()) if isinstance(p, str) and p != self.name]
+            self.blocked.update(peers)
+            for peer in sorted(peers):
+                self.disconnected(peer)
+        elif what == "unblock":
+            self.blocked.clear()
+        elif what == "disconnected" and isinstance(frame.get("peer"), str):
+            self.disconnected(frame["peer"])
+        elif what == "slow" and type(frame.get("delay_ms")) is int:
+            self.slow_ms = max(0, frame["delay_ms"])
+        elif what == "go" and type(frame.get("start_ms")) is int and not self.go.is_set():
+            self.start_ms = frame["start_ms"]
+            self.go.set()
+        elif what == "stop":
+            self.stopped.set()
+        elif what != "ping":
+            return f"unknown control {what!r}"
+        self.trace.flush()
+        return str(what)
+
+
+async def _close_quietly(stream) -> None:
+    with trio.move_on_after(1) as scope:
+        scope.shield = True
+        try:
+            await stream.aclose()
+        except _CONNECTION_ERRORS:
+            pass
+
+
+# The process ---------------------------------------------------------------------------------
+
+
+def parse_config(body: dict) -> ClusterConfig:
+    values = {k: v for k, v in body.items() if k not in ("duration_ms", "nemesis")}
+    values["bugs"] = frozenset(values.get("bugs", ()))
+    return ClusterConfig(**values)
+
+
+def final_view(node: str, core) -> dict:
+    """What the supervisor needs of a node after a clean stop."""
+    if isinstance(core, MetaCore):
+        return {"leaders": {str(p): ps.leader for p, ps in enumerate(core.partitions)},
+                "unclean_elections": core.unclean_elections}
+    return {"partitions": {str(r.partition): {
+        "leader": r.leader, "leader_epoch": r.leader_epoch, "high_watermark": r.high_watermark,
+        "committed": [[o, r.log[o][1]] for o in range(r.high_watermark)],
+    } for r in core.replicas}}
+
+
+def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
+    """The node's core, storage and trace; the effects to carry out once running."""
+    header_config = json.loads(args.config)
+    config = parse_config(header_config)
+    ports = {k: int(v) for k, v in json.loads(args.ports).items()}
+    run_dir = Path(args.run_dir)
+    role = args.role
+    header = {"seed": args.seed, "commit": args.commit, "mode": "tcp", "run": args.run,
+              "config": header_config}
+    trace_path = run_dir / f"{role}.ndjson"
+    trace = FileTrace(role, header, trace_path, resume=args.restart, enabled=args.trace)
+    storage = None
+    pending: list = []
+    if role == "meta":
+        core = MetaCore(config)
+    else:
+        broker = int(role[1:])
+        if not 0 <= broker < config.brokers:
+            raise SystemExit(f"node: --role {role}: no such broker ({config.brokers} brokers)")
+        storage = BrokerStorage(FileDisk(run_dir / role / "data"), config.partitions,
+                                checkpoint_fsync=False)
+        if args.restart:
+            core = BrokerCore(broker, config, storage.recovered(), tracing=args.trace)
+            pending = ["start"]
+        else:
+            core = BrokerCore(broker, config, tracing=args.trace)
+            views = MetaCore(config).initial_view
+            for effect in core.bootstrap([views(p) for p in range(config.partitions)]):
+                storage.apply(effect)
+    return Node(role, core, trace, ports, args.start_ms, storage), storage, pending
+
+
+async def run_node(args: argparse.Namespace) -> None:
+    node, storage, pending = build(args)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            node.nursery = nursery
+            await nursery.start(node.serve)
+            print("ready", flush=True)
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    node.stopped.set()
+
+            async def orphan_watch() -> None:
+                parent = os.getppid()
+                while os.getppid() == parent:
+                    await trio.sleep(0.5)
+                node.stopped.set()
+
+            nursery.start_soon(on_signal)
+            nursery.start_soon(orphan_watch)
+            if node.start_ms == 0:
+                await node.go.wait()
+            wait_ms = node.start_ms - wall_ms()
+            if wait_ms > 0:
+                await trio.sleep(wait_ms / 1000)
+            if "start" in pending:
+                node.handle(lambda core, now: core.start(now))
+                node.trace.flush()
+            nursery.start_soon(node.timer_loop)
+            await node.stopped.wait()
+            nursery.cancel_scope.cancel()
+    node.trace.close()
+    if storage is not None:
+        storage.disk.close()
+    if args.trace:
+        final = Path(args.run_dir) / node.name / "final.json"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        final.write_text(json.dumps(final_view(node.name, node.core), sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m impl.tcp.node", description=__doc__.splitlines()[0])
+    p.add_argument("--role", required=True, help="b0, b1, ... or meta")
+    p.add_argument("--config", required=True, help="the trace header's config object (JSON)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--ports", required=True, help='JSON {"b0": port, ...} for every node')
+    p.add_argument("--start-ms", type=int, required=True,
+                   help="the run's time 0 (epoch ms); 0: wait for the supervisor's `go`")
+    p.add_argument("--restart", action="store_true", help="recover from disk and register")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--commit", default="unknown")
+    p.add_argument("--run", default="tcp")
+    p.add_argument("--no-trace", dest="trace", action="store_false", help="no trace file")
+    args = p.parse_args(argv)
+    try:
+        trio.run(run_node, args)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""The TCP cluster's supervisor: node processes, in-process clients, a nemesis with signals.
+
+Theory of operation. `run_cluster` picks free ports on 127.0.0.1, spawns the metadata store
+and each broker as `python -m impl.tcp.node` (waiting for each to print `ready`), and fixes the
+run's time 0 a moment after all are ready (the `go` control frame) so that every node starts
+its core together. The producer and the
+consumer run here, as trio tasks over the same `Node` driver, each with its own trace file; a
+seeded workload invokes a write every `write_interval_ms` (with jitter), as the simulator does.
+
+The nemesis (seeded; one fault at a time, as in the simulator):
+- crash: SIGSTOP, a short drain so that peers read what the node had already sent, SIGKILL.
+  The supervisor then appends the `BrokerCrash` line to the dead broker's trace, with the
+  post-crash replica states read back from its data directory by `BrokerStorage` (exactly how
+  the simulator's `_crash` builds them). After the fault length: restart with `--restart`.
+- pause: SIGSTOP, then SIGCONT (a GC pause).
+- partition: the target drops frames to and from everyone, or from the metadata store only
+  (control frames; see node.py), and both ends hear that their connection broke.
+- slow: the target delays its sends by 20-200 ms.
+Faults are `nemesis` lines in `nemesis.ndjson`. `run.json` is the simulator's, with mode `tcp`.
+
+Shutdown: every node is sent `stop` (SIGCONT first if paused); a node that does not exit in
+time is killed. `run_cluster` kills whatever is left on any exit path, Ctrl-C included, and
+nodes exit by themselves if the supervisor dies (they watch their parent).
+
+Left out: messages a node had written to a socket and that the kernel delivers after the
+node's crash line (the drain before SIGKILL makes that rare); messages lost in a socket
+buffer when a connection breaks are not logged as drops (the spec loses messages to and from
+a crashed broker by itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from impl.broker_storage import BrokerStorage
+from impl.config import ClusterConfig
+from impl.protocol.broker import BrokerCore, broker_node
+from impl.protocol.clients import ConsumerCore, ProducerCore
+from impl.sim import header_config, reproduce_command
+from impl.storage import FileDisk
+from impl.tcp.framing import FrameDecoder, encode_frame
+from impl.tcp.node import HOST, SUPERVISOR, Node, wall_ms
+from impl.tcp.tracefile import FileTrace
+from impl.trace import dumps
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class TcpOptions:
+    """A TCP run. Times in milliseconds; `base_port` 0 picks free ports."""
+
+    seed: int = 0
+    duration_ms: int = 60_000
+    nemesis: tuple[str, ...] = ()
+    commit: str = "unknown"
+    base_port: int = 0
+    fault_interval_ms: tuple[int, int] = (2_000, 6_000)
+    fault_length_ms: tuple[int, int] = (500, 4_000)
+    write_interval_ms: int = 50
+    poll_interval_ms: int = 100
+    startup_ms: int = 100
+    crash_drain_ms: int = 30
+    trace: bool = True
+    faults: tuple[tuple[int, str, str, int], ...] = ()  # scripted: (at ms, kind, target, ms)
+
+
+def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
+    if base_port:
+        return {name: base_port + i for i, name in enumerate(names)}
+    sockets = []
+    try:
+        for _ in names:
+            s = socket.socket()
+            s.bind((HOST, 0))
+            sockets.append(s)
+        return {name: s.getsockname()[1] for name, s in zip(names, sockets, strict=True)}
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def node_command(node: str, header_cfg: dict, run_dir: Path, ports: dict, start_ms: int,
+                 seed: int, commit: str, run: str, restart: bool = False,
+                 trace: bool = True) -> list[str]:
+    cmd = [sys.executable, "-m", "impl.tcp.node", "--role", node,
+           "--config", json.dumps(header_cfg, sort_keys=True), "--run-dir", str(run_dir),
+           "--ports", json.dumps(ports, sort_keys=True), "--start-ms", str(start_ms),
+           "--seed", str(seed), "--commit", commit, "--run", run]
+    if restart:
+        cmd.append("--restart")
+    if not trace:
+        cmd.append("--no-trace")
+    return cmd
+
+
+def node_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class Processes:
+    """The node processes of one run; `kill_all` works with or without a trio loop."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.procs: dict[str, trio.Process] = {}
+        self.paused: set[str] = set()
+
+    async def spawn(self, node: str, cmd: list[str], timeout_s: float = 20) -> None:
+        with open(self.run_dir / f"{node}.log", "ab") as err:
+            proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE, stderr=err,
+                                                    env=node_env(), cwd=str(REPO_ROOT))
+        self.procs[node] = proc
+        seen = b""
+        with trio.fail_after(timeout_s):
+            while b"ready\n" not in seen:
+                chunk = await proc.stdout.receive_some(256)
+                if not chunk:
+                    raise RuntimeError(f"{node} exited before it was ready; see "
+                                       f"{self.run_dir / (node + '.log')}")
+                seen += chunk
+        await proc.stdout.aclose()
+
+    def alive(self, node: str) -> bool:
+        proc = self.procs.get(node)
+        return proc is not None and proc.returncode is None
+
+    def signal(self, node: str, sig: int) -> None:
+        if self.alive(node):
+            self.procs[node].send_signal(sig)
+
+    def kill_all(self, grace_s: float = 2.0) -> None:
+        """SIGCONT + SIGTERM, then SIGKILL what is still there; reap everything."""
+        import time
+
+        for node in list(self.procs):
+            self.signal(node, signal.SIGCONT)
+            self.signal(node, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while any(self.alive(n) for n in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for node in list(self.procs):
+            self.signal(node, signal.SIGKILL)
+        for proc in self.procs.values():
+            try:
+                proc._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+async def control(port: int, body: dict, timeout_s: float = 3.0) -> dict | None:
+    """One control frame to a node; its answer, or None if it did not answer in time."""
+    with trio.move_on_after(timeout_s):
+        try:
+            stream = await trio.open_tcp_stream(HOST, port)
+        except OSError:
+            return None
+        async with stream:
+            await stream.send_all(encode_frame({"hello": SUPERVISOR}) + encode_frame(body))
+            decoder = FrameDecoder()
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return None
+                decoder.feed(data)
+                for frame in decoder.frames():
+                    if isinstance(frame, dict):
+                        return frame
+    return None
+
+
+def crash_line(config: ClusterConfig, run_dir: Path, header: dict, node: str,
+               time_ms: int) -> None:
+    """Append `BrokerCrash` to a killed broker's trace, the state read back from its disk."""
+    broker = int(node[1:])
+    storage = BrokerStorage(FileDisk(run_dir / node / "data"), config.partitions,
+                            checkpoint_fsync=False)
+    core = BrokerCore(broker, config, storage.recovered())
+    state = {"replicas": [core.replica_state(r) for r in core.replicas]}
+    torn_bytes = sum(r.torn_bytes for r in storage.reports)
+    storage.disk.close()
+    trace = FileTrace(node, header, run_dir / f"{node}.ndjson", resume=True)
+    trace.event(time_ms, "BrokerCrash", {"broker": broker}, "crashed", state, [], None,
+                {"torn_bytes": torn_bytes})
+    trace.close()
+
+
+class Cluster:
+    """One TCP run (see the module docstring)."""
+
+    def __init__(self, config: ClusterConfig, options: TcpOptions, run_dir: Path):
+        self.config = config
+        self.options = options
+        self.run_dir = run_dir
+        self.brokers = [broker_node(b) for b in range(config.brokers)]
+        self.header_cfg = header_config(config, options)
+        self.run_name = f"seed-{options.seed}"
+        self.header = {"seed": options.seed, "commit": options.commit, "mode": "tcp",
+                       "run": self.run_name, "config": self.header_cfg}
+        self.ports = pick_ports([*self.brokers, "meta", "producer", "consumer"],
+                                options.base_port)
+        self.procs = Processes(run_dir)
+        self.start_ms = 0
+        self.rng = random.Random(options.seed)
+        self.workload_rng = random.Random(f"{options.seed}/workload")
+        self.stats = {"crashes": 0, "pauses": 0, "partitions": 0}
+        self.clients: dict[str, Node] = {}
+        self.nemesis_trace: FileTrace | None = None
+        self.blocked_target: str | None = None
+
+    def now(self) -> int:
+        return wall_ms() - self.start_ms
+
+    def command(self, node: str, restart: bool = False) -> list[str]:
+        o = self.options
+        return node_command(node, self.header_cfg, self.run_dir, self.ports, self.start_ms,
+                            o.seed, o.commit, self.run_name, restart, o.trace)
+
+    async def run(self) -> dict:
+        o = self.options
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in [*self.run_dir.glob("*.ndjson"), *self.run_dir.glob("*.log")]:
+            stale.unlink()
+        for node in ["meta", *self.brokers]:
+            shutil.rmtree(self.run_dir / node, ignore_errors=True)
+        async with trio.open_nursery() as nursery:
+            for node in ["meta", *self.brokers]:
+                nursery.start_soon(self.procs.spawn, node, self.command(node))
+        self.start_ms = wall_ms() + o.startup_ms
+        for node in ["meta", *self.brokers]:
+            answer = await control(self.ports[node], {"ctl": "go", "start_ms": self.start_ms})
+            if answer is None:
+                raise RuntimeError(f"{node} did not answer `go`")
+        self.nemesis_trace = FileTrace("nemesis", self.header, self.run_dir / "nemesis.ndjson",
+                                       enabled=o.trace)
+        producer = ProducerCore(self.config.partitions, self.config.acks,
+                                self.config.request_timeout_ms)
+        consumer = ConsumerCore(self.config.partitions, o.poll_interval_ms,
+                                self.config.request_timeout_ms)
+        for name, core in (("producer", producer), ("consumer", consumer)):
+            trace = FileTrace(name, self.header, self.run_dir / f"{name}.ndjson",
+                              enabled=o.trace)
+            self.clients[name] = Node(name, core, trace, self.ports, self.start_ms)
+        try:
+            async with trio.open_nursery() as nursery:
+                for node in self.clients.values():
+                    node.nursery = nursery
+                    await nursery.start(node.serve)
+                wait_ms = -self.now()
+                if wait_ms > 0:
+                    await trio.sleep(wait_ms / 1000)
+                for node in self.clients.values():
+                    nursery.start_soon(node.timer_loop)
+                nursery.start_soon(self.workload)
+                if o.faults:
+                    nursery.start_soon(self.scripted_faults)
+                elif o.nemesis:
+                    nursery.start_soon(self.nemesis)
+                await trio.sleep(max(0, o.duration_ms - self.now()) / 1000)
+                nursery.cancel_scope.cancel()
+            await self.stop_all()
+        finally:
+            for node in self.clients.values():
+                node.trace.close()
+            self.nemesis_trace.close()
+        return self.summary(producer, consumer)
+
+    async def stop_all(self) -> None:
+        for node in list(self.procs.procs):
+            self.procs.signal(node, signal.SIGCONT)
+
+        async def stop(node: str) -> None:
+            if not self.procs.alive(node):
+                return
+            await control(self.ports[node], {"ctl": "stop"})
+            with trio.move_on_after(5):
+                await self.procs.procs[node].wait()
+
+        async with trio.open_nursery() as nursery:
+            for node in list(self.procs.procs):
+                nursery.start_soon(stop, node)
+
+    # Workload and nemesis ------------------------------------------------------------------------
+
+    async def workload(self) -> None:
+        producer = self.clients["producer"]
+        interval = self.options.write_interval_ms
+        value = 1
+        next_at = interval
+        while True:
+            await trio.sleep(max(0, next_at - self.now()) / 1000)
+            producer.handle(lambda core, now, v=value: core.invoke(now, v))
+            producer.trace.flush()
+            value += 1
+            next_at = self.now() + interval // 2 + self.workload_rng.randint(0, interval)
+
+    def nemesis_line(self, f: str, target: str, **extra) -> None:
+        self.nemesis_trace.other({"kind": "nemesis", "time_ms": self.now(), "f": f,
+                                  "target": target, **extra})
+        self.nemesis_trace.flush()
+
+    async def nemesis(self) -> None:
+        o = self.options
+        while True:
+            await trio.sleep(self.rng.randint(*o.fault_interval_ms) / 1000)
+            kind = self.rng.choice(o.nemesis)
+            target = self.rng.choice(self.brokers)
+            length = self.rng.randint(*o.fault_length_ms)
+            with trio.CancelScope(shield=True):
+                heal = await self.inject(kind, target)  # a crash is not left half done
+            await trio.sleep(length / 1000)
+            await heal()
+
+    async def scripted_faults(self) -> None:
+        """`TcpOptions.faults` in order, instead of the seeded nemesis (for tests)."""
+        for at_ms, kind, target, length in self.options.faults:
+            await trio.sleep(max(0, at_ms - self.now()) / 1000)
+            with trio.CancelScope(shield=True):
+                heal = await self.inject(kind, target)
+            await trio.sleep(length / 1000)
+            await heal()
+
+    async def inject(self, kind: str, target: str):
+        """Start a fault; return the coroutine function that ends it."""
+        others = [n for n in [*self.brokers, "meta", "producer", "consumer"] if n != target]
+
+        async def nothing() -> None:
+            return None
+
+        if kind == "crash":
+            self.stats["crashes"] += 1
+            self.procs.signal(target, signal.SIGSTOP)
+            await trio.sleep(self.options.crash_drain_ms / 1000)
+            time_ms = self.now()
+            self.nemesis_trace.other({"kind": "nemesis", "time_ms": time_ms, "f": "crash",
+                                      "target": target})
+            self.nemesis_trace.flush()
+            await trio.sleep(0.002)  # peers' reactions sort after the crash line
+            self.procs.signal(target, signal.SIGKILL)
+            await self.procs.procs[target].wait()
+            if self.options.trace:
+                crash_line(self.config, self.run_dir, self.header, target, time_ms)
+
+            async def restart() -> None:
+                self.nemesis_line("restart", target)
+                await self.procs.spawn(target, self.command(target, restart=True))
+            return restart
+        if kind == "pause":
+            self.stats["pauses"] += 1
+            self.nemesis_line("pause", target)
+            self.procs.signal(target, signal.SIGSTOP)
+
+            async def resume() -> None:
+                self.nemesis_line("resume", target)
+                self.procs.signal(target, signal.SIGCONT)
+            return resume
+        if kind == "partition":
+            self.stats["partitions"] += 1
+            cut_from = others if self.rng.random() < 0.5 else ["meta"]
+            groups = [[target], sorted(others)]
+            if cut_from == ["meta"]:
+                groups = [[target, *sorted(n for n in others if n != "meta")], ["meta"]]
+            self.nemesis_line("partition", target, groups=groups)
+            await control(self.ports[target], {"ctl": "block", "peers": cut_from})
+            for peer in cut_from:
+                if peer in self.clients:
+                    self.clients[peer].disconnected(target)
+                    self.clients[peer].trace.flush()
+                else:
+                    await control(self.ports[peer], {"ctl": "disconnected", "peer": target})
+
+            async def heal() -> None:
+                self.nemesis_line("heal", target)
+                await control(self.ports[target], {"ctl": "unblock"})
+            return heal
+        if kind == "slow":
+            delay = self.rng.randint(20, 200)
+            self.nemesis_line("slow", target, delay_ms=delay)
+            await control(self.ports[target], {"ctl": "slow", "delay_ms": delay})
+
+            async def fast() -> None:
+                self.nemesis_line("heal", target)
+                await control(self.ports[target], {"ctl": "slow", "delay_ms": 0})
+            return fast
+        return nothing
+
+    # Results -------------------------------------------------------------------------------------
+
+    def summary(self, producer: ProducerCore, consumer: ConsumerCore) -> dict:
+        counts = {"elections": 0, "isr_shrinks": 0, "isr_expands": 0, "dropped_messages": 0,
+                  "events": 0}
+        leaders: dict[str, int] = {str(p): self.config.assignment(p)[0]
+                                   for p in range(self.config.partitions)}
+        for path in sorted(self.run_dir.glob("*.ndjson")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                body = json.loads(line)
+                if body.get("kind") != "event":
+                    continue
+                action = body["action"]
+                if action == "NetworkDrop":
+                    counts["dropped_messages"] += 1
+                    continue
+                if action == "BrokerCrash":
+                    continue
+                counts["events"] += 1
+                if action in ("ControllerElectLeader", "ControllerElectPreferredLeader"):
+                    counts["elections"] += 1
+                elif action == "ControllerHandleBrokerFailure" and "leader=" in body["outcome"]:
+                    counts["elections"] += body["outcome"].count("leader=")
+                elif action == "LeaderShrinkIsr":
+                    counts["isr_shrinks"] += 1
+                elif action == "LeaderExpandIsr":
+                    counts["isr_expands"] += 1
+                if body["node"] == "meta":
+                    for ps in (body.get("state") or {}).get("partitions", ()):
+                        leaders[str(ps["partition"])] = ps["leader"]
+        meta_final = self._final("meta")
+        if meta_final:
+            leaders = meta_final["leaders"]
+        final_logs = {}
+        for p, leader in leaders.items():
+            view = self._final(broker_node(leader)) if leader >= 0 else None
+            if view and p in view["partitions"]:
+                final_logs[p] = view["partitions"][p]["committed"]
+        summary = {
+            **counts, **self.stats,
+            "duration_ms": self.options.duration_ms,
+            "leaders": leaders,
+            "writes_acked": producer.stats["ok"],
+            "writes_failed": producer.stats["fail"],
+            "writes_unknown": producer.stats["info"],
+            "reads": consumer.reads,
+            "unclean_elections": meta_final.get("unclean_elections", 0) if meta_final else 0,
+        }
+        command = reproduce_command(self.config, self.options).replace(
+            "isrlab cluster sim", "isrlab cluster tcp", 1)
+        run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
+                    "commit": self.options.commit, "config": self.header_cfg,
+                    "summary": summary, "final_logs": final_logs, "command": command}
+        (self.run_dir / "run.json").write_text(dumps(run_json) + "\n", encoding="utf-8")
+        return summary
+
+    def _final(self, node: str) -> dict | None:
+        path = self.run_dir / node / "final.json"
+        if not self.procs.procs.get(node) or not path.is_file():
+            return None
+        if self.procs.procs[node].returncode != 0:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_cluster(config: ClusterConfig, options: TcpOptions, out_dir: Path | str) -> dict:
+    """Run the cluster for `options.duration_ms` and write the run directory; the summary has
+    the simulator's keys. No node process outlives this call, however it ends."""
+    cluster = Cluster(config, options, Path(out_dir))
+    try:
+        return trio.run(cluster.run)
+    finally:
+        cluster.procs.kill_all()

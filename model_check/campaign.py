@@ -1,0 +1,190 @@
+"""Fault campaigns: many simulator runs, each replayed against the spec and history-checked.
+
+Theory of operation. Run i uses seed S + i. A worker process simulates the run (traces stay in
+memory), replays them through `model_check.replay`, and checks the client history with
+`model_check.history`, excusing the writes the spec's ghost state says Kafka's guarantee gives
+up (every in-sync replica lost them in crashes). A run fails on a divergence, an unreadable
+trace, or, for a configuration that promises durability, any anomaly. Failing runs' traces are
+written to `OUT/run-<seed>/` with `result.json` (replay and history verdicts) and `run.json`
+(seed, config and the command that reproduces the run); `keep="all"` writes every run (a corpus
+for `isrlab analyze`). Runs go in parallel over worker processes; results are reported in seed
+order, so the summary does not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from impl.config import ClusterConfig
+from impl.sim import SimOptions, simulate
+from model_check.history import HistoryError, check_history
+from model_check.replay import TraceError, format_result, load_texts, replay_run
+
+ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
+                 "inconsistent_offset")
+
+
+def promises_durability(config: ClusterConfig) -> bool:
+    """Kafka's guarantee applies: acks=all, min ISR >= 2, clean election, a fixed variant."""
+    return (config.acks == "all" and config.min_insync_replicas >= 2
+            and not config.unclean_leader_election_enable
+            and config.variant in ("kip-320", "current"))
+
+
+@dataclass
+class RunOutcome:
+    seed: int
+    events: int
+    acked: int
+    verdict: str  # accepted | divergence | unreadable
+    anomalies: dict[str, int]
+    excused: int
+    sim_seconds: float
+    replay_seconds: float
+    failed: bool
+    report: str = ""
+    result: dict = field(default_factory=dict)
+
+
+def final_logs(result) -> dict[int, list[int]]:
+    return {int(p): [v for _, v in log] for p, log in result.final_logs.items()}
+
+
+def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: str) -> RunOutcome:
+    t0 = time.perf_counter()
+    sim = simulate(config, options)
+    t1 = time.perf_counter()
+    history_lines = [json.loads(line) for node in ("producer", "consumer")
+                     for line in sim.traces.get(node, "").splitlines()
+                     if '"kind":"history"' in line]
+    try:
+        replay = replay_run(load_texts(sim.traces, sim.run_json()))
+        verdict = replay.verdict
+        report = format_result(replay) if verdict != "accepted" else ""
+        replay_json = replay.to_json()
+        excused = set(replay.excused_values)
+    except TraceError as error:
+        verdict, report, replay_json, excused = "unreadable", str(error), {}, set()
+    t2 = time.perf_counter()
+    try:
+        history = check_history(history_lines, final_logs(sim))
+        anomalies = [a for a in history.anomalies
+                     if not (a.kind == "lost_write" and set(a.values) <= excused)]
+        counts = Counter(a.kind for a in anomalies)
+        history_json = history.to_json()
+        history_json["anomalies"] = dict(counts)
+        history_json["details"] = [d for d in history_json.get("details", [])
+                                   if not (d.get("kind") == "lost_write"
+                                           and set(d.get("values", ())) <= excused)]
+        acked = sum(history.acked.values())
+    except HistoryError as error:
+        counts, history_json, acked = Counter({"malformed_history": 1}), {"error": str(error)}, 0
+        anomalies = []
+    failed = verdict != "accepted" or (promises_durability(config) and bool(counts))
+    if counts and not report:
+        report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    result = {"seed": options.seed, "replay": replay_json, "history": history_json,
+              "failed": failed, "excused_values": sorted(excused)}
+    if out is not None and (keep == "all" or (keep == "failing" and failed)):
+        directory = out / f"run-{options.seed}"
+        sim.write(directory)
+        (directory / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+    return RunOutcome(options.seed, sim.summary["events"], acked, verdict, dict(counts),
+                      len(excused), t1 - t0, t2 - t1, failed, report, result)
+
+
+def _worker(job: tuple) -> RunOutcome:
+    return run_one(*job)
+
+
+@dataclass
+class CampaignResult:
+    outcomes: list[RunOutcome]
+    seconds: float
+    config: ClusterConfig
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.failed]
+
+    def summary(self) -> dict:
+        anomalies: Counter = Counter()
+        for o in self.outcomes:
+            anomalies.update(o.anomalies)
+        events = sum(o.events for o in self.outcomes)
+        replay = sum(o.replay_seconds for o in self.outcomes)
+        return {
+            "runs": len(self.outcomes),
+            "events": events,
+            "acked_writes": sum(o.acked for o in self.outcomes),
+            "divergences": sum(o.verdict == "divergence" for o in self.outcomes),
+            "unreadable": sum(o.verdict == "unreadable" for o in self.outcomes),
+            "anomalies": {k: anomalies.get(k, 0) for k in ANOMALY_KINDS},
+            "excused_writes": sum(o.excused for o in self.outcomes),
+            "failed_runs": [o.seed for o in self.failed],
+            "seconds": round(self.seconds, 2),
+            "replay_events_per_second": round(events / replay) if replay else None,
+            "promises_durability": promises_durability(self.config),
+        }
+
+
+def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Path | None,
+                 keep: str = "failing", workers: int | None = None, progress=None,
+                 stop_at_first_failure: bool = False) -> CampaignResult:
+    """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring."""
+    from dataclasses import replace
+
+    started = time.perf_counter()
+    jobs = [(config, replace(options, seed=options.seed + i), out, keep) for i in range(runs)]
+    workers = max(1, min(workers or os.cpu_count() or 1, runs))
+    outcomes: list[RunOutcome] = []
+    if workers == 1:
+        for job in jobs:
+            outcomes.append(run_one(*job))
+            if progress:
+                progress(outcomes[-1], len(outcomes), runs)
+            if stop_at_first_failure and outcomes[-1].failed:
+                break
+    else:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for outcome in pool.imap_unordered(_worker, jobs):
+                outcomes.append(outcome)
+                if progress:
+                    progress(outcome, len(outcomes), runs)
+                if stop_at_first_failure and outcome.failed:
+                    pool.terminate()
+                    break
+    outcomes.sort(key=lambda o: o.seed)
+    return CampaignResult(outcomes, time.perf_counter() - started, config)
+
+
+def format_summary(result: CampaignResult) -> str:
+    s = result.summary()
+    rows = [
+        ("runs", s["runs"]), ("events", s["events"]), ("acked writes", s["acked_writes"]),
+        ("divergences", s["divergences"]), ("unreadable traces", s["unreadable"]),
+        *((f"anomalies: {k}", v) for k, v in s["anomalies"].items()),
+        ("excused writes (every ISR replica crashed)", s["excused_writes"]),
+        ("failed runs", len(s["failed_runs"])),
+        ("wall time (s)", s["seconds"]),
+        ("replay events/s (per core)", s["replay_events_per_second"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    for o in result.failed[:5]:
+        lines.append(f"  FAILED seed {o.seed}: {o.report.splitlines()[0] if o.report else ''}")
+    return "\n".join(lines)
+
+
+def tty_progress(outcome: RunOutcome, done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        mark = "x" if outcome.failed else "."
+        print(f"\r  {done}/{total} runs {mark}", end="" if done < total else "\n",
+              file=sys.stderr, flush=True)

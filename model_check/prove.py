@@ -1,0 +1,327 @@
+"""Bounded model checking and inductive proofs over the Z3 encoding (`model_check.symbolic`).
+
+Theory of operation.
+- BMC unrolls the transition relation from the initial state one step at a time and, at each
+  depth d = 0..K, asks Z3 for a state at depth d that violates one of the chosen invariants.
+  Depths are tried in order, so the first violation found is a shortest one. Its model is
+  decoded into the explorer's trace format (`{action, args, state}` per step) and replayed
+  through `spec.step`, which must produce the same states: a trace that does not replay is an
+  encoding bug and raises. BMC runs in bounded mode (the config's `max.*` guards apply) so
+  that every trace is a run of the spec under that config.
+- Induction checks, for the conjunction Inv of the chosen invariants and lemmas, that
+  Init => Inv and, one query per action instance, Inv /\\ T => Inv' (in unbounded mode: no
+  exploration bound, so the proof covers every offset and epoch). A failing query gives a
+  counterexample to induction (CTI): pre-state, action, post-state.
+- A CTI is classified: `reachable` when BMC (bounded mode, the same config) finds a run
+  that violates the invariant within `classify_depth` steps (the invariant is simply false,
+  and that run's last step is reported as a CTI whose pre-state is reachable), else
+  `unreachable`: within that depth no reachable state violates it, so the CTI's pre-state is
+  not reachable there and the invariant needs strengthening. The second verdict is bounded
+  evidence, and the output says so.
+
+Every query is timed; results are frozen dataclasses that `to_json` turns into the `--json`
+object of `isrlab prove`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from model_check import symbolic as sym
+from model_check.model import state_to_json
+from spec import Config, initial_state, step
+from spec.actions import ACTIONS_BY_NAME
+from spec.invariants import INVARIANTS
+from spec.state import Cluster
+
+
+class ReplayMismatch(AssertionError):
+    """A decoded trace does not replay through spec.step: the encoding and the spec differ."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One solver call: what was asked, what Z3 answered, how long it took."""
+
+    name: str
+    answer: str  # sat | unsat | unknown
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Step:
+    """One trace entry: the action (None for the initial state), its arguments, the state."""
+
+    action: str | None
+    args: dict
+    state: Cluster
+
+
+@dataclass(frozen=True)
+class Cti:
+    """A counterexample to induction and its classification."""
+
+    action: str
+    args: dict
+    pre: Cluster
+    post: Cluster
+    violated: tuple[str, ...]  # which of the invariants the post-state breaks
+    classification: str = "unclassified"  # reachable | unreachable
+    evidence: str = ""
+    trace: tuple[Step, ...] = ()  # for `reachable`: a run from the initial state
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of `isrlab prove`: proved | violation | cti | unknown."""
+
+    result: str
+    mode: str  # bmc | induction
+    invariants: tuple[str, ...]
+    queries: tuple[Query, ...] = ()
+    depth: int | None = None
+    invariant: str | None = None  # the violated invariant (BMC)
+    trace: tuple[Step, ...] = ()
+    cti: Cti | None = None
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _check(solver: z3.Solver, name: str, queries: list[Query]) -> z3.CheckSatResult:
+    start = time.perf_counter()
+    answer = solver.check()
+    queries.append(Query(name, str(answer), time.perf_counter() - start))
+    return answer
+
+
+# ------------------------------------------------------------------------------------------
+# BMC
+
+
+def _step_relation(shape: sym.Shape, table, pre: sym.SState, post: sym.SState,
+                   a: sym.StepArgs, selector: z3.ArithRef) -> z3.BoolRef:
+    """T(pre, post) for any action: `selector` picks the instance.
+
+    Built per field: post.f == If(selector == i, succ_i.f, ...) over the instances that change
+    f, else pre.f. Far smaller than a disjunction of whole-state equations.
+    """
+    guards = []
+    leaves_pre = sym._leaves(pre)
+    chains = list(leaves_pre)
+    for i, inst in enumerate(table):
+        guard, succ = inst.build(shape, pre, a)
+        guards.append(z3.And(selector == i, guard))
+        for j, leaf in enumerate(sym._leaves(succ)):
+            leaf = sym._z(leaf)
+            if not leaf.eq(leaves_pre[j]):
+                chains[j] = z3.If(selector == i, leaf, chains[j])
+    frame = [sym._z(p) == c for p, c in zip(sym._leaves(post), chains, strict=True)]
+    return z3.And(z3.Or(guards), *frame)
+
+
+def _violation_any(shape: sym.Shape, names, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([sym.VIOLATIONS[n](shape, s, w) for n in names])
+
+
+def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outcome:
+    """Search for an invariant violation within `depth` steps (shortest first)."""
+    names = tuple(invariants or INVARIANTS)
+    shape = sym.make_shape(config, bounded=True)
+    table = sym.action_table(shape)
+    start = time.perf_counter()
+    queries: list[Query] = []
+    solver = z3.Solver()
+    states = [sym.fresh_state(shape, "s0.")]
+    solver.add(sym.initial(shape, states[0]))
+    selectors, args = [], []
+    for d in range(depth + 1):
+        w = z3.Int(f"w{d}")
+        solver.push()
+        solver.add(_violation_any(shape, names, states[d], w))
+        answer = _check(solver, f"depth {d}", queries)
+        if answer == z3.sat:
+            model = solver.model()
+            trace = _decode_trace(shape, table, model, states, selectors, args)
+            replayed = replay(config, trace)
+            violated = [n for n in names if INVARIANTS[n](config, replayed[-1].state)]
+            solver.pop()
+            return Outcome("violation", "bmc", names, tuple(queries), d,
+                           violated[0] if violated else None, tuple(replayed),
+                           seconds=time.perf_counter() - start)
+        solver.pop()
+        if answer == z3.unknown:
+            return Outcome("unknown", "bmc", names, tuple(queries), d,
+                           seconds=time.perf_counter() - start,
+                           notes=(f"solver: {solver.reason_unknown()}",))
+        if d == depth:
+            break
+        nxt = sym.fresh_state(shape, f"s{d + 1}.")
+        a = sym.fresh_args(shape, f"a{d}.")
+        sel = z3.Int(f"act{d}")
+        solver.add(_step_relation(shape, table, states[d], nxt, a, sel))
+        states.append(nxt)
+        selectors.append(sel)
+        args.append(a)
+    return Outcome("proved", "bmc", names, tuple(queries), depth,
+                   seconds=time.perf_counter() - start,
+                   notes=(f"no violation within {depth} steps",))
+
+
+def _decode_trace(shape, table, model, states, selectors, args) -> list[Step]:
+    out = [Step(None, {}, sym.decode(shape, model, states[0]))]
+    for d, sel in enumerate(selectors):
+        inst = table[model.eval(sel, model_completion=True).as_long()]
+        out.append(Step(inst.name, sym.spec_args(inst, model, args[d]),
+                        sym.decode(shape, model, states[d + 1])))
+    return out
+
+
+def replay(config: Config, trace: list[Step]) -> list[Step]:
+    """Fold spec.step over the trace's actions; every state must equal the decoded one.
+
+    Returns the trace with the spec's own states (equal to the decoded ones)."""
+    state = initial_state(config)
+    if trace[0].state != state:
+        raise ReplayMismatch("decoded initial state differs from spec.initial_state")
+    out = [Step(None, {}, state)]
+    for number, item in enumerate(trace[1:], start=1):
+        state = step(config, state, ACTIONS_BY_NAME[item.action](**item.args))
+        if state != item.state:
+            raise ReplayMismatch(f"step {number} ({item.action} {item.args}): the spec's "
+                                 f"state differs from the decoded one")
+        out.append(Step(item.action, item.args, state))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Induction
+
+
+def induction(config: Config, invariants: list[str], lemmas: list[str] | None = None,
+              classify: bool = True, classify_depth: int = 14,
+              cache_slots: int = 3, timeout_ms: int = 60_000) -> Outcome:
+    """Init => Inv and Inv /\\ T => Inv' for Inv = invariants + lemmas (unbounded mode).
+
+    The goal is the invariants and lemmas together (a lemma must itself be inductive relative
+    to the rest). The first failing query gives the CTI.
+    """
+    from model_check.symbolic_lemmas import LEMMAS
+
+    lemmas = list(lemmas or [])
+    goal = list(invariants) + lemmas
+    table_inv = {**sym.VIOLATIONS, **LEMMAS}
+    shape = sym.make_shape(config, bounded=False, cache_slots=cache_slots)
+    table = sym.action_table(shape)
+    start = time.perf_counter()
+    queries: list[Query] = []
+
+    def inv(s: sym.SState) -> list[z3.BoolRef]:
+        return [sym.holds(shape, n, s, table_inv) for n in goal]
+
+    def broken(s: sym.SState, w) -> z3.BoolRef:
+        return z3.Or([table_inv[n](shape, s, w) for n in goal])
+
+    pre, post = sym.fresh_state(shape, "pre."), sym.fresh_state(shape, "post.")
+    a = sym.fresh_args(shape, "a.")
+    w = z3.Int("cti_w")
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(sym.initial(shape, pre), broken(pre, w))
+    answer = _check(solver, "initiation", queries)
+    if answer != z3.unsat:
+        return Outcome("unknown" if answer == z3.unknown else "violation", "induction",
+                       tuple(goal), tuple(queries), seconds=time.perf_counter() - start,
+                       notes=("the initial state breaks the invariant",))
+    for inst in table:
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*inv(pre), sym.relation(shape, inst, pre, post, a), broken(post, w))
+        label = f"{inst.name}{list(inst.brokers)}"
+        answer = _check(solver, label, queries)
+        if answer == z3.unsat:
+            continue
+        if answer == z3.unknown:
+            return Outcome("unknown", "induction", tuple(goal), tuple(queries),
+                           seconds=time.perf_counter() - start,
+                           notes=(f"{label}: solver {solver.reason_unknown()}",))
+        model = solver.model()
+        cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
+        if classify:
+            cti = classify_cti(config, cti, invariants, classify_depth, queries)
+        return Outcome("cti", "induction", tuple(goal), tuple(queries), cti=cti,
+                       seconds=time.perf_counter() - start)
+    return Outcome("proved", "induction", tuple(goal), tuple(queries),
+                   seconds=time.perf_counter() - start,
+                   notes=(f"inductive for every action, {config.brokers} brokers, "
+                          f"unbounded offsets and epochs, epoch caches of <= {cache_slots} "
+                          "entries",))
+
+
+def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:
+    violated = tuple(n for n in goal if z3.is_true(model.eval(
+        table_inv[n](shape, post, w), model_completion=True)))
+    try:
+        pre_c, post_c = sym.decode(shape, model, pre), sym.decode(shape, model, post)
+    except sym.NotRepresentable as error:
+        raise sym.NotRepresentable(f"CTI for {inst.name} not decodable: {error}") from None
+    return Cti(inst.name, sym.spec_args(inst, model, a), pre_c, post_c, violated)
+
+
+def classify_cti(config: Config, cti: Cti, invariants: list[str], depth: int,
+                 queries: list[Query]) -> Cti:
+    """Reachable (a real violation, with a run) or unreachable (within `depth` steps)."""
+    names = [n for n in invariants if n in INVARIANTS]
+    found = bmc(config, depth, names) if names else None
+    if found is not None:
+        queries.extend(Query(f"classify {q.name}", q.answer, q.seconds) for q in found.queries)
+    if found is not None and found.result == "violation":
+        last, before = found.trace[-1], found.trace[-2]
+        return Cti(last.action, last.args, before.state, last.state, (found.invariant,),
+                   "reachable", f"BMC reaches a violation of {found.invariant} in "
+                   f"{found.depth} steps; the CTI shown is that run's last step",
+                   found.trace)
+    return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unreachable",
+               f"no state reachable within {depth} steps (BMC, bounds of the config) violates "
+               f"{', '.join(names)}: the pre-state is not reachable there; strengthen the "
+               "invariant")
+
+
+# ------------------------------------------------------------------------------------------
+# JSON
+
+
+def _step_json(s: Step) -> dict[str, Any]:
+    return {"action": s.action, "args": s.args, "state": state_to_json(s.state)}
+
+
+def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
+    """The `--json` object of `isrlab prove` (sorted keys when printed)."""
+    out: dict[str, Any] = {
+        "result": outcome.result,
+        "mode": outcome.mode,
+        "variant": config.variant.name,
+        "config": config.to_properties(),
+        "invariants": list(outcome.invariants),
+        "seconds": round(outcome.seconds, 3),
+        "queries": [{"name": q.name, "answer": q.answer, "seconds": round(q.seconds, 4)}
+                    for q in outcome.queries],
+        "notes": list(outcome.notes),
+    }
+    if outcome.depth is not None:
+        out["depth"] = outcome.depth
+    if outcome.result == "violation" and outcome.trace:
+        out["violation"] = {"invariant": outcome.invariant,
+                            "trace": [_step_json(s) for s in outcome.trace]}
+    if outcome.cti is not None:
+        c = outcome.cti
+        out["cti"] = {
+            "action": c.action, "args": c.args, "pre": state_to_json(c.pre),
+            "post": state_to_json(c.post), "violated": list(c.violated),
+            "classification": c.classification, "evidence": c.evidence,
+            "trace": [_step_json(s) for s in c.trace],
+        }
+    return out

@@ -1,0 +1,231 @@
+"""The TCP cluster: framing error paths, real processes whose traces the spec replays, a leader
+killed with SIGKILL, a malformed frame that a broker survives, and no orphan processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from impl.config import ClusterConfig
+from impl.protocol.messages import Produce, ProduceResponse, WireError
+from impl.tcp import TcpOptions, run_cluster
+from impl.tcp.framing import (
+    LENGTH,
+    MAX_FRAME_BYTES,
+    BadFrame,
+    FrameDecoder,
+    FrameTooLarge,
+    decode_message,
+    encode_frame,
+    encode_message,
+)
+from impl.tcp.supervisor import Processes, control, node_command, pick_ports
+from model_check.history import check_history, load_history
+from model_check.replay import format_result, replay_paths
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _raw(payload: bytes) -> bytes:
+    return LENGTH.pack(len(payload)) + payload
+
+
+# Framing ---------------------------------------------------------------------------------------
+
+
+def test_frames_round_trip_byte_by_byte():
+    message = Produce(0, (1, 2), (b"ab", b""), "all")
+    stream = encode_frame({"hello": "producer"}) + encode_message("producer", "producer:m1", 7,
+                                                                  message)
+    decoder = FrameDecoder()
+    frames = []
+    for i in range(len(stream)):
+        decoder.feed(stream[i:i + 1])
+        frames += decoder.frames()
+    assert frames[0] == {"hello": "producer"}
+    assert decode_message(frames[1]) == ("producer", "producer:m1", 7, message)
+
+
+def test_bad_frames_are_reported_and_the_stream_goes_on():
+    decoder = FrameDecoder()
+    decoder.feed(_raw(b"not json") + _raw(b"[1, 2]") + _raw(b"\xff\xfe")
+                 + _raw(b'{"src": "x", "mid": "x:m1", "msg": {"type": "Nope"}}')
+                 + encode_frame({"hello": "b1"}))
+    frames = decoder.frames()
+    assert [type(f).__name__ for f in frames] == ["BadFrame", "BadFrame", "BadFrame", "dict",
+                                                  "dict"]
+    assert frames[0] == BadFrame("frame is not JSON (Expecting value)")
+    assert frames[1] == BadFrame("frame is not a JSON object")
+    assert frames[2] == BadFrame("frame is not UTF-8")
+    with pytest.raises(WireError, match="unknown message type 'Nope'"):
+        decode_message(frames[3])
+    with pytest.raises(WireError, match="'src'"):
+        decode_message({"mid": "m", "msg": {}})
+    bad_field = {"src": "p", "mid": "p:m1", "msg": {"type": "Produce", "partition": "zero",
+                                                    "values": [], "payloads": [], "acks": "1"}}
+    with pytest.raises(WireError, match="Produce.partition: expected an integer"):
+        decode_message(bad_field)
+    assert frames[4] == {"hello": "b1"}
+
+
+def test_an_oversized_length_is_refused_before_its_body_arrives():
+    decoder = FrameDecoder()
+    decoder.feed(LENGTH.pack(MAX_FRAME_BYTES + 1) + b"{")
+    with pytest.raises(FrameTooLarge, match="exceeds"):
+        decoder.frames()
+    with pytest.raises(ValueError, match="cap"):
+        encode_frame({"x": "y" * MAX_FRAME_BYTES})
+
+
+# Clusters --------------------------------------------------------------------------------------
+
+
+def _committed(run_dir: Path) -> dict[int, list[int]]:
+    final_logs = json.loads((run_dir / "run.json").read_text())["final_logs"]
+    return {int(p): [v for _, v in log] for p, log in final_logs.items()}
+
+
+def _events(path: Path) -> list[dict]:
+    return [b for b in map(json.loads, path.read_text().splitlines()) if b["kind"] == "event"]
+
+
+def test_a_cluster_without_faults_replays(tmp_path):
+    summary = run_cluster(ClusterConfig(), TcpOptions(seed=5, duration_ms=2_500), tmp_path)
+    assert summary["writes_acked"] > 10 and summary["reads"] > 0
+    assert summary["leaders"] == {"0": 0}
+    result = replay_paths([tmp_path])
+    assert result.verdict == "accepted", format_result(result)
+    history = check_history(load_history([tmp_path]), _committed(tmp_path))
+    assert history.clean, history.to_json()
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["mode"] == "tcp" and run["command"].startswith("isrlab cluster tcp --seed 5")
+
+
+def test_the_leader_killed_with_sigkill_is_replaced_and_rejoins(tmp_path):
+    options = TcpOptions(seed=6, duration_ms=7_000, faults=((1_500, "crash", "b0", 1_500),))
+    summary = run_cluster(ClusterConfig(), options, tmp_path)
+    assert summary["crashes"] == 1
+    meta = _events(tmp_path / "meta.ndjson")
+    failure = next(e for e in meta if e["action"] == "ControllerHandleBrokerFailure")
+    assert failure["args"] == {"broker": 0} and "leader=1" in failure["outcome"]
+    crash = next(e for e in _events(tmp_path / "b0.ndjson") if e["action"] == "BrokerCrash")
+    restart = next(e for e in meta if e["action"] == "BrokerRestart")
+    assert restart["args"] == {"broker": 0} and restart["time_ms"] > crash["time_ms"]
+    rejoined = [e for e in meta if e["action"] == "LeaderExpandIsr"
+                and e["args"]["follower"] == 0 and e["time_ms"] > restart["time_ms"]]
+    assert rejoined, "the old leader never rejoined the ISR"
+    # It came back as a follower of the new leader, then caught up (its unflushed log was
+    # lost with the process, so it fetched everything again).
+    b0 = _events(tmp_path / "b0.ndjson")
+    after = [e for e in b0 if e["seq"] > crash["seq"]]
+    assert after[0]["action"] == "BecomeFollower" and after[0]["state"]["leader"] == 1
+    assert summary["writes_acked"] > 20
+    history = check_history(load_history([tmp_path]), _committed(tmp_path))
+    assert history.clean, history.to_json()
+    assert history.acked["all"] == summary["writes_acked"]
+    result = replay_paths([tmp_path])
+    assert result.verdict == "accepted", format_result(result)
+
+
+def test_a_malformed_frame_gets_an_error_and_the_broker_keeps_serving(tmp_path):
+    config = ClusterConfig(brokers=1, min_insync_replicas=1)
+    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
+    ports = pick_ports(["b0", "meta", "producer"])
+    procs = Processes(tmp_path)
+
+    async def scenario() -> None:
+        await procs.spawn("b0", node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test",
+                                             "t"))
+        assert await control(ports["b0"], {"ctl": "go", "start_ms": time.time_ns() // 10**6})
+        listener = (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
+        with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
+            bad.sendall(_raw(b"{oops") + _raw(b'{"src":"p","mid":"p:1","msg":{"type":"X"}}'))
+            decoder = FrameDecoder()
+            errors: list = []
+            while len(errors) < 2:
+                decoder.feed(await trio.to_thread.run_sync(bad.recv, 65536))
+                errors += decoder.frames()
+            assert errors == [{"error": "frame is not JSON (Expecting property name enclosed "
+                                        "in double quotes)"},
+                              {"error": "unknown message type 'X'"}]
+        with socket.create_connection(("127.0.0.1", ports["b0"])) as huge:
+            huge.sendall(LENGTH.pack(1 << 31))
+            reply = await trio.to_thread.run_sync(huge.recv, 65536)
+            assert b"exceeds" in reply
+            assert await trio.to_thread.run_sync(huge.recv, 65536) == b""  # closed
+        # Still serving: a produce gets its answer on the producer's listener.
+        stream = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
+        await stream.send_all(encode_frame({"hello": "producer"}) + encode_message(
+            "producer", "producer:m1", 0, Produce(0, (41,), (b"x",), "1")))
+        inbound = await listener.accept()
+        decoder = FrameDecoder()
+        frames: list = []
+        with trio.fail_after(5):
+            while len(frames) < 2:
+                decoder.feed(await inbound.receive_some(65536))
+                frames += decoder.frames()
+        assert frames[0] == {"hello": "b0"}
+        assert decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
+        await stream.aclose()
+        await inbound.aclose()
+        await listener.aclose()
+        assert await control(ports["b0"], {"ctl": "stop"})
+        with trio.fail_after(5):
+            await procs.procs["b0"].wait()
+
+    try:
+        trio.run(scenario)
+    finally:
+        procs.kill_all()
+    assert procs.procs["b0"].returncode == 0
+    log = (tmp_path / "b0.log").read_text()
+    assert "bad frame from an unknown peer: frame is not JSON" in log
+    assert "closing a connection" in log
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline and b"impl.tcp.node" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_interrupting_the_supervisor_leaves_no_processes(tmp_path, how):
+    run_dir = tmp_path / "run"
+    script = ("from impl.tcp import TcpOptions, run_cluster\n"
+              "from impl.config import ClusterConfig\n"
+              f"run_cluster(ClusterConfig(), TcpOptions(duration_ms=60_000), {str(run_dir)!r})\n")
+    supervisor = subprocess.Popen([sys.executable, "-c", script], cwd=REPO,
+                                  stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (run_dir / "producer.ndjson").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_processes_mentioning(str(run_dir))) == 4
+        supervisor.send_signal(how)
+        supervisor.wait(timeout=15)
+        deadline = time.monotonic() + 5
+        while _processes_mentioning(str(run_dir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_mentioning(str(run_dir)) == []
+    finally:
+        supervisor.kill()
+        for pid in _processes_mentioning(str(run_dir)):
+            os.kill(pid, signal.SIGKILL)
