@@ -51,7 +51,7 @@ BUGS: dict[str, str] = {
     "election is disabled",
     "false-flush": "the broker reports records flushed that are not (never fsyncs)",
     "no-epoch-cache-on-leader": "a new leader does not record its epoch in the leader-epoch cache",
-    "stale-hw-on-follower": "followers take the leader's HW without capping it at their LEO",
+    "follower-hw-is-leo": "followers set their HW to their own LEO, not the leader's HW",
 }
 
 

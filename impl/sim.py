@@ -13,7 +13,7 @@ the connection broke) or slowed; a crashed node loses what was in flight to and 
 The nemesis: crash (kill -9: the unflushed suffix is lost; restart after a while), pause (a
 GC pause: the node handles nothing, its session may expire), partition (one broker cut off
 from everyone, or from the metadata store only), slow (extra delay on a broker's links).
-One fault at a time, so a majority always stays healthy.
+By default one fault at a time, so a majority always stays healthy (`max_faults` allows more).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from impl.trace import NodeTrace, dumps
 
 NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
 
-_DELIVER, _TIMER, _WRITE, _NEMESIS = range(4)
+_DELIVER, _TIMER, _WRITE, _NEMESIS, _UNREACHABLE = range(5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,7 @@ class SimOptions:
     link_delay_ms: tuple[int, int] = (1, 4)
     fault_interval_ms: tuple[int, int] = (2_000, 6_000)
     fault_length_ms: tuple[int, int] = (500, 4_000)
+    max_faults: int = 1  # faults at once (1: a majority always stays healthy)
     torn_writes: bool = True
     commit: str = "unknown"
     trace: bool = True
@@ -100,6 +101,8 @@ def reproduce_command(config: ClusterConfig, options: SimOptions) -> str:
              f"--min-isr {config.min_insync_replicas}"]
     if options.nemesis:
         parts.append(f"--nemesis {','.join(options.nemesis)}")
+    if options.max_faults != 1:
+        parts.append(f"--faults {options.max_faults}")
     if config.unclean_leader_election_enable:
         parts.append("--unclean")
     if config.log_flush_interval_messages is not None:
@@ -148,7 +151,7 @@ class Simulation:
         self.wake: dict[str, int] = {}
         self.spins: dict[str, int] = {}  # a core whose deadline never moves is a bug: stop
         self.next_value = 1
-        self.fault_active = False
+        self.faulted: set[str] = set()  # brokers under a fault now
         self.stats = {"elections": 0, "isr_shrinks": 0, "isr_expands": 0, "crashes": 0,
                       "pauses": 0, "partitions": 0, "dropped_messages": 0, "events": 0}
         for node in self.cores:
@@ -203,6 +206,10 @@ class Simulation:
                 self._push(self.now + self.options.write_interval_ms // 2 + jitter, _WRITE, None)
             elif kind == _NEMESIS:
                 self._nemesis(data)
+            elif kind == _UNREACHABLE:
+                src, dst = data
+                if hasattr(self.cores[src], "on_disconnected"):
+                    self._input(src, lambda core, dst=dst: core.on_disconnected(self.now, dst))
         return self._result()
 
     def _input(self, node: str, call) -> None:
@@ -251,6 +258,8 @@ class Simulation:
     def _send(self, src: str, dst: str, mid: str, message) -> None:
         if not self.alive.get(dst) or frozenset((src, dst)) in self.cut:
             self._drop(src, dst, mid, message, "unreachable")
+            # As a TCP connect fails: the sender learns the peer is unreachable.
+            self._push(self.now + 1, _UNREACHABLE, (src, dst))
             return
         low, high = self.options.link_delay_ms
         delay = self.rng.randint(low, high) + self.slow.get(src, 0) + self.slow.get(dst, 0)
@@ -294,11 +303,15 @@ class Simulation:
         opts = self.options
         if data is not None:
             self._heal(data)
-            self.fault_active = False
-            self._push(self._between(opts.fault_interval_ms), _NEMESIS, None)
+            self.faulted.discard(data[1])
+            return
+        self._push(self._between(opts.fault_interval_ms), _NEMESIS, None)
+        healthy = [b for b in self.brokers if b not in self.faulted]
+        if len(self.faulted) >= opts.max_faults or not healthy:
             return
         kind = self.rng.choice(opts.nemesis)
-        target = self.rng.choice(self.brokers)
+        target = self.rng.choice(healthy)
+        self.faulted.add(target)
         length = self.rng.randint(*opts.fault_length_ms)
         log = self.traces["nemesis"]
         others = [n for n in self.cores if n != target]
@@ -323,7 +336,7 @@ class Simulation:
                 self.cut.add(frozenset((target, peer)))
             self._break_links(target, cut_from)
         elif kind == "slow":
-            delay = self.rng.randint(20, 200)
+            delay = self.rng.randint(20, 1500)  # up to past replica.lag.time.max.ms
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "slow", "target": target,
                        "delay_ms": delay})
             self.slow[target] = delay

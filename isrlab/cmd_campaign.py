@@ -30,7 +30,8 @@ def _run(args) -> int:
         return 2
     seed = 1 if args.seed is None else args.seed
     nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
-    options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis)
+    options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
+                         max_faults=args.faults)
     out = Path(args.out)
     if not args.json:
         print(f"isrlab campaign: {args.runs} runs, seeds {seed}..{seed + args.runs - 1}, "

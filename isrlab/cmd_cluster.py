@@ -50,6 +50,8 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable")
     p.add_argument("--flush-interval", type=int, default=None, metavar="N",
                    help="log.flush.interval.messages (default: never flush on append)")
+    p.add_argument("--faults", type=int, default=1, metavar="N",
+                   help="faults at once (default 1: a majority stays healthy)")
     p.add_argument("--config", metavar="FILE.properties", help="Kafka-style settings")
     p.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help=f"switch on a seeded implementation bug: {', '.join(BUGS)}")
@@ -149,7 +151,7 @@ def _run(args: argparse.Namespace, usage_error) -> int:
         from impl.sim import SimOptions, simulate
 
         options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
-                             commit=_commit())
+                             commit=_commit(), max_faults=args.faults)
         print(f"isrlab cluster sim: seed {seed}, {config.brokers} brokers, "
               f"{config.partitions} partitions, {args.duration / 1000:g} s simulated, "
               f"nemesis {','.join(args.nemesis) or 'none'}")

@@ -124,6 +124,7 @@ class Replica:
     __slots__ = (
         "partition", "log", "high_watermark", "flushed", "epoch_cache", "leader",
         "leader_epoch", "isr", "partition_epoch", "truncation_pending", "fetch_in_flight",
+        "fetch_to",
         "fetch_at", "remote_leo", "remote_broker_epoch", "caught_up_ms", "hw_sent", "parked",
         "purgatory", "alter", "alter_retry_at", "deferred",
     )
@@ -146,6 +147,7 @@ class Replica:
         # Follower side.
         self.truncation_pending = False
         self.fetch_in_flight = False
+        self.fetch_to = NO_LEADER  # the broker our in-flight fetch went to
         self.fetch_at = NEVER
         # Leader side, indexed by broker id.
         self.remote_leo = [UNKNOWN] * brokers
@@ -194,6 +196,7 @@ class BrokerCore:
         self.heartbeat_at = NEVER
         self.isr_check_at = NEVER
         self.flush_at = NEVER
+        self._late_fetches: list[tuple] = []  # parked fetches to answer after a role change
         recovered = recovered or {}
         self.replicas: list[Replica] = []
         for p in range(config.partitions):
@@ -281,7 +284,7 @@ class BrokerCore:
         """The connection to `peer` broke: what was in flight on it is lost."""
         effects: list = []
         for r in self.replicas:
-            if peer == broker_node(r.leader) and r.fetch_in_flight:
+            if r.fetch_in_flight and peer == broker_node(r.fetch_to):
                 r.fetch_in_flight = False
                 r.fetch_at = now + self.config.replica_fetch_backoff_ms
             if peer == META and r.alter is not None:
@@ -439,11 +442,17 @@ class BrokerCore:
         was_leader = r.leader == self.broker
         r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
             m.leader, m.leader_epoch, tuple(m.isr), m.partition_epoch)
+        # Parked writes were appended and may still commit under the new leader: their outcome
+        # is unknown (Kafka answers NOT_LEADER_OR_FOLLOWER, and a retry duplicates them).
         for _, writes, client, _ in r.purgatory:
             effects.append(Send(client, ProduceResponse(
-                r.partition, tuple((v, o, NOT_LEADER_OR_FOLLOWER) for o, v in writes))))
+                r.partition, tuple((v, o, REQUEST_TIMED_OUT) for o, v in writes))))
         r.purgatory = []
-        r.parked = {}
+        # Parked long polls are answered now: this broker no longer leads.
+        parked, r.parked = r.parked, {}
+        for follower in sorted(parked):
+            _, src, pmid, request = parked[follower]
+            self._late_fetches.append((src, pmid, request))
         if was_leader:
             n = self.config.brokers
             r.remote_leo = [UNKNOWN] * n
@@ -460,6 +469,9 @@ class BrokerCore:
         elif truncation in ("epoch-end", "epoch-end-279") and new_leadership:
             r.truncation_pending = bool(r.log)
         effects.insert(0, self._transition(r, "BecomeFollower", args, outcome, mid))
+        for src, pmid, request in self._late_fetches:
+            effects += self._handle_fetch(r, now, src, pmid, request, parked=True)
+        self._late_fetches = []
         if m.leader not in (NO_LEADER, self.broker) and not r.fetch_in_flight:
             effects += self._send_fetch(r, now)
         return effects
@@ -470,6 +482,7 @@ class BrokerCore:
         if r.leader in (NO_LEADER, self.broker) or r.fetch_in_flight:
             return []
         r.fetch_in_flight = True
+        r.fetch_to = r.leader
         if r.truncation_pending:
             request = OffsetsForLeaderEpoch(r.partition, self.broker, r.latest_cached_epoch(),
                                             r.leader_epoch)
@@ -527,8 +540,7 @@ class BrokerCore:
         else:
             if m.records:
                 effects += self._append(r, list(m.records))
-            hw = m.high_watermark if "stale-hw-on-follower" in self.bugs else min(
-                m.high_watermark, r.leo)
+            hw = r.leo if "follower-hw-is-leo" in self.bugs else min(m.high_watermark, r.leo)
             if hw != r.high_watermark:
                 r.high_watermark = hw
                 effects.append(self._checkpoint(r))

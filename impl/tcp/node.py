@@ -150,7 +150,7 @@ class Node:
     def apply(self, effects: list, now: int) -> None:
         trace = self.trace
         storage = self.storage
-        append: DiskAppend | None = None  # adjacent appends to one partition, merged
+        append: list | None = None  # [partition, start, records]: adjacent appends, merged
         for effect in effects:
             kind = type(effect)
             if kind is Transition:
@@ -171,22 +171,20 @@ class Node:
             elif kind is History:
                 trace.other(effect.body)
             elif kind is DiskAppend:
-                if append is None:
-                    append = effect
-                elif (append.partition == effect.partition
-                      and append.start_offset + len(append.records) == effect.start_offset):
-                    append = DiskAppend(append.partition, append.start_offset,
-                                        append.records + effect.records)
-                else:
-                    storage.apply(append)
-                    append = effect
+                if (append is not None and append[0] == effect.partition
+                        and append[1] + len(append[2]) == effect.start_offset):
+                    append[2].extend(effect.records)
+                    continue
+                if append is not None:
+                    storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
+                append = [effect.partition, effect.start_offset, list(effect.records)]
             elif kind in (DiskFlush, DiskTruncate, DiskCheckpoint):
                 if append is not None:
-                    storage.apply(append)
+                    storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
                     append = None
                 storage.apply(effect)
         if append is not None:
-            storage.apply(append)
+            storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
 
     def reschedule(self) -> None:
         scope = self.timer_scope

@@ -47,7 +47,6 @@ from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
-from impl.sim import header_config, reproduce_command
 from impl.storage import FileDisk
 from impl.tcp.framing import FrameDecoder, encode_frame
 from impl.tcp.node import HOST, SUPERVISOR, Node, wall_ms
@@ -74,6 +73,30 @@ class TcpOptions:
     crash_drain_ms: int = 30
     trace: bool = True
     faults: tuple[tuple[int, str, str, int], ...] = ()  # scripted: (at ms, kind, target, ms)
+
+
+def header_config(config: ClusterConfig, options: TcpOptions) -> dict:
+    """The `config` object of every trace header (the simulator's shape)."""
+    body = config.to_json()
+    body["duration_ms"] = options.duration_ms
+    body["nemesis"] = list(options.nemesis)
+    return body
+
+
+def reproduce_command(config: ClusterConfig, options: TcpOptions) -> str:
+    parts = [f"isrlab cluster tcp --seed {options.seed}", f"--brokers {config.brokers}",
+             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
+             f"--variant {config.variant}", f"--acks {config.acks}",
+             f"--min-isr {config.min_insync_replicas}"]
+    if options.nemesis:
+        parts.append(f"--nemesis {','.join(options.nemesis)}")
+    if config.unclean_leader_election_enable:
+        parts.append("--unclean")
+    if config.log_flush_interval_messages is not None:
+        parts.append(f"--flush-interval {config.log_flush_interval_messages}")
+    for bug in sorted(config.bugs):
+        parts.append(f"--bug {bug}")
+    return " ".join(parts)
 
 
 def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
@@ -446,8 +469,7 @@ class Cluster:
             "reads": consumer.reads,
             "unclean_elections": meta_final.get("unclean_elections", 0) if meta_final else 0,
         }
-        command = reproduce_command(self.config, self.options).replace(
-            "isrlab cluster sim", "isrlab cluster tcp", 1)
+        command = reproduce_command(self.config, self.options)
         run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
                     "commit": self.options.commit, "config": self.header_cfg,
                     "summary": summary, "final_logs": final_logs, "command": command}
