@@ -283,7 +283,9 @@ class Simulation:
         if gen != self.link_gen.get((src, dst), 0):
             return  # lost (and logged) when the link broke
         self.in_flight[(src, dst)].pop(mid, None)
-        self._input(dst, lambda core: core.on_message(self.now, src, mid, message))
+        call = lambda core: core.on_message(self.now, src, mid, message)  # noqa: E731
+        call.message = (src, mid, message)  # so a crash of `src` can take it back
+        self._input(dst, call)
 
     def _break_links(self, node: str, peers) -> None:
         """Connections between `node` and `peers` break: in-flight messages are lost and the
@@ -293,6 +295,18 @@ class Simulation:
                 self.link_gen[link] = self.link_gen.get(link, 0) + 1
                 for mid, message in self.in_flight.pop(link, {}).items():
                     self._drop(link[0], link[1], mid, message, "connection lost")
+                # Messages waiting unread at a paused receiver die with the connection too
+                # (the spec's crash loses every message to and from the crashed broker).
+                src, dst = link
+                if dst in self.backlog:
+                    kept = []
+                    for call in self.backlog[dst]:
+                        held = getattr(call, "message", None)
+                        if held is not None and held[0] == src:
+                            self._drop(src, dst, held[1], held[2], "connection lost")
+                        else:
+                            kept.append(call)
+                    self.backlog[dst] = kept
             for a, b in ((node, peer), (peer, node)):
                 if self.alive.get(a) and hasattr(self.cores[a], "on_disconnected"):
                     self._input(a, lambda core, b=b: core.on_disconnected(self.now, b))

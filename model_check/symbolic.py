@@ -398,6 +398,24 @@ def _flush_policy(shape: Shape, r: SReplica) -> SReplica:
     return dataclasses.replace(r, flushed_offset=z3.If(due, r.log_len, r.flushed_offset))
 
 
+def _map_array(shape: Shape, arr: z3.ArrayRef, var: z3.ArithRef, body, domain: str):
+    """The array `lambda var: body` (body may read `arr`).
+
+    Unbounded mode: a Z3 lambda. Bounded mode: the bounds limit values to 1..max.records and
+    offsets to 0..max.records-1 (a log holds each value once), so only those entries can ever
+    be read back: a chain of stores over that finite range keeps the query quantifier-free,
+    which makes BMC far faster.
+    """
+    if not shape.bounded:
+        return z3.Lambda([var], body)
+    k = shape.config.max_records
+    indices = range(1, k + 1) if domain == "value" else range(0, k)
+    out = arr
+    for i in indices:
+        out = z3.Store(out, i, z3.substitute(body, (var, z3.IntVal(i))))
+    return out
+
+
 def _member_min(isr: tuple, values: tuple):
     """(ISR non-empty?, min of values over ISR members)."""
     n = len(isr)
@@ -477,7 +495,7 @@ def excuse(shape: Shape, before: SState, s: SState) -> SState:
         0 <= o, o < s.replicas[m].log_len, s.replicas[m].log_value[o] == v)))
         for m in range(shape.n)])
     lost = z3.And(z3.Or(committed), missing)
-    excused = z3.Lambda([v], z3.Or(s.excused[v], lost))
+    excused = _map_array(shape, s.excused, v, z3.Or(s.excused[v], lost), "value")
     return dataclasses.replace(s, excused=z3.If(nobody, excused, s.excused))
 
 
@@ -649,7 +667,8 @@ def ConsumerRead(shape: Shape, s: SState, a: StepArgs, leader: int):
     v = z3.Int("consumer_v")
     vo = s.value_offset[v]
     seen = z3.And(0 <= vo, vo < r.high_watermark, r.log_value[vo] == v)
-    return guard, dataclasses.replace(s, consumed=z3.Lambda([v], z3.Or(s.consumed[v], seen)))
+    return guard, dataclasses.replace(s, consumed=_map_array(
+        shape, s.consumed, v, z3.Or(s.consumed[v], seen), "value"))
 
 
 def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
@@ -829,8 +848,10 @@ def _append_records(shape: Shape, r: SReplica, m: SSlot, a: StepArgs):
     x = z3.Int("append_x")
     log = dataclasses.replace(
         r, log_len=end,
-        log_epoch=z3.Lambda([x], z3.If(x < start, r.log_epoch[x], ep[x])),
-        log_value=z3.Lambda([x], z3.If(x < start, r.log_value[x], m.rec_value[x])))
+        log_epoch=_map_array(shape, r.log_epoch, x, z3.If(x < start, r.log_epoch[x], ep[x]),
+                             "offset"),
+        log_value=_map_array(shape, r.log_value, x,
+                             z3.If(x < start, r.log_value[x], m.rec_value[x]), "offset"))
     fits, first = assign_epoch(log, ep[start], start)
     base = first.cache_len
     epochs, starts = list(first.cache_epoch), list(first.cache_start)
@@ -908,7 +929,8 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     t = dataclasses.replace(
         _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
         fetches=slots, lai=_put(s.lai, b, z3.K(INT, z3.BoolVal(False))),
-        produce=z3.Lambda([v], z3.If(s.produce[v] == b, UNKNOWN, s.produce[v])))
+        produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v]),
+                           "value"))
     return guard, excuse(shape, s, t)
 
 

@@ -289,6 +289,14 @@ class BrokerCore:
                 r.fetch_at = now + self.config.replica_fetch_backoff_ms
             if peer == META and r.alter is not None:
                 r.alter_retry_at = now + self.config.replica_fetch_backoff_ms
+            if r.deferred:
+                # Requests from the peer still waiting behind an ISR change die with it too.
+                for src, mid, message in [d for d in r.deferred if d[0] == peer]:
+                    if type(message) in (Fetch, OffsetsForLeaderEpoch):
+                        effects.append(self._transition(
+                            r, "NetworkDropFetch", {"follower": message.follower},
+                            "connection lost", mid))
+                r.deferred = [d for d in r.deferred if d[0] != peer]
             for follower in [f for f in r.parked if broker_node(f) == peer]:
                 # A parked long poll dies with its connection; the follower will fetch again.
                 _, _, mid, _ = r.parked.pop(follower)
@@ -309,8 +317,8 @@ class BrokerCore:
         if kind is HeartbeatResponse:
             if not message.registered and not self.registering:
                 # Our session expired (we were paused or cut off): register again.
+                # Fetches keep the old broker epoch until the new one is granted.
                 self.registering = True
-                self.broker_epoch = UNKNOWN
                 return [Send(META, RegisterBroker(self.broker, False))]
             return []
         partition = getattr(message, "partition", None)
