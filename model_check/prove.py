@@ -12,12 +12,12 @@ Theory of operation.
   Init => Inv and, one query per action instance, Inv /\\ T => Inv' (in unbounded mode: no
   exploration bound, so the proof covers every offset and epoch). A failing query gives a
   counterexample to induction (CTI): pre-state, action, post-state.
-- A CTI is classified: `reachable` when BMC (bounded mode, the same config) finds a run
-  that violates the invariant within `classify_depth` steps (the invariant is simply false,
-  and that run's last step is reported as a CTI whose pre-state is reachable), else
-  `unreachable`: within that depth no reachable state violates it, so the CTI's pre-state is
-  not reachable there and the invariant needs strengthening. The second verdict is bounded
-  evidence, and the output says so.
+- A CTI is classified with the explorer, under the same config and its bounds: `reachable`
+  when some reachable state violates the invariant (it is simply false; the shortest such
+  run's last step is reported as a CTI whose pre-state is reachable), `unreachable` when the
+  complete search finds none (the CTI's pre-state cannot be reachable within those bounds:
+  the invariant needs strengthening). The second verdict holds for the config's bounds, and
+  the output says so.
 
 Every query is timed; results are frozen dataclasses that `to_json` turns into the `--json`
 object of `isrlab prove`.
@@ -202,7 +202,7 @@ def replay(config: Config, trace: list[Step]) -> list[Step]:
 
 
 def induction(config: Config, invariants: list[str], lemmas: list[str] | None = None,
-              classify: bool = True, classify_depth: int = 14,
+              classify: bool = True, classify_states: int = 500_000,
               cache_slots: int = 3, timeout_ms: int = 60_000) -> Outcome:
     """Init => Inv and Inv /\\ T => Inv' for Inv = invariants + lemmas (unbounded mode).
 
@@ -251,7 +251,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         model = solver.model()
         cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
         if classify:
-            cti = classify_cti(config, cti, invariants, classify_depth, queries)
+            cti = classify_cti(config, cti, invariants, classify_states, queries)
         return Outcome("cti", "induction", tuple(goal), tuple(queries), cti=cti,
                        seconds=time.perf_counter() - start)
     return Outcome("proved", "induction", tuple(goal), tuple(queries),
@@ -271,23 +271,40 @@ def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:
     return Cti(inst.name, sym.spec_args(inst, model, a), pre_c, post_c, violated)
 
 
-def classify_cti(config: Config, cti: Cti, invariants: list[str], depth: int,
+def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: int,
                  queries: list[Query]) -> Cti:
-    """Reachable (a real violation, with a run) or unreachable (within `depth` steps)."""
+    """Reachable (a real violation, with a run) or unreachable (within the config's bounds).
+
+    The explorer searches every state reachable under the config's bounds for a violation of
+    the invariants (not of the lemmas: a lemma is a proof device). A violation is a real bug:
+    its shortest run's last step is reported as the CTI, with a reachable pre-state. A
+    complete search without one means no reachable state within those bounds violates them,
+    so the CTI's pre-state is unreachable there and the invariant needs strengthening.
+    """
+    from model_check.explorer import explore
+    from model_check.model import KafkaModel
+
     names = [n for n in invariants if n in INVARIANTS]
-    found = bmc(config, depth, names) if names else None
-    if found is not None:
-        queries.extend(Query(f"classify {q.name}", q.answer, q.seconds) for q in found.queries)
-    if found is not None and found.result == "violation":
-        last, before = found.trace[-1], found.trace[-2]
-        return Cti(last.action, last.args, before.state, last.state, (found.invariant,),
-                   "reachable", f"BMC reaches a violation of {found.invariant} in "
-                   f"{found.depth} steps; the CTI shown is that run's last step",
-                   found.trace)
-    return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unreachable",
-               f"no state reachable within {depth} steps (BMC, bounds of the config) violates "
-               f"{', '.join(names)}: the pre-state is not reachable there; strengthen the "
-               "invariant")
+    model = KafkaModel(config, names)
+    started = time.perf_counter()
+    result = explore(model, max_states=max_states)
+    queries.append(Query("classify (explorer)", result.result, time.perf_counter() - started))
+    if result.violation is not None:
+        v = result.violation
+        trace = tuple(Step(None if label is None else label.name,
+                           {} if label is None else label.args(), state)
+                      for label, state in v.trace)
+        last, before = trace[-1], trace[-2]
+        return Cti(last.action, last.args, before.state, last.state, (v.invariant,),
+                   "reachable", f"the explorer reaches a violation of {v.invariant} in "
+                   f"{len(v.trace) - 1} steps; the CTI shown is that run's last step", trace)
+    if result.result == "ok":
+        return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unreachable",
+                   f"the explorer visited all {result.distinct_states:,} states reachable "
+                   f"within the config's bounds and none violates {', '.join(names)}: the "
+                   "CTI's pre-state is not reachable there; the invariant needs strengthening")
+    return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unclassified",
+               f"the explorer stopped at {max_states:,} states without a violation")
 
 
 # ------------------------------------------------------------------------------------------

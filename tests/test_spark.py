@@ -208,3 +208,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(spark, report, tmp_path, capsys):
     with pytest.raises(InputError, match="no \\*.ndjson"):
         find_trace_files([str(tmp_path / "empty")])
     assert len(find_trace_files([str(TRACES / "campaign")], campaign=True)) == 11
+
+
+def test_the_harness_never_imports_spec_or_impl():
+    # The replay function is passed in: two independent descriptions of the protocol.
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "pyspark_harness"
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {alias.name.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        assert names.isdisjoint({"spec", "impl", "model_check"}), path

@@ -291,7 +291,7 @@ class BrokerCore:
                 r.alter_retry_at = now + self.config.replica_fetch_backoff_ms
             if r.deferred:
                 # Requests from the peer still waiting behind an ISR change die with it too.
-                for src, mid, message in [d for d in r.deferred if d[0] == peer]:
+                for _, mid, message in [d for d in r.deferred if d[0] == peer]:
                     if type(message) in (Fetch, OffsetsForLeaderEpoch):
                         effects.append(self._transition(
                             r, "NetworkDropFetch", {"follower": message.follower},
