@@ -57,6 +57,9 @@ class SimOptions:
     fault_interval_ms: tuple[int, int] = (2_000, 6_000)
     fault_length_ms: tuple[int, int] = (500, 4_000)
     max_faults: int = 1  # faults at once (1: a majority always stays healthy)
+    # A fixed fault schedule instead of the seeded nemesis: (at ms, kind, broker node, length
+    # ms); kinds: crash, pause, partition (from everyone), partition-meta, slow.
+    faults: tuple[tuple[int, str, str, int], ...] = ()
     torn_writes: bool = True
     commit: str = "unknown"
     trace: bool = True
@@ -125,7 +128,7 @@ class Simulation:
         header = {"seed": options.seed, "commit": options.commit, "mode": "sim",
                   "run": f"seed-{options.seed}", "config": header_config(config, options)}
         nodes = [*self.brokers, "meta", "producer", "consumer", "nemesis"]
-        self.traces = {node: NodeTrace(node, header, enabled=options.trace) for node in nodes}
+        self.traces = {node: self._new_trace(node, header) for node in nodes}
         self.meta = MetaCore(config)
         self.storage = {b: BrokerStorage(MemoryDisk(), config.partitions) for b in self.brokers}
         self.cores: dict[str, object] = {"meta": self.meta}
@@ -157,8 +160,15 @@ class Simulation:
         for node in self.cores:
             self._schedule_timer(node)
         self._push(options.write_interval_ms, _WRITE, None)
-        if options.nemesis:
+        if options.faults:
+            for at, kind, target, length in options.faults:
+                self._push(at, _NEMESIS, ("start", kind, target, length))
+        elif options.nemesis:
             self._push(self._between(options.fault_interval_ms), _NEMESIS, None)
+
+    def _new_trace(self, node: str, header: dict) -> NodeTrace:
+        """The trace of one node (a test driver may return a subclass that also journals)."""
+        return NodeTrace(node, header, enabled=self.options.trace)
 
     # Scheduling ------------------------------------------------------------------------------
 
@@ -315,6 +325,11 @@ class Simulation:
 
     def _nemesis(self, data) -> None:
         opts = self.options
+        if data is not None and data[0] == "start":
+            _, kind, target, length = data
+            self.faulted.add(target)
+            self._start_fault(kind, target, length)
+            return
         if data is not None:
             self._heal(data)
             self.faulted.discard(data[1])
@@ -327,6 +342,11 @@ class Simulation:
         target = self.rng.choice(healthy)
         self.faulted.add(target)
         length = self.rng.randint(*opts.fault_length_ms)
+        if kind == "partition" and self.rng.random() >= 0.5:
+            kind = "partition-meta"
+        self._start_fault(kind, target, length)
+
+    def _start_fault(self, kind: str, target: str, length: int) -> None:
         log = self.traces["nemesis"]
         others = [n for n in self.cores if n != target]
         if kind == "crash":
@@ -338,9 +358,9 @@ class Simulation:
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "pause", "target": target})
             self.paused_until[target] = self.now + length
             self.backlog[target] = []
-        elif kind == "partition":
+        elif kind in ("partition", "partition-meta"):
             self.stats["partitions"] += 1
-            cut_from = others if self.rng.random() < 0.5 else ["meta"]
+            cut_from = others if kind == "partition" else ["meta"]
             groups = [[target], sorted(n for n in self.cores if n not in (target,))]
             if cut_from == ["meta"]:
                 groups = [[target, *sorted(n for n in others if n != "meta")], ["meta"]]
@@ -370,7 +390,7 @@ class Simulation:
                 self._input(target, call)
             self._schedule_timer(target)
             self._input(target, lambda core: core.on_timer(self.now))
-        elif kind == "partition":
+        elif kind in ("partition", "partition-meta"):
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
             self.cut = {c for c in self.cut if target not in c}
         elif kind == "slow":
@@ -383,10 +403,7 @@ class Simulation:
         self.paused_until.pop(node, None)
         self.backlog.pop(node, None)
         storage = self.storage[node]
-        # A torn tail is part of one frame: the OS got some bytes of the buffer, never a whole
-        # record (a crash loses exactly the unflushed records, PROTOCOL.md rule 7).
-        torn = self.rng.randint(0, HEADER_BYTES - 1) if self.options.torn_writes else 0
-        storage.disk.crash(torn_bytes=torn)
+        storage.disk.crash(torn_bytes=self._torn_bytes())
         storage.open()
         recovered = storage.recovered()
         core = BrokerCore(int(node[1:]), self.config, recovered)
@@ -396,6 +413,12 @@ class Simulation:
                                 state, [], None, {"torn_bytes": torn_bytes})
         self.cores[node] = core
         self._break_links(node, [n for n in self.cores if n != node])
+
+    def _torn_bytes(self) -> int:
+        """How many bytes of the unflushed tail a crash leaves on disk. A torn tail is part of
+        one frame: the OS got some bytes of the buffer, never a whole record (a crash loses
+        exactly the unflushed records, PROTOCOL.md rule 7)."""
+        return self.rng.randint(0, HEADER_BYTES - 1) if self.options.torn_writes else 0
 
     def _restart(self, node: str) -> None:
         self.alive[node] = True
