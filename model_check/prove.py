@@ -39,6 +39,10 @@ from spec.invariants import INVARIANTS
 from spec.state import Cluster
 
 
+# The invariants `isrlab prove --induction` targets by default.
+TARGETS = ("NoCommittedDataLoss", "LogMatching", "HighWatermarkBelowLogEnd")
+
+
 class ReplayMismatch(AssertionError):
     """A decoded trace does not replay through spec.step: the encoding and the spec differ."""
 
@@ -342,3 +346,42 @@ def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
             "trace": [_step_json(s) for s in c.trace],
         }
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# Text
+
+
+def summary(outcome: Outcome, config: Config) -> str:
+    """What a person reads: the verdict, the trace or CTI as spec tables, per-query times."""
+    from spec.render import render
+
+    lines = []
+    if outcome.result == "violation" and outcome.trace:
+        lines.append(f"VIOLATION of {outcome.invariant} after {outcome.depth} steps (BMC):")
+        for number, item in enumerate(outcome.trace):
+            head = "initial state" if item.action is None else \
+                f"{item.action}({', '.join(f'{k}={v}' for k, v in item.args.items())})"
+            lines.append(f"step {number}: {head}")
+            lines += ["    " + x for x in render(config, item.state).splitlines()]
+    elif outcome.cti is not None:
+        c = outcome.cti
+        lines.append(f"CTI ({c.classification}): {', '.join(c.violated)} not preserved by "
+                     f"{c.action}({', '.join(f'{k}={v}' for k, v in c.args.items())})")
+        lines.append("pre-state:")
+        lines += ["    " + x for x in render(config, c.pre).splitlines()]
+        lines.append("post-state:")
+        lines += ["    " + x for x in render(config, c.post).splitlines()]
+        lines.append(c.evidence)
+    verdict = {
+        "proved": "PROVED" if outcome.mode == "induction" else "OK: no violation",
+        "violation": "VIOLATION", "cti": "CTI", "unknown": "UNKNOWN",
+    }[outcome.result]
+    lines.append(f"{verdict} ({outcome.mode}, variant {config.variant.name}, "
+                 f"{config.brokers} brokers, {outcome.seconds:.2f} s): "
+                 f"{', '.join(outcome.invariants)}")
+    lines += list(outcome.notes)
+    slowest = sorted(outcome.queries, key=lambda q: -q.seconds)[:5]
+    lines.append("slowest queries: " + ", ".join(f"{q.name} {q.answer} {q.seconds:.2f} s"
+                                                  for q in slowest))
+    return "\n".join(lines)

@@ -311,8 +311,8 @@ def merge(run: Run) -> list[Event]:
     for node, i in heads.items():
         if i < len(run.nodes[node]):
             e = run.nodes[node][i]
-            raise TraceError(f"{e.where}: receives message {e.body.get('recv')!r} that no "
-                             "trace line sends")
+            raise TraceError(f"{e.where}: receives message {e.body.get('recv')!r}, which no "
+                             "causal order sends first (a missing or out-of-order send)")
     return order
 
 
@@ -484,10 +484,13 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
 def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
     p, b, f = _p(args), args["broker"], args["follower"]
     recv = body.get("recv")
-    if recv in rp.phantom or rp.slot.get((p, f)) != recv:
+    if recv in rp.phantom:
         rp.phantom.update(body.get("send", ()))
         rp.skipped += 1
         return
+    if rp.slot.get((p, f)) != recv:
+        raise _Mismatch(f"handles fetch {recv!r}, but the spec's connection from {f} holds "
+                        f"{rp.slot.get((p, f))!r}")
     outcome = rp.step(LeaderHandleFetch(p, b, f))
     rp.slot[(p, f)] = body["send"][0]
     impl_outcome = body.get("outcome", "")
@@ -499,8 +502,11 @@ def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
 def _follower_handle_fetch_response(rp: Replayer, body: dict, args: dict) -> None:
     p, b = _p(args), args["broker"]
     recv = body.get("recv")
-    if recv in rp.phantom or rp.slot.get((p, b)) != recv:
+    if recv in rp.phantom:
         rp.skipped += 1
+    elif rp.slot.get((p, b)) != recv:
+        raise _Mismatch(f"handles answer {recv!r}, but the spec's connection to {b} holds "
+                        f"{rp.slot.get((p, b))!r}")
     else:
         rp.step(FollowerHandleFetchResponse(p, b))
         rp.slot.pop((p, b), None)
@@ -696,6 +702,71 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
         time.perf_counter() - started, divergence, found, run.header.get("seed"),
         info.get("command"), excused,
     )
+
+
+class IncrementalReplay:
+    """A replay fed batch by batch while the run is still going (the model-based test of the
+    implementation feeds the lines each of its steps wrote, and checks after every step).
+
+    A batch is the lines written since the previous one, in the order the driver wrote them
+    across all nodes: that is the run's own order, hence causal, except that a driver may log a
+    message's loss before the transition that sent it. So a line that handles a message sent
+    later in the same batch waits for that send (and the rest of its node's lines wait with it);
+    nothing else is reordered, and earlier batches are never revisited."""
+
+    def __init__(self, trace_config: dict):
+        self.config = spec_config(trace_config)
+        self.replayer = Replayer(self.config)
+        self.events = 0
+        self.recent: deque[str] = deque(maxlen=HISTORY_TAIL)
+        self.divergence: Divergence | None = None
+
+    def feed(self, bodies: list[dict]) -> Divergence | None:
+        """Apply one batch of line bodies (parsed JSON, header lines excluded); the first
+        divergence, which also stops the replay, or None."""
+        if self.divergence is not None:
+            return self.divergence
+        for body in _causal_batch(bodies):
+            e = Event(body["node"], body["seq"], body["time_ms"], body["kind"], body,
+                      f"<{body['node']}>:{body['seq']}")
+            self.events += 1
+            try:
+                self.replayer.apply(e)
+            except _Mismatch as mismatch:
+                self.divergence = Divergence(e, mismatch.reason, mismatch.differences,
+                                             list(self.recent))
+                return self.divergence
+            self.recent.append(_describe(e))
+        return None
+
+    def violations(self) -> list[tuple[str, str]]:
+        """The spec invariants that fail in the replayed state (see `spec.invariants`)."""
+        return violations(self.config, self.replayer.state)
+
+
+def _causal_batch(bodies: list[dict]) -> list[dict]:
+    """The batch in write order, each receive moved after its send (see IncrementalReplay)."""
+    sent_here = {mid for b in bodies if b.get("kind") == "event" for mid in b.get("send", ())}
+    done: set[str] = set()
+    order: list[dict] = []
+    pending = list(bodies)
+    while pending:
+        blocked: set[str] = set()
+        rest = []
+        for body in pending:
+            recv = body.get("recv") if body.get("kind") == "event" else None
+            if body["node"] in blocked or (recv in sent_here and recv not in done):
+                blocked.add(body["node"])
+                rest.append(body)
+                continue
+            order.append(body)
+            if body.get("kind") == "event":
+                done.update(body.get("send", ()))
+        if len(rest) == len(pending):
+            raise TraceError(f"<{rest[0]['node']}>:{rest[0]['seq']}: waits for a send that "
+                             "waits for it (a cycle)")
+        pending = rest
+    return order
 
 
 def replay_paths(paths: list[str | Path], check_invariants: bool = True) -> ReplayResult:

@@ -1,0 +1,159 @@
+"""`isrlab prove`: BMC counterexamples replay through the spec at the explorer's shortest depth;
+induction classifies CTIs (reachable: a real bug; unreachable: strengthen the invariant);
+lemmas hold on every reachable state; the CLI's exit codes and JSON.
+
+Outcomes are pinned (depths, action lists, verdicts), never wall-clock times.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import spec.actions as actions
+from isrlab.cli import main
+from model_check.explorer import explore
+from model_check.model import KafkaModel
+from model_check.prove import bmc, induction, replay
+from spec import VARIANTS, Config, initial_state, step
+from spec.invariants import violations
+from spec.lemmas import LEMMAS
+
+
+def _config(variant: str, **changes) -> Config:
+    base = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
+                max_session_expiries=0)
+    return Config(variant=VARIANTS[variant], **{**base, **changes})
+
+
+B10 = _config("current", acks="1")
+
+
+def test_bmc_finds_b10_at_the_explorers_depth_and_the_trace_replays():
+    found = bmc(B10, 6)
+    shortest = explore(KafkaModel(B10))
+    assert (found.result, found.invariant, found.depth) == ("violation", "AckedWritesDurable", 5)
+    assert found.depth == shortest.depth == len(shortest.violation.trace) - 1
+    assert [s.action for s in found.trace[1:]] == [
+        "ProducerSend", "LeaderAppend", "BrokerCrash", "ControllerHandleBrokerFailure",
+        "BecomeLeader"]
+    # Replay by hand, independent of prove.replay: fold spec.step over the decoded actions.
+    state = initial_state(B10)
+    for item in found.trace[1:]:
+        state = step(B10, state, actions.ACTIONS_BY_NAME[item.action](**item.args))
+        assert state == item.state
+    assert [name for name, _ in violations(B10, state)] == ["AckedWritesDurable"]
+
+
+def test_bmc_reports_no_violation_below_the_shortest_depth():
+    found = bmc(B10, 4)
+    assert (found.result, found.depth) == ("proved", 4)
+    assert [q.answer for q in found.queries] == ["unsat"] * 5
+
+
+def test_replay_rejects_a_trace_the_spec_does_not_produce():
+    from model_check.prove import ReplayMismatch, Step
+
+    found = bmc(B10, 6)
+    forged = list(found.trace)
+    forged[2] = Step(forged[2].action, forged[2].args, forged[1].state)  # append "did nothing"
+    with pytest.raises(ReplayMismatch):
+        replay(B10, forged)
+
+
+def test_non_inductive_invariant_gives_a_cti_classified_unreachable():
+    # HW <= LEO alone is not inductive: a state where a leader is outside its own ISR view can
+    # advance HW past its LEO. No reachable state does that.
+    config = _config("current", log_flush_interval_messages=1)
+    outcome = induction(config, ["HighWatermarkBelowLogEnd"],
+                        ["WellFormed", "EncodingWellFormed", "EpochCacheMonotone",
+                         "LeaderViewConsistent"])
+    assert outcome.result == "cti"
+    assert outcome.cti.classification == "unreachable"
+    assert "HighWatermarkBelowLogEnd" in outcome.cti.violated
+    assert violations(config, outcome.cti.post, ["HighWatermarkBelowLogEnd"])
+
+
+def test_buggy_variant_gives_a_cti_classified_reachable():
+    # B1: hw-truncation loses a committed record; the CTI is a real bug, with a run.
+    config = _config("hw-truncation", log_flush_interval_messages=1)
+    outcome = induction(config, ["NoCommittedDataLoss"],
+                        ["WellFormed", "EncodingWellFormed", "EpochCacheMonotone",
+                         "LeaderViewConsistent"])
+    assert outcome.result == "cti"
+    cti = outcome.cti
+    assert (cti.classification, cti.violated) == ("reachable", ("NoCommittedDataLoss",))
+    assert len(cti.trace) - 1 == 13 and cti.trace[-2].state == cti.pre
+    assert step(config, cti.pre, actions.ACTIONS_BY_NAME[cti.action](**cti.args)) == cti.post
+
+
+@pytest.mark.parametrize("variant", ["current", "kip-320"])
+def test_lemmas_hold_on_every_reachable_state(variant):
+    config = _config(variant, brokers=3, max_session_expiries=1, log_flush_interval_messages=1)
+    model = KafkaModel(config, [])
+    model.invariants = {name: (lambda s, f=f: f(config, s)) for name, f in LEMMAS.items()}
+    result = explore(model, max_states=200_000)
+    assert result.result == "ok"
+
+
+def test_a_lemma_can_fail():
+    from spec.lemmas import EpochCacheMonotone
+    from spec.state import replace
+
+    config = _config("current")
+    s = initial_state(config)
+    r = s.replica(0, 0)
+    bad = s.with_replica(0, 0, replace(r, epoch_cache=((1, 0), (0, 0))))
+    assert EpochCacheMonotone(config, bad) is not None and EpochCacheMonotone(config, s) is None
+
+
+# ------------------------------------------------------------------------------------------
+# CLI
+
+
+def run_json(capsys, *argv):
+    code = main(["prove", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_cli_bmc_violation_exits_1_with_a_replayable_trace(capsys):
+    code, data = run_json(capsys, "--variant", "current", "--acks", "1", "--bmc", "6")
+    assert (code, data["result"], data["mode"], data["depth"]) == (1, "violation", "bmc", 5)
+    assert data["violation"]["invariant"] == "AckedWritesDurable"
+    trace = data["violation"]["trace"]
+    assert trace[0]["action"] is None and len(trace) == 6
+    assert all({"name", "answer", "seconds"} <= set(q) for q in data["queries"])
+    config = Config(variant=VARIANTS["current"], brokers=2, max_records=1, max_leader_epochs=2,
+                    max_crashes=1, acks="1")
+    state = initial_state(config)
+    for item in trace[1:]:
+        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
+    from model_check.model import state_to_json
+
+    assert state_to_json(state) == trace[-1]["state"]
+
+
+def test_cli_bmc_no_violation_exits_0(capsys):
+    code, data = run_json(capsys, "--variant", "current", "--bmc", "2")
+    assert (code, data["result"], data["depth"]) == (0, "proved", 2)
+
+
+def test_cli_cti_unreachable_exits_3(capsys):
+    code, data = run_json(capsys, "--variant", "current", "--induction", "--brokers", "2",
+                          "--invariant", "HighWatermarkBelowLogEnd")
+    assert (code, data["result"], data["cti"]["classification"]) == (3, "cti", "unreachable")
+    assert {"pre", "post", "action", "args", "violated", "evidence"} <= set(data["cti"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--bmc", "3", "--variant", "nope"],
+    ["--bmc", "-1"],
+    [],
+    ["--induction", "--invariant", "Nope"],
+    ["--induction", "--lemma", "Nope"],
+])
+def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
+    assert main(["prove", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err

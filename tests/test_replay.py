@@ -1,0 +1,164 @@
+"""Trace replay: accepted runs, and divergences on purpose (a corrupted line, a missing line, a
+seeded bug), unreadable traces, causal merge of separately written files, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from impl.config import ClusterConfig
+from impl.sim import SimOptions, simulate
+from isrlab.cli import main
+from model_check.replay import TraceError, load_run, merge, replay_paths
+
+FAULTS = ("crash", "partition", "pause", "slow")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("run") / "seed-27"
+    simulate(ClusterConfig(), SimOptions(seed=27, duration_ms=15_000, nemesis=FAULTS,
+                                         max_faults=2)).write(directory)
+    return directory
+
+
+def copy_run(run_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(run_dir, target)
+    return target
+
+
+def rewrite(path: Path, change) -> int:
+    """Apply `change(body) -> body | None` to the first line it changes; return its number."""
+    lines = path.read_text().splitlines()
+    for index, line in enumerate(lines):
+        body = json.loads(line)
+        new = change(body)
+        if new is not None:
+            if new == "delete":
+                del lines[index]
+            else:
+                lines[index] = json.dumps(new, sort_keys=True, separators=(",", ":"))
+            path.write_text("\n".join(lines) + "\n")
+            return index + 1
+    raise AssertionError("nothing changed")
+
+
+def test_a_faulty_run_is_accepted_with_every_kind_of_event_mapped(run_dir):
+    result = replay_paths([run_dir])
+    assert result.verdict == "accepted" and not result.invariant_violations
+    actions = {e.action for e in merge(load_run([run_dir])) if e.kind == "event"}
+    assert {"BecomeLeader", "BecomeFollower", "LeaderAppend", "LeaderHandleFetch",
+            "FollowerHandleFetchResponse", "LeaderAckProduce", "ProducerSend",
+            "ControllerHandleBrokerFailure", "LeaderShrinkIsr", "LeaderExpandIsr",
+            "ConsumerServe", "NetworkDropFetch", "BrokerCrash"} <= actions
+    assert result.steps > 0.8 * result.events - result.skipped - 2000
+
+
+def test_a_changed_high_watermark_is_a_divergence_naming_the_field(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+
+    def bump(body):
+        if body.get("action") == "FollowerHandleFetchResponse" and body["state"]["high_watermark"] > 5:
+            body["state"]["high_watermark"] += 1
+            return body
+        return None
+
+    line = rewrite(run / "b1.ndjson", bump)
+    result = replay_paths([run])
+    d = result.divergence
+    assert result.verdict == "divergence" and d.event.where == f"{run / 'b1.ndjson'}:{line}"
+    assert [f for f, _, _ in d.differences] == ["high_watermark"]
+    (_, spec, impl), = d.differences
+    assert impl == spec + 1
+    assert len(d.recent) == 8 and "seed 27" in __import__("model_check.replay", fromlist=["x"]
+                                                           ).format_result(result)
+
+
+def test_a_missing_append_is_a_divergence_at_the_next_event_that_needs_it(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    rewrite(run / "b0.ndjson", lambda b: "delete" if b.get("action") == "LeaderAppend"
+            and b["outcome"].startswith("appended at 3") else None)
+    result = replay_paths([run])
+    assert result.verdict == "divergence"
+    assert result.divergence.event.node == "b0"
+
+
+def test_a_seeded_bug_is_a_divergence():
+    from model_check.replay import load_texts, replay_run
+
+    result = simulate(ClusterConfig(bugs=frozenset({"hw-counts-non-isr"})),
+                      SimOptions(seed=3, duration_ms=10_000, nemesis=FAULTS))
+    replayed = replay_run(load_texts(result.traces))
+    assert replayed.verdict == "divergence"
+    assert "high_watermark" in [f for f, _, _ in replayed.divergence.differences]
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text.replace("\n", "\n{not json\n", 1), "not JSON"),
+    (lambda text: text.split("\n", 1)[1], "first line must be a isrlab-trace/1 header"),
+    (lambda text: text.replace('"seq":3,', '"seq":"3",', 1), "integers"),
+])
+def test_unreadable_traces_exit_2_with_file_and_line(run_dir, tmp_path, capsys, damage, message):
+    run = copy_run(run_dir, tmp_path)
+    path = run / "b2.ndjson"
+    path.write_text(damage(path.read_text()))
+    with pytest.raises(TraceError, match=message):
+        load_run([run])
+    assert main(["replay", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and message in err[0]
+
+
+def test_an_answer_the_spec_never_sent_is_a_divergence(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    rewrite(run / "b1.ndjson", lambda b: {**b, "recv": "b0:m999999"}
+            if b.get("action") == "FollowerHandleFetchResponse" else None)
+    result = replay_paths([run])
+    assert result.verdict == "divergence"
+    assert result.divergence.reason.startswith("handles answer 'b0:m999999', but the spec's")
+
+
+def test_a_receive_of_a_traced_message_before_it_is_sent_cannot_be_ordered(run_dir, tmp_path):
+    # b1 claims to handle an answer that b0 sends only later in its own order: no causal order.
+    run = copy_run(run_dir, tmp_path)
+    last_send = [json.loads(line) for line in (run / "b0.ndjson").read_text().splitlines()
+                 if '"action":"LeaderHandleFetch"' in line and '"follower":1' in line][-1]
+    rewrite(run / "b1.ndjson", lambda b: {**b, "recv": last_send["send"][0]}
+            if b.get("action") == "FollowerHandleFetchResponse" else None)
+    with pytest.raises(TraceError, match="which no causal order sends first"):
+        merge(load_run([run]))
+
+
+def test_merge_respects_send_before_receive_even_with_skewed_clocks(run_dir, tmp_path):
+    # Separate processes have separate clocks: push every b1 time far back. The merge must still
+    # put each receive after its send, and the replay still accepts the run.
+    run = copy_run(run_dir, tmp_path)
+    path = run / "b1.ndjson"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for body in lines[1:]:
+        body["time_ms"] = max(0, body["time_ms"] - 50)
+    path.write_text("".join(json.dumps(b, sort_keys=True) + "\n" for b in lines))
+    order = merge(load_run([run]))
+    position = {mid: i for i, e in enumerate(order) if e.kind == "event"
+                for mid in e.body.get("send", ())}
+    for i, e in enumerate(order):
+        recv = e.body.get("recv") if e.kind == "event" else None
+        if recv in position:
+            assert position[recv] < i
+
+
+def test_replay_cli_exit_codes_and_json(run_dir, tmp_path, capsys):
+    assert main(["replay", str(run_dir), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["verdict"] == "accepted" and body["events"] > 5000 and body["seed"] == 27
+    run = copy_run(run_dir, tmp_path)
+    rewrite(run / "meta.ndjson", lambda b: {**b, "state": {**b["state"], "registered": [9, 9, 9]}}
+            if b.get("action") == "ControllerHandleBrokerFailure" else None)
+    assert main(["replay", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("divergence at") and "registered: spec" in out and "reproduce: isrlab cluster sim --seed 27" in out
+    assert main(["replay", str(tmp_path / "nothing-here")]) == 2
