@@ -334,6 +334,7 @@ def spec_config(trace_config: dict) -> Config:
             max_records=UNBOUNDED, max_leader_epochs=UNBOUNDED, max_crashes=UNBOUNDED,
             max_session_expiries=UNBOUNDED, max_ticks=UNBOUNDED, max_message_drops=UNBOUNDED,
             max_partition_epoch=UNBOUNDED, leader_keeps_last_fetch=True,
+            recovery_truncates_epoch_cache=True,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise TraceError(f"header config: bad or missing {error}") from None

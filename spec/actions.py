@@ -1029,8 +1029,13 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     rows = []
     for row in s.replicas:
         r = row[b].truncated_to(row[b].flushed_offset)
+        # With `recovery_truncates_epoch_cache`, recovery also drops cache entries at or past
+        # the recovered log end (Kafka's truncateFromEnd(LEO) on load).
+        cache = r.epoch_cache
+        if config.recovery_truncates_epoch_cache:
+            cache = tuple(e for e in cache if e[1] < len(r.log))
         r = Replica(log=r.log, high_watermark=r.high_watermark, flushed_offset=r.flushed_offset,
-                    epoch_cache=r.epoch_cache)
+                    epoch_cache=cache)
         rows.append(row[:b] + (r,) + row[b + 1 :])
     fetches = tuple(
         tuple(

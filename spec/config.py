@@ -104,6 +104,11 @@ class Config:
     state space a third smaller (28,375 vs 43,038 states for `current` at 2 brokers, 1 record,
     2 epochs, 1 crash); trace replay turns it on, because the reference broker does what
     networks do.
+
+    `recovery_truncates_epoch_cache`: a restarted broker drops leader-epoch cache entries that
+    start at or past its recovered log end, as Kafka's log loading does; an epoch that began at
+    the LEO and wrote nothing is forgotten. Off by default for the same reason (the explorer's
+    pinned state counts and counterexamples predate it); trace replay turns it on.
     """
 
     brokers: int = 3
@@ -123,6 +128,7 @@ class Config:
     max_message_drops: int = 0
     max_partition_epoch: int = 8
     leader_keeps_last_fetch: bool = False
+    recovery_truncates_epoch_cache: bool = False
 
     def __post_init__(self) -> None:
         checks = (

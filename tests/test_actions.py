@@ -1165,3 +1165,14 @@ def test_enabled_in_the_initial_state():
         "FollowerSendFetch(partition=0, broker=1)",
         "Tick()",
     ]
+
+
+def test_recovery_forgets_an_epoch_that_began_at_the_log_end_when_asked_to():
+    # Found by trace replay: Kafka's log loading truncates the epoch cache to the recovered LEO.
+    for faithful, cache in ((False, ((0, 0), (1, 1))), (True, ((0, 0),))):
+        config = cfg("current", brokers=2, max_crashes=1, recovery_truncates_epoch_cache=faithful)
+        state = initial_state(config)
+        r = replace(state.replica(0, 0), log=(Record(0, 1),), flushed_offset=1,
+                    epoch_cache=((0, 0), (1, 1)))
+        state = step(config, state.with_replica(0, 0, r), BrokerCrash(0))
+        assert state.replica(0, 0).epoch_cache == cache
