@@ -152,6 +152,7 @@ class Simulation:
         self.cut: set[frozenset] = set()
         self.slow: dict[str, int] = {}
         self.wake: dict[str, int] = {}
+        self.incarnations: dict[str, int] = {}  # broker node -> restarts so far
         self.spins: dict[str, int] = {}  # a core whose deadline never moves is a bug: stop
         self.next_value = 1
         self.faulted: set[str] = set()  # brokers under a fault now
@@ -406,7 +407,9 @@ class Simulation:
         storage.disk.crash(torn_bytes=self._torn_bytes())
         storage.open()
         recovered = storage.recovered()
-        core = BrokerCore(int(node[1:]), self.config, recovered)
+        self.incarnations[node] = self.incarnations.get(node, 0) + 1
+        core = BrokerCore(int(node[1:]), self.config, recovered,
+                          incarnation=self.incarnations[node])
         state = {"replicas": [core.replica_state(r) for r in core.replicas]}
         torn_bytes = sum(r.torn_bytes for r in storage.reports)
         self.traces[node].event(self.now, "BrokerCrash", {"broker": int(node[1:])}, "crashed",

@@ -7,9 +7,10 @@ effects are applied and traced, `NetworkDrop` lines, broken connections, crash r
 `MemoryDisk`, restart), so the trace lines are byte for byte what the simulator would write for
 the same inputs. The network is one FIFO queue of in-flight messages per link.
 
-Rules: deliver the next message on a link; break a link (the in-flight messages on it are lost
-and logged, both ends learn the connection broke, as TCP would tell them); tell a sender that a
-message it sent to a down broker was refused; advance virtual time and fire every due timer in
+Rules: deliver the next message on a link, or the oldest messages anywhere; a healthy stretch
+(deliver everything, let 10 ms pass, repeat), which is what moves the protocol along; break a
+link (the in-flight messages on it are lost and logged, both ends learn the connection broke,
+as TCP would tell them); tell a sender that a message it sent to a down broker was refused; advance virtual time and fire every due timer in
 deadline order; crash a broker (kill -9: the unflushed tail is lost, with a torn frame of a
 chosen size) and restart it; flush a broker; produce a write; let the consumer poll now.
 
@@ -19,7 +20,7 @@ divergence, and on the safe config (acks=all, min.insync.replicas=2, clean elect
 when any spec invariant fails in the replayed state.
 
 Regression cases: a shrunk failure of the safe-config machine is written as JSON (config and
-rule steps) to tests/testdata/impl_model_regressions/, and `test_saved_regressions` replays
+rule steps) to tests/testdata/impl_model_regressions/, and `test_saved_regression` replays
 every case there on each run (Hypothesis's own example database is not used: with derandomize
 on it would never be read, and a JSON step list can be read and reviewed as a transcript). A case
 says what it expects: `accepted` (a bug found on the safe config: fails until fixed) or
@@ -326,8 +327,10 @@ def save_case(config: ClusterConfig, machine: ImplModel, expect: str, note: str)
     lines = [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in head.items()]
     steps = ",\n".join(f"  {json.dumps(step, sort_keys=True)}" for step in machine.steps)
     text = "{\n" + "\n".join(lines) + '\n"steps": [\n' + steps + "\n]}\n"
-    path = REGRESSIONS / f"case-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json"
-    path.write_text(text, encoding="utf-8")
+    key = json.dumps([head["config"], machine.steps], sort_keys=True)
+    path = REGRESSIONS / f"case-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+    if not path.exists():  # a case already saved keeps its reviewed note
+        path.write_text(text, encoding="utf-8")
     return path
 
 

@@ -181,11 +181,12 @@ class BrokerCore:
     """One broker's protocol core (see the module docstring)."""
 
     def __init__(self, broker: int, config: ClusterConfig, recovered: dict | None = None,
-                 tracing: bool = True):
+                 tracing: bool = True, incarnation: int = 0):
         """`recovered`: partition -> (records, high watermark, epoch cache) read from disk.
         `tracing` False leaves transitions without post-states (for throughput runs)."""
         self.broker = broker
         self.tracing = tracing
+        self.incarnation = incarnation  # which process this is (0 = the first)
         self.node = broker_node(broker)
         self.config = config
         self.rules = config.rules
@@ -229,7 +230,7 @@ class BrokerCore:
     def start(self, now: int) -> list:
         self.registering = True
         self.isr_check_at = now + self.config.replica_lag_time_max_ms // 2
-        return [Send(META, RegisterBroker(self.broker, self.restarted))]
+        return [Send(META, RegisterBroker(self.broker, self.restarted, self.incarnation))]
 
     def next_deadline(self) -> int:
         deadline = min(self.heartbeat_at, self.isr_check_at, self.flush_at)
@@ -303,7 +304,7 @@ class BrokerCore:
                 effects.append(self._transition(r, "NetworkDropFetch", {"follower": follower},
                                                 "connection lost", mid))
         if peer == META and self.registering:
-            effects.append(Send(META, RegisterBroker(self.broker, self.restarted)))
+            effects.append(Send(META, RegisterBroker(self.broker, self.restarted, self.incarnation)))
         return effects
 
     def on_message(self, now: int, src: str, mid: str, message: Message) -> list:
@@ -319,7 +320,7 @@ class BrokerCore:
                 # Our session expired (we were paused or cut off): register again.
                 # Fetches keep the old broker epoch until the new one is granted.
                 self.registering = True
-                return [Send(META, RegisterBroker(self.broker, False))]
+                return [Send(META, RegisterBroker(self.broker, False, self.incarnation))]
             return []
         partition = getattr(message, "partition", None)
         if not isinstance(partition, int) or not 0 <= partition < self.config.partitions:
@@ -407,6 +408,8 @@ class BrokerCore:
     def _handle_leader_and_isr(self, r: Replica, now: int, mid: str, m: LeaderAndIsr) -> list:
         if (m.leader_epoch, m.partition_epoch) <= (r.leader_epoch, r.partition_epoch):
             return []  # stale: an older request overtaken by a newer one
+        if m.broker_epoch != self.broker_epoch:
+            return []  # sent to another session of this broker (before a restart)
         args = {"leader_epoch": m.leader_epoch, "partition_epoch": m.partition_epoch}
         if m.leader == self.broker:
             return self._become_leader(r, now, mid, m, args)
@@ -810,7 +813,7 @@ class BrokerCore:
         """The flush scheduler (or the OS writing back): everything appended becomes durable."""
         effects: list = []
         for r in self.replicas:
-            if r.flushed < r.leo:
+            if r.flushed < r.leo and r.alter is None:  # a partition waiting on its ISR waits
                 effects += self._flush(r)
                 effects.append(self._transition(r, "BrokerFlush", {}, "flushed"))
         return effects

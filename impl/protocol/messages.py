@@ -43,10 +43,12 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class RegisterBroker(Message):
-    """A broker asks for a session. `restarted`: first registration since the process began."""
+    """A broker asks for a session. `restarted`: first registration since the process began;
+    `incarnation` names the process, so a retried request is not taken for a new process."""
 
     broker: int
     restarted: bool
+    incarnation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +73,15 @@ class HeartbeatResponse(Message):
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr(Message):
+    """`broker_epoch`: the recipient's session it was sent to (KIP-380): a restarted process
+    ignores requests meant for its previous life."""
+
     partition: int
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int
+    broker_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

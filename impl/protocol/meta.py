@@ -71,6 +71,7 @@ class MetaCore:
         n = config.brokers
         self.registered = [0] * n
         self.broker_epochs = [0] * n
+        self.incarnations = [0] * n  # the process behind each registration
         self.last_heartbeat = [now] * n
         self.partitions = []
         for p in range(config.partitions):
@@ -141,10 +142,11 @@ class MetaCore:
 
     def _leader_and_isr(self, t: Transition, p: int, to: tuple[int, ...] | None = None) -> None:
         ps = self.partitions[p]
-        message = LeaderAndIsr(p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch)
         for b in (self.config.assignment(p) if to is None else to):
             if self.registered[b] != UNKNOWN:
-                t.sends.append((broker_node(b), message))
+                t.sends.append((broker_node(b), LeaderAndIsr(
+                    p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch,
+                    self.registered[b])))
 
     def _elect(self, p: int, isr: tuple[int, ...]) -> tuple[int, tuple[int, ...], bool]:
         """(leader, ISR, unclean?) or (NO_LEADER, isr, False)."""
@@ -190,15 +192,18 @@ class MetaCore:
     def _register(self, now: int, m: RegisterBroker, mid: str) -> list:
         b = m.broker
         effects: list = []
+        new_process = m.incarnation != self.incarnations[b]
         if self.registered[b] != UNKNOWN:
-            if not m.restarted:
+            if not new_process:
+                # A retry from the process that holds the session: the same answer again.
                 return [Send(broker_node(b), RegisterBrokerResponse(b, self.registered[b]))]
             # A new process while the old session lingers: that session is over.
             effects += self._handle_broker_failure(now, b, None)
         self.broker_epochs[b] += 1
         self.registered[b] = self.broker_epochs[b]
+        self.incarnations[b] = m.incarnation
         self.last_heartbeat[b] = now
-        action = "BrokerRestart" if m.restarted else "BrokerRegister"
+        action = "BrokerRestart" if new_process else "BrokerRegister"
         t = Transition(action, {"broker": b}, f"broker epoch {self.registered[b]}", recv=mid)
         t.sends.append((broker_node(b), RegisterBrokerResponse(b, self.registered[b])))
         for p in range(len(self.partitions)):

@@ -448,7 +448,9 @@ def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
         storage = BrokerStorage(FileDisk(run_dir / role / "data"), config.partitions,
                                 checkpoint_fsync=False)
         if args.restart:
-            core = BrokerCore(broker, config, storage.recovered(), tracing=args.trace)
+            # A new process: a new incarnation, so the store cannot mistake it for the old one.
+            core = BrokerCore(broker, config, storage.recovered(), tracing=args.trace,
+                              incarnation=time.time_ns() // 1_000_000)
             pending = ["start"]
         else:
             core = BrokerCore(broker, config, tracing=args.trace)
