@@ -692,15 +692,16 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
     config = spec_config(run.config)
     order = merge(run)
     rp = Replayer(config)
-    recent: deque[str] = deque(maxlen=HISTORY_TAIL)
+    recent: deque[Event] = deque(maxlen=HISTORY_TAIL)
     divergence = None
     for e in order:
         try:
             rp.apply(e)
         except _Mismatch as mismatch:
-            divergence = Divergence(e, mismatch.reason, mismatch.differences, list(recent))
+            divergence = Divergence(e, mismatch.reason, mismatch.differences,
+                                    [_describe(x) for x in recent])
             break
-        recent.append(_describe(e))
+        recent.append(e)
     found = violations(config, rp.state) if check_invariants and divergence is None else []
     info = run.run_json or {}
     excused = sorted(rp.impl_value.get(v, -v) for v in rp.state.excused)

@@ -556,10 +556,9 @@ class BrokerCore:
                 r.high_watermark = hw
                 effects.append(self._checkpoint(r))
             outcome = f"appended {len(m.records)}, HW {r.high_watermark}"
-        detail = None
-        if m.records:
-            detail = {"records": [[m.fetch_offset + i, e, v] for i, (e, v, _) in
-                                  enumerate(m.records)]}
+        # The records themselves stay out of the trace: a catch-up after a restart would write
+        # the whole log into one line. The post-state (LEO, last record, cache) pins them.
+        detail = {"records": len(m.records), "from": m.fetch_offset} if m.records else None
         effects.insert(0, self._transition(r, "FollowerHandleFetchResponse", {}, outcome, mid,
                                            detail))
         if retry_now:
