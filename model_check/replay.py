@@ -545,6 +545,14 @@ def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
         rp.skipped += 1
         rp.compare_replica(body.get("state"))
         return
+    if not rp.state.alive[b]:
+        # A restarted process that has not registered yet: the spec has the broker down. It
+        # has no view, so it can only refuse.
+        if outcome.startswith("appended"):
+            raise _Mismatch(f"broker {b} appended a write before it registered again")
+        rp.skipped += 1
+        rp.compare_replica(body.get("state"))
+        return
     value = rp.spec_value.get(recv)
     if value is None:
         raise _Mismatch(f"produce request {recv!r} was never sent by the producer")
