@@ -38,7 +38,6 @@ from spec.actions import ACTIONS_BY_NAME
 from spec.invariants import INVARIANTS
 from spec.state import Cluster
 
-
 # The invariants `isrlab prove --induction` targets by default.
 TARGETS = ("NoCommittedDataLoss", "LogMatching", "HighWatermarkBelowLogEnd")
 
@@ -252,7 +251,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             return Outcome("unknown", "induction", tuple(goal), tuple(queries),
                            seconds=time.perf_counter() - start,
                            notes=(f"{label}: solver {solver.reason_unknown()}",))
-        model = solver.model()
+        model = _small_model(solver, pre, post, queries, label)
         cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
         if classify:
             cti = classify_cti(config, cti, invariants, classify_states, queries)
@@ -263,6 +262,23 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                    notes=(f"inductive for every action, {config.brokers} brokers, "
                           f"unbounded offsets and epochs, epoch caches of <= {cache_slots} "
                           "entries",))
+
+
+def _small_model(solver: z3.Solver, pre, post, queries: list[Query], label: str):
+    """A model of the CTI query with small numbers where possible (easier to read, and it can
+    be decoded): every integer field of both states in -1..SMALL, else the first model."""
+    first = solver.model()
+    small = [z3.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
+             if z3.is_int(x)]
+    solver.push()
+    solver.add(*small)
+    answer = _check(solver, f"{label} (small CTI)", queries)
+    model = solver.model() if answer == z3.sat else first
+    solver.pop()
+    return model
+
+
+SMALL = 8
 
 
 def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:

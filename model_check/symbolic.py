@@ -625,7 +625,8 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
     same_epoch = z3.And(r.leader == b, r.leader_epoch == a.leader_epoch)
     new_r = ite(same_epoch, viewed, ite(r.leader == b, reappointed, fresh))
     new_leadership = r.leader != b
-    t = ite(new_leadership, _slot(t, b, _none_slot(t.fetches[b])), t)
+    if not shape.config.leader_keeps_last_fetch:
+        t = ite(new_leadership, _slot(t, b, _none_slot(t.fetches[b])), t)
     guard = z3.And(guard, z3.Implies(z3.Not(same_epoch), fits))
     return guard, _r(t, b, advance_high_watermark(shape, new_r, b))
 
@@ -918,6 +919,11 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     n = shape.n
     guard = z3.And(s.alive[b], _bound(shape, s.crashes < shape.config.max_crashes))
     r = truncated_to(s.replicas[b], s.replicas[b].flushed_offset)
+    if shape.config.recovery_truncates_epoch_cache:
+        # Recovery drops cache entries at or past the recovered log end (a prefix: starts
+        # increase).
+        r = dataclasses.replace(r, cache_len=_count(
+            [z3.And(i < r.cache_len, r.cache_start[i] < r.log_len) for i in range(shape.cache_slots)]))
     r = _reset_view(dataclasses.replace(
         r, leader=z3.IntVal(NO_LEADER), leader_epoch=z3.IntVal(UNKNOWN),
         isr=(z3.BoolVal(False),) * n, partition_epoch=z3.IntVal(UNKNOWN),
@@ -1301,7 +1307,8 @@ def _decode_slot(m: SSlot, iv):
         return EpochRequest(iv(m.leader), iv(m.epoch), iv(m.current_leader_epoch))
     if kind not in RESPONSE_KINDS:
         raise NotRepresentable(f"fetch slot kind {kind}")
-    start, count = iv(m.fetch_offset), iv(m.rec_count)
+    # Only a records answer carries records; the count of any other kind is a free leaf.
+    start, count = iv(m.fetch_offset), iv(m.rec_count) if kind == RESP_RECORDS else 0
     _check_size(count, "record count")
     records = tuple(Record(iv(m.rec_epoch[o]), iv(m.rec_value[o]))
                     for o in range(start, start + count))
