@@ -810,3 +810,24 @@ def format_result(result: ReplayResult) -> str:
         lines.append(f"seed {result.seed}" + (f"; reproduce: {result.command}"
                                               if result.command else ""))
     return "\n".join(lines)
+
+
+def replay_events(run_id: str, events: list[dict], config: dict | None = None) -> dict:
+    """Replay one run from its event lines (as Spark's distributed replay hands them over, in
+    causal order, with the run's header config): {verdict, events, detail}."""
+    if config is None:
+        return {"verdict": "unreadable", "events": len(events), "detail": "no header config"}
+    nodes: dict[str, list[Event]] = {}
+    for i, body in enumerate(events):
+        nodes.setdefault(body["node"], []).append(
+            Event(body["node"], body["seq"], body["time_ms"], "event", body, f"<{run_id}>:{i}"))
+    for node_events in nodes.values():
+        node_events.sort(key=lambda e: e.seq)
+    try:
+        result = replay_run(Run({"config": config, "seed": None}, nodes), check_invariants=False)
+    except TraceError as error:
+        return {"verdict": "unreadable", "events": len(events), "detail": str(error)}
+    detail = None
+    if result.divergence is not None:
+        detail = format_result(result).splitlines()[0] + ": " + result.divergence.reason
+    return {"verdict": result.verdict, "events": result.events, "detail": detail}

@@ -1,0 +1,97 @@
+"""Benchmark of `isrlab prove`: prints figures, asserts nothing about time.
+
+    python bench/prove_bench.py          # B10 BMC, induction attempt for current, diff pairs/s
+    python bench/prove_bench.py --b1     # also BMC for B1 in hw-truncation (slow: minutes)
+
+Each line: what ran, its verdict and depth, and seconds; the explorer's depth and seconds on
+the same config are printed beside BMC's so the two can be compared in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import z3  # noqa: E402
+
+from model_check import symbolic as sym  # noqa: E402
+from model_check.explorer import explore  # noqa: E402
+from model_check.model import KafkaModel  # noqa: E402
+from model_check.prove import TARGETS, bmc, induction  # noqa: E402
+from model_check.symbolic_lemmas import LEMMAS  # noqa: E402
+from spec import VARIANTS, Config, initial_state  # noqa: E402
+from spec.actions import successors  # noqa: E402
+
+
+def small(variant: str, **changes) -> Config:
+    base = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
+                max_session_expiries=0)
+    return Config(variant=VARIANTS[variant], **{**base, **changes})
+
+
+def bmc_vs_explorer(label: str, config: Config, depth: int) -> None:
+    start = time.perf_counter()
+    shortest = explore(KafkaModel(config))
+    explorer_s = time.perf_counter() - start
+    found = bmc(config, depth)
+    print(f"{label}: BMC {found.result} {found.invariant} at depth {found.depth} in "
+          f"{found.seconds:.1f} s; explorer {shortest.result} at depth {shortest.depth} in "
+          f"{explorer_s:.2f} s")
+
+
+def differential(pairs: int, seed: int = 1) -> None:
+    config = small("current", brokers=3, max_records=2, max_leader_epochs=3)
+    shape = sym.make_shape(config)
+    table = sym.action_table(shape)
+    from tests.test_symbolic_diff import instance_for, pinned
+
+    pre, post, a = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t."), sym.fresh_args(
+        shape, "a.")
+    rnd = random.Random(seed)
+    done = 0
+    start = time.perf_counter()
+    while done < pairs:
+        state = initial_state(config)
+        for _ in range(40):
+            succ = list(successors(config, state))
+            if not succ or done >= pairs:
+                break
+            action, nxt = rnd.choice(succ)
+            solver = z3.Solver()
+            solver.add(sym.represent(shape, state, pre), sym.represent(shape, nxt, post),
+                       *pinned(a, action),
+                       sym.relation(shape, instance_for(table, action, state), pre, post, a))
+            assert solver.check() == z3.sat
+            done += 1
+            state = nxt
+    seconds = time.perf_counter() - start
+    print(f"differential (accept direction): {done} pairs in {seconds:.1f} s "
+          f"({done / seconds:.0f} pairs/s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--b1", action="store_true", help="also BMC for B1 (minutes)")
+    parser.add_argument("--pairs", type=int, default=500)
+    args = parser.parse_args()
+    bmc_vs_explorer("B10 current acks=1", small("current", acks="1"), 6)
+    if args.b1:
+        bmc_vs_explorer("B1 hw-truncation", small("hw-truncation", log_flush_interval_messages=1),
+                        13)
+    config = Config(brokers=3)
+    out = induction(config, list(TARGETS), list(LEMMAS), classify=False)
+    slowest = max(out.queries, key=lambda q: q.seconds)
+    print(f"induction current 3 brokers: {out.result} in {out.seconds:.1f} s over "
+          f"{len(out.queries)} queries (slowest {slowest.name} {slowest.seconds:.2f} s)"
+          + (f"; CTI at {out.cti.action}, breaks {', '.join(out.cti.violated)}"
+             if out.cti else ""))
+    differential(args.pairs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""`isrlab prove`: bounded model checking and inductive proofs with Z3 (model_check.prove).
+
+Exit codes: 0 proved (or no violation within K steps), 1 a violation or a CTI classified
+reachable, 2 bad usage, 3 unknown or a CTI classified unreachable (the output says which).
+
+Defaults differ by mode, both printed in the output's config: BMC runs at the explorer's small
+bounds (2 brokers, 1 record, 2 leader epochs, 1 crash), where its shortest counterexamples are
+pinned; induction runs at 3 brokers with every exploration bound lifted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
+INDUCTION_DEFAULTS = dict(brokers=3)
+
+
+def register(sub, usage_error) -> None:
+    """Add the `prove` subcommand to the isrlab parser."""
+    p = sub.add_parser(
+        "prove", help="Z3: bounded model checking (--bmc K) or induction (--induction)",
+        description="Exit 0: proved / no violation within K steps; 1: a violation or a CTI "
+        "classified reachable; 2: bad usage; 3: unknown, or a CTI classified unreachable "
+        "(the invariant needs strengthening).")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--bmc", type=int, metavar="K", help="search K steps for a violation")
+    mode.add_argument("--induction", action="store_true", help="prove the invariants inductive")
+    p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
+    p.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
+    for flag, what in (
+        ("--brokers", "brokers (BMC default 2, induction default 3)"),
+        ("--records", "max records written (BMC; default 1)"),
+        ("--epochs", "max leader epochs (BMC; default 2)"),
+        ("--crashes", "max broker crashes (BMC; default 1)"),
+        ("--min-isr", "min.insync.replicas, default 1"),
+        ("--flush", "log.flush.interval.messages, default never"),
+        ("--cache-slots", "induction: leader-epoch cache entries represented, default 3"),
+    ):
+        p.add_argument(flag, type=int, metavar="N", help=what)
+    p.add_argument("--acks", choices=("0", "1", "all", "-1"))
+    p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
+                   help="unclean.leader.election.enable (default off)")
+    p.add_argument("--invariant", action="append", metavar="NAME",
+                   help="check only these (repeatable); induction default: NoCommittedDataLoss, "
+                   "LogMatching, HighWatermarkBelowLogEnd")
+    p.add_argument("--lemma", action="append", metavar="NAME",
+                   help="induction: strengthening lemmas (default: all of spec/lemmas.py)")
+    p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
+    p.add_argument("--max-states", type=int, default=500_000,
+                   help="explorer bound when classifying a CTI")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run, _usage_error=usage_error)
+
+
+def _fail(message: str) -> int:
+    print(f"isrlab: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _config(args: argparse.Namespace):
+    from spec import VARIANTS, Config, load_properties
+
+    if args.variant and args.variant not in VARIANTS:
+        raise ValueError(f"--variant: unknown variant {args.variant!r} "
+                         f"(known: {', '.join(VARIANTS)})")
+    defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
+    config = load_properties(args.config) if args.config else Config().replace(**defaults)
+    flags = {
+        "variant": VARIANTS.get(args.variant) if args.variant else None,
+        "brokers": args.brokers,
+        "max_records": args.records,
+        "max_leader_epochs": args.epochs,
+        "max_crashes": args.crashes,
+        "acks": "all" if args.acks == "-1" else args.acks,
+        "min_insync_replicas": args.min_isr,
+        "unclean_leader_election_enable": args.unclean,
+        "log_flush_interval_messages": args.flush,
+    }
+    config = config.replace(**{k: v for k, v in flags.items() if v is not None})
+    if config.partitions != 1:
+        raise ValueError("partitions: the symbolic encoding has one partition")
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run BMC or induction; print a summary or one JSON object; return the exit code."""
+    from model_check import prove
+    from model_check.symbolic import NotRepresentable
+    from model_check.symbolic_lemmas import LEMMAS
+    from spec import INVARIANTS, ConfigError
+
+    if args.bmc is None and not args.induction:
+        return _fail("prove: choose --bmc K or --induction")
+    if args.bmc is not None and args.bmc < 0:
+        return _fail("--bmc: K must be >= 0")
+    try:
+        config = _config(args)
+    except (ConfigError, ValueError) as error:
+        return _fail(str(error))
+    for name in args.invariant or []:
+        if name not in INVARIANTS:
+            return _fail(f"--invariant: unknown invariant {name!r} (known: {', '.join(INVARIANTS)})")
+    for name in args.lemma or []:
+        if name not in LEMMAS:
+            return _fail(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
+    try:
+        if args.bmc is not None:
+            outcome = prove.bmc(config, args.bmc, args.invariant)
+        else:
+            invariants = args.invariant or list(prove.TARGETS)
+            lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
+            outcome = prove.induction(config, invariants, lemmas,
+                                      classify_states=args.max_states,
+                                      cache_slots=args.cache_slots or 3)
+    except NotRepresentable as error:
+        print(f"isrlab: {error}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(prove.to_json(outcome, config), sort_keys=True))
+    else:
+        print(prove.summary(outcome, config))
+    if outcome.result == "cti":
+        return 1 if outcome.cti.classification == "reachable" else 3
+    return {"proved": 0, "violation": 1, "unknown": 3}[outcome.result]

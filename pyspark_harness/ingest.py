@@ -1,0 +1,309 @@
+"""NDJSON trace files to one Parquet dataset, partitioned by table, config key and run.
+
+Theory of operation. Each file is read whole (`wholetext`), split on "\\n" and exploded with
+its line numbers, all inside the JVM: that is what keeps a file and line number on every row
+without a shuffle and without a Python round trip per line. A file may hold one run (the
+broker's layout: one file per node) or several runs one after another: every line belongs to
+the nearest `header` line above it, whose `run` and `config` it is stored under. Each line is
+parsed once with the union schema `schemas.LINE`.
+
+A line that cannot be used is never dropped and never stops the job: it is stored in the
+`malformed` table with its file, line number, a one-line reason and (up to 2,000 characters
+of) its text. Reasons: a blank line, not a JSON object, not valid JSON, a field of the wrong
+type, an unknown or missing `kind`, a missing required field, no header above the line, or a
+header above it that is itself invalid. A final "\\n" does not make an empty last line.
+
+Limits: a file is one JVM string, so one file must stay well under 2 GB (a node's file of a
+run is a few MB). Keys other than the format's are ignored by the parser.
+
+Layout written: OUT/table=<headers|events|history|nemesis|malformed>/config_key=<key>/run=<run>/
+with the columns of `schemas.STORED`. Lines without a usable header have a null config key
+and run (Spark's `__HIVE_DEFAULT_PARTITION__` directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pyspark_harness import schemas as S
+
+HEADER_PATTERN = r'"kind"\s*:\s*"header"'
+PARSE_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": S.CORRUPT}
+
+
+class InputError(Exception):
+    """Bad input named in one line: a missing path, no trace files, a bad campaign layout."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one ingest wrote: line counts per table, files read, and wall time."""
+
+    out: str
+    files: int
+    lines_by_table: dict[str, int]
+    runs: int
+    seconds: float
+    malformed_examples: tuple[tuple[str, int, str], ...] = field(default=())
+
+    @property
+    def lines(self) -> int:
+        """Every line read, malformed ones included."""
+        return sum(self.lines_by_table.values())
+
+    @property
+    def malformed(self) -> int:
+        """Lines put aside in the malformed table."""
+        return self.lines_by_table.get(S.MALFORMED, 0)
+
+
+def find_trace_files(paths: list[str], campaign: bool = False) -> list[str]:
+    """Absolute paths of the `*.ndjson` files named by `paths` (files, or dirs searched deeply).
+
+    With `campaign`, every path must be a campaign directory and only its `run-*/` directories
+    are read. Raises InputError naming the first path that does not fit.
+    """
+    found: list[str] = []
+    for name in paths:
+        path = Path(name)
+        if not path.exists():
+            raise InputError(f"{name}: no such file or directory")
+        if campaign:
+            if not path.is_dir():
+                raise InputError(f"{name}: --runs-from campaign needs a campaign directory")
+            run_dirs = sorted(d for d in path.glob("run-*") if d.is_dir())
+            if not run_dirs:
+                raise InputError(f"{name}: not a campaign directory (no run-*/ directories)")
+            files = [f for d in run_dirs for f in sorted(d.glob("*.ndjson"))]
+        elif path.is_dir():
+            files = sorted(path.rglob("*.ndjson"))
+        else:
+            files = [path]
+        if not files:
+            raise InputError(f"{name}: no *.ndjson trace files")
+        found.extend(str(f.resolve()) for f in files)
+    return sorted(set(found))
+
+
+def _missing(struct: Column, names: tuple[str, ...], prefix: str = "") -> Column:
+    """The first `field NAME: missing` among `names` that is null in `struct`, else null."""
+    return F.coalesce(*(F.when(struct[n].isNull(), F.lit(f"field {prefix}{n}: missing"))
+                        for n in names))
+
+
+def _header_reason(h: Column) -> Column:
+    """Why a parsed header line cannot be used, or null."""
+    return (
+        F.when(h.isNull() | h[S.CORRUPT].isNotNull(), F.lit("header: not valid JSON or a field "
+                                                            "has the wrong type"))
+        .when(h["format"] != S.FORMAT,
+              F.concat(F.lit(f"field format: expected {S.FORMAT}, found "), h["format"]))
+        .otherwise(F.coalesce(_missing(h, S.REQUIRED["header"]),
+                              _missing(h["config"], S.REQUIRED_CONFIG, "config."))))
+
+
+def _wrong_type(line: Column, parsed: Column) -> Column:
+    """For a line the parser marked corrupt: which top-level field has the wrong type."""
+    names = [f.name for f in S.LINE.fields if f.name != S.CORRUPT]
+    return F.coalesce(
+        F.when(F.get_json_object(line, "$").isNull(), F.lit("not valid JSON")),
+        *(F.when(parsed[n].isNull() & F.get_json_object(line, f"$.{n}").isNotNull(),
+                 F.lit(f"field {n}: wrong type")) for n in names),
+        F.lit("a field has the wrong type"),
+    )
+
+
+def _kind_reason(p: Column) -> Column:
+    """Missing required fields of a parsed line of a known kind, or null."""
+    history = F.coalesce(
+        _missing(p, S.REQUIRED["history"]),
+        F.when(~p["type"].isin(*S.HISTORY_TYPES),
+               F.concat(F.lit("field type: unknown value "), p["type"])),
+        F.when(p["f"] == "send", _missing(p, ("partition", "value"))),
+        F.when((p["f"] == "send") & (p["type"] == "ok"), _missing(p, ("offset",))),
+        F.when((p["f"] == "read") & (p["type"] == "ok"), _missing(p, ("partition", "records"))),
+    )
+    return (F.when(p["kind"] == "event", _missing(p, S.REQUIRED["event"]))
+            .when(p["kind"] == "history", history)
+            .when(p["kind"] == "nemesis", _missing(p, S.REQUIRED["nemesis"])))
+
+
+def config_key(config: Column) -> Column:
+    """`variant_acks-A_isr-N_(un)clean_flush-F_nemesis-X+Y`: one readable string per config."""
+    nemesis = F.coalesce(F.nullif(F.array_join(F.array_sort(config["nemesis"]), "+"),
+                                  F.lit("")), F.lit("none"))
+    return F.concat_ws(
+        "_",
+        config["variant"],
+        F.concat(F.lit("acks-"), config["acks"]),
+        F.concat(F.lit("isr-"), config["min_insync_replicas"].cast("string")),
+        F.when(config["unclean_leader_election_enable"], "unclean").otherwise("clean"),
+        F.concat(F.lit("flush-"), F.coalesce(
+            config["log_flush_interval_messages"].cast("string"), F.lit("none"))),
+        F.concat(F.lit("nemesis-"), nemesis),
+    )
+
+
+def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True) -> DataFrame:
+    """One row per line of `files`, in the columns of `schemas.STORED` (not yet written)."""
+    text = (spark.read.text(files, wholetext=True)
+            .select(F.col("_metadata.file_path").alias("file"), "value"))
+    # Per file (one row): its lines, and every header line in it parsed once.
+    per_file = text.select(
+        "file", F.split("value", "\n", -1).alias("lines"),
+    ).select(
+        "file", "lines",
+        F.transform(
+            F.filter(
+                F.sequence(F.lit(1), F.size("lines")),
+                # By text, not by parsing: a header that is not valid JSON must still end
+                # the previous run's lines (they would otherwise be stored under it).
+                lambda n: F.element_at("lines", n).contains('"header"')
+                & F.element_at("lines", n).rlike(HEADER_PATTERN),
+            ),
+            lambda n: F.struct(
+                n.alias("line"),
+                F.from_json(F.element_at("lines", n), S.LINE, PARSE_OPTIONS).alias("p"),
+            ),
+        ).alias("headers"),
+    )
+    rows = per_file.select(
+        "file", "headers", F.size("lines").alias("count"),
+        F.posexplode("lines").alias("pos", "text"),
+    ).select(
+        "file", "headers", "count", (F.col("pos") + 1).alias("line"), "text",
+    ).where(~((F.col("line") == F.col("count")) & (F.col("text") == "")))
+    # The header that governs a line: the last header line at or above it.
+    rows = rows.select(
+        "file", "line", "text",
+        F.try_element_at(F.filter("headers", lambda h: h["line"] <= F.col("line")),
+                         F.lit(-1)).alias("h"),
+        F.from_json("text", S.LINE, PARSE_OPTIONS).alias("p"),
+    )
+    p, h, line = F.col("p"), F.col("h"), F.col("text")
+    trimmed = F.trim(line)
+    reason = (
+        F.when(trimmed == "", F.lit("blank line"))
+        .when(~trimmed.startswith("{"), F.lit("not a JSON object"))
+        .when(p[S.CORRUPT].isNotNull(), _wrong_type(line, p))
+        .when(~trimmed.endswith("}"), F.lit("not valid JSON: text after the object"))
+        .when(p["kind"].isNull(), F.lit("field kind: missing"))
+        .when(~p["kind"].isin(*S.KINDS), F.concat(F.lit("field kind: unknown value "), p["kind"]))
+        .when(h.isNull(), F.lit("no header line above this line"))
+        .when(p["kind"] == "header", _header_reason(p))
+        .when(_header_reason(h["p"]).isNotNull(),
+              F.concat(F.lit("its header (line "), h["line"].cast("string"),
+                       F.lit(") is not valid")))
+        .otherwise(_kind_reason(p))
+    )
+    rows = rows.select("file", "line", "text", "h", "p", reason.alias("reason"))
+    good_header = F.col("h").isNotNull() & _header_reason(F.col("h.p")).isNull()
+    table = F.when(F.col("reason").isNotNull(), F.lit(S.MALFORMED)).otherwise(
+        F.coalesce(*(F.when(F.col("p.kind") == kind, F.lit(name))
+                     for kind, name in S.TABLE_OF_KIND.items())))
+    is_event = F.col("reason").isNull() & (F.col("p.kind") == "event")
+    raw = (F.when(F.col("reason").isNotNull(), F.substring("text", 1, S.RAW_MALFORMED_CHARS))
+           .when(is_event, F.col("text") if keep_raw else F.lit(None)))
+    columns = []
+    for stored in S.STORED.fields:
+        name = stored.name
+        if name in ("file", "line", "reason"):
+            column = F.col(name)
+        elif name == "raw":
+            column = raw
+        elif name == "table":
+            column = table
+        elif name == "config_key":
+            column = F.when(good_header, config_key(F.col("h.p.config")))
+        elif name == "run":
+            column = F.when(good_header, F.col("h.p.run"))
+        else:
+            # A malformed line keeps only where it came from and why.
+            column = F.when(F.col("reason").isNull(), F.col("p")[name])
+        columns.append(column.cast(stored.dataType).alias(name))
+    return rows.select(*columns)
+
+
+def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = True,
+           examples: int = 20) -> IngestResult:
+    """Parse `files` and write them to `out` (replaced), partitioned by table, config, run.
+
+    Returns the line count of every table and the first `examples` malformed lines as
+    (file, line, reason), sorted by file and line.
+    """
+    if not files:
+        raise InputError("no trace files to ingest")
+    start = time.perf_counter()
+    (parse_lines(spark, files, keep_raw)
+     .write.mode("overwrite").partitionBy(*S.PARTITION_COLUMNS).parquet(out))
+    seconds = time.perf_counter() - start
+    stored = read_stored(spark, out)
+    counts = {r["table"]: r["count"] for r in stored.groupBy("table").count().collect()}
+    runs = stored.where(F.col("table") == "headers").select("run").distinct().count()
+    bad = (stored.where(F.col("table") == S.MALFORMED).select("file", "line", "reason")
+           .orderBy("file", "line").limit(examples).collect())
+    return IngestResult(out=out, files=len(files), lines_by_table=counts, runs=runs,
+                        seconds=seconds,
+                        malformed_examples=tuple((local_path(r["file"]) or r["file"], r["line"],
+                                                  r["reason"]) for r in bad))
+
+
+def read_stored(spark: SparkSession, path: str) -> DataFrame:
+    """The whole ingested dataset at `path`, with its explicit schema."""
+    if not os.path.isdir(path):
+        raise InputError(f"{path}: no ingested Parquet dataset here")
+    return spark.read.schema(S.STORED).parquet(path)
+
+
+def read_summaries(directories: list[str]) -> list[tuple[str, str | None, str, str, int]]:
+    """(directory, run, source file, kind, count) from each directory's result.json/run.json.
+
+    The counts are the document's `history.anomalies` by kind (a number, or a list whose
+    length is the count); `run` is the document's own `run` field when it has one. Kind names
+    are normalised to the Spark ones (lower case, `-` to `_`, a plural `s` dropped:
+    `lost-writes` -> `lost_write`). A file that cannot be read or has no such object
+    contributes nothing; result.json wins over run.json.
+    """
+    rows = []
+    for directory in sorted(set(directories)):
+        for name in ("result.json", "run.json"):
+            path = os.path.join(directory, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    document = json.load(handle)
+                anomalies = document["history"]["anomalies"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if not isinstance(anomalies, dict):
+                continue
+            run = document.get("run") if isinstance(document.get("run"), str) else None
+            for kind, count in sorted(anomalies.items()):
+                if isinstance(count, list):
+                    count = len(count)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    rows.append((directory, run, path, normalise_kind(kind), count))
+            break
+    return rows
+
+
+def local_path(uri: str) -> str | None:
+    """The local path of a `file:` URI as Spark reports it; None for other file systems."""
+    from urllib.parse import unquote, urlparse
+
+    if uri.startswith("/"):
+        return uri
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else None
+
+
+def normalise_kind(kind: str) -> str:
+    """`Lost-Writes` -> `lost_write`: the spelling the Spark anomaly table uses."""
+    kind = kind.strip().lower().replace("-", "_").replace(" ", "_")
+    return kind[:-1] if kind.endswith("s") else kind

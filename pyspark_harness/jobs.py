@@ -1,0 +1,586 @@
+"""The analyses: pure functions from DataFrames to DataFrames over an ingested corpus.
+
+Each job takes the tables `load` returns (or another job's output) and returns a new
+DataFrame; nothing here writes, collects or prints, so the same jobs run in the tests, in the
+report and on a cluster. Times are the trace's `time_ms` (the simulator's virtual clock; in
+tcp mode each node's own clock). What each job counts, precisely:
+
+Client anomalies, per partition of a run (from `history` lines), as model_check/history.py
+defines them when it has no final logs (same names, same questions):
+  The final state at an offset is the value the latest `ok` read with a record there returned
+  (the larger value breaks a tie at one time_ms). A `lost_write` is an acknowledged write at
+  acks 1 or all (`ok`, offset >= 0) whose value is not the final state at its offset (acks=0
+  writes are counted, never judged). An `uncommitted_read` is a (offset, value) a read
+  returned that is not the final state there. A `duplicate` is a value read at two or more
+  offsets; an `inconsistent_offset` is an offset with two or more values among reads and
+  acknowledgements; a `reordered_write` is an acknowledged write of a producer process below
+  an offset that process had acknowledged before it sent it.
+
+Availability, per partition of a run (from the metadata store's `partitions` states):
+  The partition's state holds from one change to the next; the last one until the run's end
+  (its latest `time_ms` in any line). Time is counted from the first state the store reports.
+  `offline_ms`: no leader (leader -1). `under_min_isr_ms`: a leader, but fewer ISR members
+  than min.insync.replicas (acks=all writes refused); the two never overlap. `elections`:
+  changes that raise the leader epoch to a live leader, after the first state. Election
+  latency: from a nemesis `crash` or `controller-kill` of the broker that led the partition
+  just before it, to the first later state with a live leader and a higher leader epoch (null
+  when none came before the run ended). ISR shrinks and expands: `LeaderShrinkIsr` and
+  `LeaderExpandIsr` events with outcome `ok` on brokers (a metadata store's echo of the same
+  change is not counted twice).
+
+Balance: leaders per broker at every change, time-weighted leadership, and for each
+`ControllerElectPreferredLeader` the leader counts just before it and once its partition's
+new state is installed.
+
+Distributed replay: `distributed_replay(events, fn)` groups the event lines by run inside
+Spark and calls `fn(run_id, events)` once per run on the executors, with the events as dicts
+in causal order; what `fn` checks is up to it (the spec replay, model_check.replay).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from pyspark_harness import schemas as S
+from pyspark_harness.ingest import read_stored
+
+ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
+                 "inconsistent_offset")
+METADATA_NODE = "meta"
+FAULTS_OF_LEADERS = ("crash", "controller-kill")
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """The ingested tables, each with its own columns plus `config_key` and `run`."""
+
+    headers: DataFrame
+    events: DataFrame
+    history: DataFrame
+    nemesis: DataFrame
+    malformed: DataFrame
+
+
+def load(spark: SparkSession, path: str) -> Tables:
+    """The tables of an ingested dataset (ingest.ingest wrote it at `path`)."""
+    stored = read_stored(spark, path)
+
+    def table(name: str) -> DataFrame:
+        columns = S.TABLE_COLUMNS[name] + ("config_key", "run")
+        return stored.where(F.col("table") == name).select(*columns)
+
+    return Tables(*(table(name) for name in ("headers", "events", "history", "nemesis",
+                                             "malformed")))
+
+
+# ------------------------------------------------------------------------------------------
+# The lines the jobs read
+
+
+def relevant_events(events: DataFrame, metadata_node: str = METADATA_NODE) -> DataFrame:
+    """The event lines and columns the availability and balance jobs read (a small part of a
+    corpus: metadata-store transitions, ISR changes, preferred-leader elections)."""
+    actions = ("LeaderShrinkIsr", "LeaderExpandIsr", "ControllerElectPreferredLeader")
+    return events.where((F.col("node") == metadata_node) | F.col("action").isin(*actions)) \
+        .select("run", "node", "seq", "time_ms", "action", "outcome", "args", "state")
+
+
+def relevant_history(history: DataFrame) -> DataFrame:
+    """The history lines and columns the anomaly jobs read: sends, and completed reads."""
+    return history.where((F.col("f") == "send")
+                         | ((F.col("f") == "read") & (F.col("type") == "ok"))).select(
+        "run", "node", "seq", "time_ms", "type", "f", "partition", "value", "offset", "acks",
+        "records")
+
+
+# ------------------------------------------------------------------------------------------
+# Runs
+
+
+def runs(headers: DataFrame) -> DataFrame:
+    """One row per run: its config key, the config dimensions, seed and mode.
+
+    `config_conflict` is true when the files of a run disagree on the config (the format
+    says they never do); the smallest key is kept.
+    """
+    c = F.col("config")
+    return headers.groupBy("run").agg(
+        F.min("config_key").alias("config_key"),
+        F.min(c["variant"]).alias("variant"),
+        F.min(c["acks"]).alias("acks"),
+        F.min(c["min_insync_replicas"]).alias("min_insync_replicas"),
+        F.min(c["unclean_leader_election_enable"]).alias("unclean_leader_election_enable"),
+        F.min(c["log_flush_interval_messages"]).alias("log_flush_interval_messages"),
+        F.min(F.coalesce(F.nullif(F.array_join(F.array_sort(c["nemesis"]), "+"), F.lit("")),
+                         F.lit("none"))).alias("nemesis"),
+        F.min(c["brokers"]).alias("brokers"),
+        F.min(c["partitions"]).alias("partitions"),
+        F.min(c["duration_ms"]).alias("duration_ms"),
+        F.min("seed").alias("seed"),
+        F.min("mode").alias("mode"),
+        F.count("*").alias("files"),
+        (F.countDistinct("config_key") > 1).alias("config_conflict"),
+    )
+
+
+def run_ends(events: DataFrame, history: DataFrame, nemesis: DataFrame) -> DataFrame:
+    """(run, end_ms): the latest `time_ms` of any line of the run."""
+    times = (events.select("run", "time_ms")
+             .unionByName(history.select("run", "time_ms"))
+             .unionByName(nemesis.select("run", "time_ms")))
+    return times.groupBy("run").agg(F.max("time_ms").alias("end_ms"))
+
+
+# ------------------------------------------------------------------------------------------
+# Availability
+
+
+def partition_timeline(events: DataFrame, ends: DataFrame,
+                       metadata_node: str = METADATA_NODE) -> DataFrame:
+    """Every partition state the metadata store reported, as intervals [start_ms, end_ms).
+
+    Columns: run, partition, start_ms, seq, end_ms, duration_ms, is_last, leader,
+    leader_epoch, isr, isr_size, partition_epoch, is_election, action. The last state of a
+    partition lasts until the run's end. States at one time_ms are ordered by seq; all but the
+    last of them last 0 ms.
+    """
+    changes = (
+        events.where((F.col("node") == metadata_node) & F.col("state.partitions").isNotNull())
+        .select("run", "time_ms", "seq", "action",
+                F.explode("state.partitions").alias("p"))
+        .select("run", F.col("p.partition").alias("partition"),
+                F.col("time_ms").alias("start_ms"), "seq", "action",
+                F.col("p.leader").alias("leader"), F.col("p.leader_epoch").alias("leader_epoch"),
+                F.col("p.isr").alias("isr"), F.col("p.partition_epoch").alias("partition_epoch"))
+    )
+    order = Window.partitionBy("run", "partition").orderBy("start_ms", "seq")
+    previous_epoch = F.lag("leader_epoch").over(order)
+    timeline = changes.select(
+        "*",
+        F.lead("start_ms").over(order).alias("next_ms"),
+        (F.coalesce(F.size("isr"), F.lit(0))).alias("isr_size"),
+        (previous_epoch.isNotNull() & (F.col("leader") >= 0)
+         & (F.col("leader_epoch") > previous_epoch)).alias("is_election"),
+    ).join(ends, "run", "left")
+    end = F.coalesce("next_ms", F.greatest("end_ms", "start_ms"))
+    return timeline.select(
+        "run", "partition", "start_ms", "seq", end.alias("end_ms"),
+        (end - F.col("start_ms")).alias("duration_ms"), F.col("next_ms").isNull().alias("is_last"),
+        "leader", "leader_epoch", "isr", "isr_size", "partition_epoch", "is_election", "action",
+    )
+
+
+def isr_changes(events: DataFrame, metadata_node: str = METADATA_NODE) -> DataFrame:
+    """(run, partition, isr_shrinks, isr_expands): LeaderShrinkIsr/LeaderExpandIsr events where
+    they commit, at the metadata store (the leader's later LeaderApplyIsr is not counted)."""
+    changes = events.where(
+        F.col("action").isin("LeaderShrinkIsr", "LeaderExpandIsr")
+        & (F.col("node") == metadata_node))
+    return changes.groupBy("run", F.col("args.partition").alias("partition")).agg(
+        F.sum(F.when(F.col("action") == "LeaderShrinkIsr", 1).otherwise(0)).alias("isr_shrinks"),
+        F.sum(F.when(F.col("action") == "LeaderExpandIsr", 1).otherwise(0)).alias("isr_expands"),
+    )
+
+
+def availability(timeline: DataFrame, run_table: DataFrame, isr: DataFrame) -> DataFrame:
+    """Per (run, partition): observed_ms, offline_ms, under_min_isr_ms, elections,
+    isr_shrinks, isr_expands (zeros where nothing happened)."""
+    with_min = timeline.join(run_table.select("run", "min_insync_replicas"), "run", "left")
+    offline = F.col("leader") < 0
+    under = (F.col("leader") >= 0) & (F.col("isr_size") < F.col("min_insync_replicas"))
+    states = with_min.groupBy("run", "partition").agg(
+        F.sum("duration_ms").alias("observed_ms"),
+        F.sum(F.when(offline, F.col("duration_ms")).otherwise(0)).alias("offline_ms"),
+        F.sum(F.when(under, F.col("duration_ms")).otherwise(0)).alias("under_min_isr_ms"),
+        F.sum(F.col("is_election").cast("long")).alias("elections"),
+    )
+    counts = ("observed_ms", "offline_ms", "under_min_isr_ms", "elections", "isr_shrinks",
+              "isr_expands")
+    joined = states.join(isr, ["run", "partition"], "full")
+    return joined.select("run", "partition",
+                         *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in counts))
+
+
+def election_latency(timeline: DataFrame, nemesis: DataFrame) -> DataFrame:
+    """One row per (fault of a leader, partition it led): run, partition, fault, broker,
+    fault_ms, elected_ms, latency_ms (null: no new leader before the run ended)."""
+    faults = nemesis.where(F.col("f").isin(*FAULTS_OF_LEADERS)
+                           & F.col("target").rlike("^b[0-9]+$")).select(
+        "run", F.col("f").alias("fault"), F.col("time_ms").alias("fault_ms"),
+        F.substring("target", 2, 12).try_cast("long").alias("broker"))
+    t = timeline.alias("t")
+    # The state just before the fault: the one that started before it and lasted up to it.
+    led = faults.join(t, "run").where(
+        (F.col("t.start_ms") < F.col("fault_ms")) & (F.col("fault_ms") <= F.col("t.end_ms"))
+        & (F.col("t.leader") == F.col("broker"))
+    ).select("run", "partition", "fault", "broker", "fault_ms",
+             F.col("t.leader_epoch").alias("epoch_at_fault"))
+    n = timeline.select("run", "partition", F.col("start_ms").alias("next_ms"),
+                        F.col("leader").alias("next_leader"),
+                        F.col("leader_epoch").alias("next_epoch"))
+    elected = led.join(n, ["run", "partition"]).where(
+        (F.col("next_ms") >= F.col("fault_ms")) & (F.col("next_leader") >= 0)
+        & (F.col("next_epoch") > F.col("epoch_at_fault"))
+    ).groupBy("run", "partition", "fault", "broker", "fault_ms").agg(
+        F.min("next_ms").alias("elected_ms"))
+    keys = ["run", "partition", "fault", "broker", "fault_ms"]
+    return led.join(elected, keys, "left").select(
+        *keys, "elected_ms", (F.col("elected_ms") - F.col("fault_ms")).alias("latency_ms"))
+
+
+# ------------------------------------------------------------------------------------------
+# Balance
+
+
+def leaders_over_time(timeline: DataFrame, run_table: DataFrame) -> DataFrame:
+    """(run, time_ms, broker, leaders): partitions each broker leads after every change,
+    every broker of the run listed (zeros included)."""
+    points = timeline.select("run", F.col("start_ms").alias("time_ms")).distinct()
+    t = timeline.alias("t")
+    at = points.join(t, "run").where(
+        (F.col("t.start_ms") <= F.col("time_ms"))
+        & ((F.col("time_ms") < F.col("t.end_ms")) | F.col("t.is_last"))
+        & (F.col("t.leader") >= 0))
+    counts = at.groupBy("run", "time_ms", F.col("t.leader").alias("broker")).agg(
+        F.count("*").alias("leaders"))
+    brokers = points.join(run_table.select("run", "brokers"), "run").select(
+        "run", "time_ms",
+        F.explode(F.sequence(F.lit(0).cast("long"), F.col("brokers") - 1)).alias("broker"))
+    return brokers.join(counts, ["run", "time_ms", "broker"], "left").select(
+        "run", "time_ms", "broker", F.coalesce("leaders", F.lit(0)).cast("long").alias("leaders"))
+
+
+def imbalance(leaders: DataFrame) -> DataFrame:
+    """(run, time_ms, leaders, imbalance): leaders as "n0,n1,..." by broker, and the spread
+    max - min across brokers (0 is perfectly balanced)."""
+    return leaders.groupBy("run", "time_ms").agg(
+        F.array_join(F.transform(F.array_sort(F.collect_list(F.struct("broker", "leaders"))),
+                                 lambda x: x["leaders"].cast("string")), ",").alias("leaders"),
+        (F.max("leaders") - F.min("leaders")).alias("imbalance"),
+    )
+
+
+def leadership(timeline: DataFrame, run_table: DataFrame) -> DataFrame:
+    """(run, broker, leader_ms): partition-milliseconds each broker led (zeros included)."""
+    led = timeline.where(F.col("leader") >= 0).groupBy("run", F.col("leader").alias("broker")) \
+        .agg(F.sum("duration_ms").alias("leader_ms"))
+    brokers = run_table.select(
+        "run", F.explode(F.sequence(F.lit(0).cast("long"), F.col("brokers") - 1)).alias("broker"))
+    return brokers.join(led, ["run", "broker"], "left").select(
+        "run", "broker", F.coalesce("leader_ms", F.lit(0)).cast("long").alias("leader_ms"))
+
+
+def preferred_leader_effect(events: DataFrame, timeline: DataFrame,
+                            spread: DataFrame) -> DataFrame:
+    """Per `ok` ControllerElectPreferredLeader: run, time_ms, partition, leaders_before,
+    imbalance_before (just before it), leaders_after, imbalance_after (once its partition's
+    next state is installed). Null where the store reported no such state."""
+    elections = events.where((F.col("action") == "ControllerElectPreferredLeader")
+                             & (F.col("outcome") == "ok")).select(
+        "run", "time_ms", F.col("args.partition").alias("partition")).distinct()
+    s = spread.select("run", F.col("time_ms").alias("at_ms"), "leaders", "imbalance")
+    before = elections.join(s, "run").where(F.col("at_ms") < F.col("time_ms")).groupBy(
+        "run", "time_ms", "partition").agg(F.max("at_ms").alias("before_ms"))
+    after = elections.join(
+        timeline.select("run", "partition", F.col("start_ms").alias("at_ms")),
+        ["run", "partition"]).where(F.col("at_ms") >= F.col("time_ms")).groupBy(
+        "run", "time_ms", "partition").agg(F.min("at_ms").alias("after_ms"))
+    keys = ["run", "time_ms", "partition"]
+    b = s.select("run", F.col("at_ms").alias("before_ms"),
+                 F.col("leaders").alias("leaders_before"),
+                 F.col("imbalance").alias("imbalance_before"))
+    a = s.select("run", F.col("at_ms").alias("after_ms"),
+                 F.col("leaders").alias("leaders_after"),
+                 F.col("imbalance").alias("imbalance_after"))
+    return (elections.join(before, keys, "left").join(after, keys, "left")
+            .join(b, ["run", "before_ms"], "left").join(a, ["run", "after_ms"], "left")
+            .select(*keys, "leaders_before", "imbalance_before", "leaders_after",
+                    "imbalance_after"))
+
+
+# ------------------------------------------------------------------------------------------
+# Client anomalies
+
+
+def _read_records(history: DataFrame) -> DataFrame:
+    reads = history.where((F.col("f") == "read") & (F.col("type") == "ok"))
+    return reads.select("run", "partition", F.col("time_ms").alias("read_ms"), "node", "seq",
+                        F.explode("records").alias("r")).select(
+        "run", "partition", "read_ms", "node", "seq",
+        F.try_element_at("r", F.lit(1)).alias("offset"),
+        F.try_element_at("r", F.lit(2)).alias("value"))
+
+
+def anomalies(history: DataFrame) -> DataFrame:
+    """One row per anomaly: run, partition, kind, acks, offset, value, detail.
+
+    Kinds are ANOMALY_KINDS; the definitions are in this module's docstring. The read records
+    are shuffled twice, once by offset and once by value; everything else joins small tables.
+    """
+    records = _read_records(history)
+    sends = history.where(F.col("f") == "send")
+    acked = sends.where((F.col("type") == "ok") & (F.col("offset") >= 0)
+                        & F.col("acks").isin("1", "all", "-1"))
+    # By offset: the final state (the value of the latest read there; the larger value breaks
+    # a tie between two reads at one time_ms, so the result never depends on order), and every
+    # value read or acknowledged there.
+    by_offset = records.groupBy("run", "partition", "offset").agg(
+        F.max_by("value", F.struct("read_ms", "value")).alias("final_value"),
+        F.collect_set("value").alias("read_values"))
+    acked_at = acked.groupBy("run", "partition", "offset").agg(
+        F.collect_set("value").alias("acked_values"))
+    # By value: every offset it was read at.
+    by_value = records.groupBy("run", "partition", "value").agg(
+        F.array_sort(F.collect_set("offset")).alias("offsets"))
+    # Each is read several times below: compute it once (a planner hint, not a result).
+    by_offset, by_value = by_offset.cache(), by_value.cache()
+    no_acks = F.lit(None).cast("string").alias("acks")
+
+    lost = acked.join(by_offset, ["run", "partition", "offset"]).where(
+        F.col("final_value") != F.col("value")).select(
+        "run", "partition", F.lit("lost_write").alias("kind"), "acks", "offset", "value",
+        F.concat(F.lit("acknowledged at "), F.col("time_ms").cast("string"),
+                 F.lit(" ms; the final state there is "),
+                 F.col("final_value").cast("string")).alias("detail"))
+    uncommitted = by_offset.select(
+        "run", "partition", "offset", "final_value", F.explode("read_values").alias("value")
+    ).where(F.col("value") != F.col("final_value")).select(
+        "run", "partition", F.lit("uncommitted_read").alias("kind"), no_acks, "offset", "value",
+        F.concat(F.lit("read, but the final state there is "),
+                 F.col("final_value").cast("string")).alias("detail"))
+    duplicate = by_value.where(F.size("offsets") > 1).select(
+        "run", "partition", F.lit("duplicate").alias("kind"), no_acks,
+        F.col("offsets")[0].alias("offset"), "value",
+        F.concat(F.lit("read at offsets "), F.array_join("offsets", ",")).alias("detail"))
+    values = F.array_sort(F.array_union(F.coalesce("read_values", F.array().cast("array<long>")),
+                                        F.coalesce("acked_values",
+                                                   F.array().cast("array<long>"))))
+    inconsistent = by_offset.join(acked_at, ["run", "partition", "offset"], "full").select(
+        "run", "partition", "offset", values.alias("values")).where(F.size("values") > 1).select(
+        "run", "partition", F.lit("inconsistent_offset").alias("kind"), no_acks, "offset",
+        F.lit(None).cast("long").alias("value"),
+        F.concat(F.lit("values "), F.array_join("values", ",")).alias("detail"))
+    # Reordered: per producer process and partition in seq order, the highest offset
+    # acknowledged before each send was invoked; a later ack below it is reordered.
+    order = Window.partitionBy("run", "node", "partition").orderBy("seq") \
+        .rowsBetween(Window.unboundedPreceding, -1)
+    marked = sends.select(
+        "run", "node", "partition", "seq", "type", "value", "offset", "acks",
+        F.max(F.when((F.col("type") == "ok") & (F.col("offset") >= 0), F.col("offset")))
+        .over(order).alias("highest_before"))
+    invoked = marked.where(F.col("type") == "invoke").select(
+        "run", "node", "partition", "value", "highest_before")
+    reordered = acked.select("run", "node", "partition", "value", "offset", "acks").join(
+        invoked, ["run", "node", "partition", "value"]).where(
+        F.col("offset") < F.col("highest_before")).select(
+        "run", "partition", F.lit("reordered_write").alias("kind"), "acks", "offset", "value",
+        F.concat(F.lit("offset "), F.col("highest_before").cast("string"),
+                 F.lit(" was acknowledged before it was sent")).alias("detail"))
+    return (lost.unionByName(duplicate).unionByName(reordered).unionByName(uncommitted)
+            .unionByName(inconsistent))
+
+
+def write_outcomes(history: DataFrame, found: DataFrame) -> DataFrame:
+    """(run, acks, writes_acked, writes_lost) by the acks level each send was made with."""
+    acked = history.where((F.col("f") == "send") & (F.col("type") == "ok")).groupBy(
+        "run", "acks").agg(F.count("*").alias("writes_acked"))
+    lost = found.where(F.col("kind") == "lost_write").groupBy("run", "acks").agg(
+        F.count("*").alias("writes_lost"))
+    return acked.join(lost, ["run", "acks"], "left").select(
+        "run", "acks", "writes_acked", F.coalesce("writes_lost", F.lit(0)).alias("writes_lost"))
+
+
+def anomaly_counts(found: DataFrame, run_table: DataFrame) -> DataFrame:
+    """(run, kind, count) for every run and every kind in ANOMALY_KINDS, zeros included."""
+    kinds = F.array(*(F.lit(k) for k in ANOMALY_KINDS))
+    grid = run_table.select("run", F.explode(kinds).alias("kind"))
+    counts = found.groupBy("run", "kind").agg(F.count("*").alias("count"))
+    return grid.join(counts, ["run", "kind"], "left").select(
+        "run", "kind", F.coalesce("count", F.lit(0)).alias("count"))
+
+
+def cross_check(counts: DataFrame, summaries: DataFrame) -> DataFrame:
+    """Spark's anomaly counts against a run's own summary (run.json/result.json).
+
+    `summaries` has (run, kind, expected, source). Returns (run, kind, source, expected,
+    found, agrees); `found` and `agrees` are null for a kind Spark does not compute.
+    """
+    joined = summaries.join(counts.withColumnRenamed("count", "found"), ["run", "kind"], "left")
+    return joined.select(
+        "run", "kind", "source", "expected", "found",
+        F.when(F.col("kind").isin(*ANOMALY_KINDS),
+               F.coalesce(F.col("found"), F.lit(0)) == F.col("expected")).alias("agrees"))
+
+
+# ------------------------------------------------------------------------------------------
+# Per run and per configuration
+
+
+def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, counts: DataFrame,
+                avail: DataFrame, latency: DataFrame) -> DataFrame:
+    """One row per run: its config dimensions and every count above, zeros where none."""
+    writes = outcomes.groupBy("run").agg(F.sum("writes_acked").alias("writes_acked"),
+                                         F.sum("writes_lost").alias("writes_lost"))
+    kinds = counts.groupBy("run").pivot("kind", list(ANOMALY_KINDS)).agg(F.sum("count"))
+    partitions = avail.groupBy("run").agg(
+        *(F.sum(c).alias(c) for c in ("observed_ms", "offline_ms", "under_min_isr_ms",
+                                      "elections", "isr_shrinks", "isr_expands")))
+    faults = latency.groupBy("run").agg(
+        F.count("*").alias("leader_faults"),
+        F.count("latency_ms").alias("leader_faults_recovered"),
+        F.max("latency_ms").alias("election_latency_ms_max"))
+    summary = (run_table.join(ends, "run", "left").join(writes, "run", "left")
+               .join(kinds, "run", "left").join(partitions, "run", "left")
+               .join(faults, "run", "left"))
+    zero = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
+            "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
+            "leader_faults_recovered"]
+    return summary.select(
+        *(c for c in summary.columns if c not in zero),
+        *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in zero))
+
+
+def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
+    """Aggregate run summaries over the config dimensions (one row per config key)."""
+    dims = ["config_key", *S.CONFIG_DIMENSIONS]
+    sums = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
+            "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
+            "leader_faults_recovered"]
+    totals = summary.groupBy(*dims).agg(F.count("*").alias("runs"),
+                                        *(F.sum(c).alias(c) for c in sums))
+    latencies = latency.join(summary.select("run", "config_key"), "run").groupBy(
+        "config_key").agg(
+        F.percentile_approx("latency_ms", 0.5).alias("election_latency_ms_p50"),
+        F.max("latency_ms").alias("election_latency_ms_max"))
+
+    def ratio(part: str, whole: str) -> F.Column:
+        return F.when(F.col(whole) > 0, F.col(part) / F.col(whole))
+
+    return totals.join(latencies, "config_key", "left").select(
+        *dims, "runs", *sums,
+        ratio("writes_lost", "writes_acked").alias("lost_write_rate"),
+        ratio("offline_ms", "observed_ms").alias("offline_fraction"),
+        ratio("under_min_isr_ms", "observed_ms").alias("under_min_isr_fraction"),
+        "election_latency_ms_p50", "election_latency_ms_max",
+    ).orderBy("config_key")
+
+
+# ------------------------------------------------------------------------------------------
+# Distributed replay
+
+ReplayFn = Callable[[str, list[dict]], dict]
+
+
+def causal_order(events: Iterable[dict]) -> list[dict]:
+    """Merge one run's events into one order that respects each node's `seq` and causality.
+
+    Each node's events stay in seq order; among the nodes' next events the earliest time_ms
+    (then node, seq) goes first, unless it receives a message whose sending event (the
+    `<node>:<seq>` a `recv` id starts with) is an event of this run not yet placed: then it
+    waits. Receives from nodes without events (clients write history lines) never wait. If
+    every node waits (a corrupt trace), the earliest goes anyway, so this always terminates.
+    """
+    by_node: dict[str, list[dict]] = {}
+    for event in events:
+        by_node.setdefault(str(event.get("node")), []).append(event)
+    for queue in by_node.values():
+        queue.sort(key=lambda e: e.get("seq", 0))
+    known = {node: {e.get("seq") for e in queue} for node, queue in by_node.items()}
+    placed: dict[str, int] = {}  # per node: how many of its events are placed
+    sent_upto: dict[str, int] = {}  # per node: highest seq placed
+
+    def waits_for(event: dict) -> bool:
+        recv = event.get("recv")
+        if not isinstance(recv, str):
+            return False
+        parts = recv.split(":")
+        if len(parts) < 2 or parts[0] not in known:
+            return False
+        try:
+            seq = int(parts[1])
+        except ValueError:
+            return False
+        return seq in known[parts[0]] and sent_upto.get(parts[0], -1) < seq
+
+    def key(node: str) -> tuple:
+        head = by_node[node][placed.get(node, 0)]
+        return (head.get("time_ms", 0), node, head.get("seq", 0))
+
+    heads = [key(node) + (node,) for node in by_node if by_node[node]]
+    heapq.heapify(heads)
+    out: list[dict] = []
+    while heads:
+        blocked = []
+        chosen = None
+        while heads:
+            candidate = heapq.heappop(heads)
+            node = candidate[-1]
+            if not waits_for(by_node[node][placed.get(node, 0)]):
+                chosen = candidate
+                break
+            blocked.append(candidate)
+        if chosen is None:
+            chosen = min(blocked)
+            blocked.remove(chosen)
+        for item in blocked:
+            heapq.heappush(heads, item)
+        node = chosen[-1]
+        event = by_node[node][placed.get(node, 0)]
+        out.append(event)
+        placed[node] = placed.get(node, 0) + 1
+        sent_upto[node] = max(sent_upto.get(node, -1), event.get("seq", -1))
+        if placed[node] < len(by_node[node]):
+            heapq.heappush(heads, key(node) + (node,))
+    return out
+
+
+def _event_dict(row) -> dict:
+    """An event line as the dict the broker wrote: its raw text when kept, else its columns."""
+    if row["raw"] is not None:
+        return json.loads(row["raw"])
+    event = {k: v for k, v in row.asDict(recursive=True).items() if v is not None}
+    event.pop("raw", None)
+    return event
+
+
+def replay_one(fn: ReplayFn, run: str, rows: Iterable,
+               config: dict | None = None) -> tuple[str, str, int, str]:
+    """Call `fn` on one run (with the run's header config when `fn` takes three arguments);
+    any exception becomes verdict `error` with its last line."""
+    events = causal_order(_event_dict(row) for row in rows)
+    try:
+        import inspect
+
+        takes_config = len(inspect.signature(fn).parameters) >= 3
+        result = fn(run, events, config) if takes_config else fn(run, events)
+        verdict = str(result["verdict"])
+        count = int(result.get("events", len(events)))
+        detail = result.get("detail")
+        detail = None if detail is None else str(detail)
+    except Exception as error:  # noqa: BLE001 (one bad run must not stop the corpus)
+        last = traceback.format_exception_only(type(error), error)[-1].strip()
+        return run, "error", len(events), last
+    return run, verdict, count, detail
+
+
+def distributed_replay(events: DataFrame, fn: ReplayFn,
+                       configs: dict[str, dict] | None = None) -> DataFrame:
+    """(run, verdict, events, detail): `fn(run_id, events_in_causal_order)` once per run,
+    executed on the executors (grouped by run with an RDD groupByKey: no pandas needed).
+
+    `fn` must be picklable (a module-level function) and return a dict with `verdict` and
+    optionally `events` (how many it replayed) and `detail`.
+    """
+    columns = [f.name for f in S.EVENT.fields] + ["raw"]
+    configs = dict(configs or {})
+    rows = events.select("run", *columns).rdd.map(lambda row: (row["run"], row))
+    results = rows.groupByKey().map(
+        lambda item: replay_one(fn, item[0], item[1], configs.get(item[0])))
+    return events.sparkSession.createDataFrame(results, S.REPLAY)

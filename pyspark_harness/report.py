@@ -1,0 +1,379 @@
+"""The report: every job of `jobs` run over one ingested dataset, written as a directory.
+
+    REPORT_DIR/index.md          the page: tables and the plots, with what each number means
+    REPORT_DIR/*.png             lost-write rate and unavailable time per config, election
+                                 latency distribution, ISR size and leaders over time (one run)
+    REPORT_DIR/tables/*.csv      the small tables (one file each, written with the csv module)
+    REPORT_DIR/parquet/<table>/  every table as Parquet (Spark's writer, one file each)
+
+Everything is computed from the ingested Parquet, so the same call works on a cluster; only
+the small result tables are collected to the driver for the CSV files, the page and the plots.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pyspark_harness import jobs as J
+from pyspark_harness.ingest import local_path, read_summaries
+
+MALFORMED_CSV_ROWS_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What `analyze` wrote and the figures the CLI prints."""
+
+    out: str
+    index: str
+    runs: int
+    configs: int
+    events: int
+    malformed: int
+    disagreements: int
+    chosen_run: str | None
+    seconds: float
+    replay_verdicts: dict[str, int] = field(default_factory=dict)
+    figures: tuple[str, ...] = ()
+
+
+def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
+            summaries: DataFrame | None = None) -> dict[str, DataFrame]:
+    """Every result table as a DataFrame (lazy, cached), keyed by file name."""
+    run_table = J.runs(tables.headers).cache()
+    ends = J.run_ends(tables.events, tables.history, tables.nemesis).cache()
+    # Scan the big tables once each: keep only the lines and columns the jobs read.
+    events = J.relevant_events(tables.events).cache()
+    history = J.relevant_history(tables.history).cache()
+    timeline = J.partition_timeline(events, ends).cache()
+    found = J.anomalies(history).cache()
+    outcomes = J.write_outcomes(history, found).cache()
+    counts = J.anomaly_counts(found, run_table).cache()
+    avail = J.availability(timeline, run_table, J.isr_changes(events)).cache()
+    latency = J.election_latency(timeline, tables.nemesis).cache()
+    leaders = J.leaders_over_time(timeline, run_table).cache()
+    spread = J.imbalance(leaders).cache()
+    summary = J.run_summary(run_table, ends, outcomes, counts, avail, latency).cache()
+    frames = {
+        "per_config": J.per_config(summary, latency),
+        "per_run": summary.orderBy("run"),
+        "writes_by_acks": outcomes.join(run_table.select("run", "config_key"), "run")
+        .groupBy("config_key", "acks").agg(F.sum("writes_acked").alias("writes_acked"),
+                                           F.sum("writes_lost").alias("writes_lost"))
+        .withColumn("lost_write_rate", F.col("writes_lost") / F.col("writes_acked"))
+        .orderBy("config_key", "acks"),
+        "anomalies": found.orderBy("run", "partition", "kind", "offset", "value"),
+        "availability": avail.orderBy("run", "partition"),
+        "election_latency": latency.orderBy("run", "fault_ms", "partition"),
+        "leadership": J.leadership(timeline, run_table).orderBy("run", "broker"),
+        "leaders_over_time": spread.orderBy("run", "time_ms"),
+        "preferred_leader_election": J.preferred_leader_effect(events, timeline, spread)
+        .orderBy("run", "time_ms", "partition"),
+        "partition_timeline": timeline.withColumn(
+            "isr", F.array_join(F.col("isr").cast("array<string>"), ","))
+        .orderBy("run", "partition", "start_ms", "seq"),
+        "malformed": tables.malformed.orderBy("file", "line"),
+    }
+    if summaries is not None:
+        frames["cross_check"] = J.cross_check(counts, summaries).orderBy("run", "kind")
+    if replay_fn is not None:
+        configs = {row["run"]: json.loads(row["config_json"]) for row in tables.headers
+                   .selectExpr("run", "to_json(config) AS config_json").dropDuplicates(["run"])
+                   .collect()}
+        frames["replay"] = J.distributed_replay(tables.events, replay_fn, configs).orderBy("run")
+    frames["_leaders"] = leaders
+    # Each table is both collected (CSV, page, plots) and written (Parquet): compute it once.
+    return {name: frame.cache() for name, frame in frames.items()}
+
+
+def summaries_frame(spark: SparkSession, headers: DataFrame) -> DataFrame | None:
+    """(run, kind, expected, source) from the result.json/run.json next to the trace files.
+
+    A summary without its own `run` field belongs to the one run whose files share its
+    directory (skipped when that directory holds several runs). None when there are none.
+    """
+    runs_by_dir: dict[str, set[str]] = {}
+    for row in headers.select("file", "run").distinct().collect():
+        path = local_path(row["file"])
+        if path is not None and row["run"] is not None:
+            runs_by_dir.setdefault(os.path.dirname(path), set()).add(row["run"])
+    rows = []
+    for directory, run, source, kind, count in read_summaries(sorted(runs_by_dir)):
+        if run is None:
+            candidates = runs_by_dir.get(directory, set())
+            if len(candidates) != 1:
+                continue
+            run = next(iter(candidates))
+        rows.append((run, kind, count, source))
+    if not rows:
+        return None
+    return spark.createDataFrame(rows, "run string, kind string, expected long, source string")
+
+
+def _write_csv(path: str, columns: Sequence[str], rows: list) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(["" if v is None else v for v in row])
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value).replace("|", "\\|")
+
+
+def _markdown_table(columns: Sequence[str], rows: list, limit: int = 50) -> str:
+    if not rows:
+        return "_(none)_\n"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows[:limit]:
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    if len(rows) > limit:
+        lines.append(f"\n_{len(rows) - limit} more rows in the CSV file._")
+    return "\n".join(lines) + "\n"
+
+
+def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
+    """Write the PNG plots; return their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    configs = data["per_config"]
+    if configs:
+        labels = [r["config_key"] for r in configs]
+        height = max(2.5, 0.45 * len(labels) + 1.2)
+
+        fig, ax = plt.subplots(figsize=(10, height))
+        rates = [100 * (r["lost_write_rate"] or 0) for r in configs]
+        bars = ax.barh(labels, rates, color="#c0392b")
+        for bar, r in zip(bars, configs, strict=True):
+            ax.annotate(f" {r['writes_lost']}/{r['writes_acked']}",
+                        (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        va="center", fontsize=8)
+        ax.set_xlabel("acknowledged writes lost (%)")
+        ax.set_title("Lost acknowledged writes per configuration")
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "lost_write_rate.png"), dpi=110)
+        plt.close(fig)
+        written.append("lost_write_rate.png")
+
+        fig, ax = plt.subplots(figsize=(10, height))
+        offline = [100 * (r["offline_fraction"] or 0) for r in configs]
+        under = [100 * (r["under_min_isr_fraction"] or 0) for r in configs]
+        ax.barh(labels, offline, color="#2c3e50", label="offline (no leader)")
+        ax.barh(labels, under, left=offline, color="#e67e22",
+                label="ISR below min.insync.replicas (acks=all refused)")
+        ax.set_xlabel("share of observed partition time (%)")
+        ax.set_title("Unavailable time per configuration")
+        ax.legend(fontsize=8)
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "unavailable_time.png"), dpi=110)
+        plt.close(fig)
+        written.append("unavailable_time.png")
+
+    latencies = [r["latency_ms"] for r in data["election_latency"] if r["latency_ms"] is not None]
+    unrecovered = sum(1 for r in data["election_latency"] if r["latency_ms"] is None)
+    if data["election_latency"]:
+        fig, ax = plt.subplots(figsize=(8, 4))
+        if latencies:
+            ax.hist(latencies, bins=min(40, max(5, len(set(latencies)))), color="#2980b9")
+        ax.set_xlabel("failure of a leader to a new leader (ms)")
+        ax.set_ylabel("elections")
+        ax.set_title(f"Election latency ({len(latencies)} elections, {unrecovered} partitions "
+                     "without a new leader by the end of the run)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "election_latency.png"), dpi=110)
+        plt.close(fig)
+        written.append("election_latency.png")
+
+    if chosen is not None and data["chosen_timeline"]:
+        run = data["chosen_run"]
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+        by_partition: dict[int, list] = {}
+        for r in data["chosen_timeline"]:
+            by_partition.setdefault(r["partition"], []).append(r)
+        for partition, states in sorted(by_partition.items()):
+            xs = [s["start_ms"] for s in states] + [states[-1]["end_ms"]]
+            ys = [s["isr_size"] for s in states] + [states[-1]["isr_size"]]
+            top.step(xs, ys, where="post", label=f"partition {partition}")
+            for s in states:
+                if s["leader"] is not None and s["leader"] < 0:
+                    top.axvspan(s["start_ms"], s["end_ms"], color="#2c3e50", alpha=0.15)
+        if run and run["min_insync_replicas"] is not None:
+            top.axhline(run["min_insync_replicas"], color="#e67e22", linestyle="--",
+                        label="min.insync.replicas")
+        for fault in data["chosen_nemesis"]:
+            for axis in (top, bottom):
+                axis.axvline(fault["time_ms"], color="#c0392b", alpha=0.4, linewidth=0.8)
+            top.annotate(f"{fault['f']} {fault['target'] or ''}".strip(),
+                         (fault["time_ms"], top.get_ylim()[1]), rotation=90, fontsize=7,
+                         va="top", ha="right")
+        top.set_ylabel("ISR size")
+        top.set_title(f"Run {chosen}: ISR size (shaded: no leader) and leaders per broker")
+        top.legend(fontsize=7, loc="lower left")
+        by_broker: dict[int, list] = {}
+        for r in data["chosen_leaders"]:
+            by_broker.setdefault(r["broker"], []).append(r)
+        end = max(s["end_ms"] for s in data["chosen_timeline"])
+        for broker, points in sorted(by_broker.items()):
+            xs = [p["time_ms"] for p in points] + [end]
+            ys = [p["leaders"] for p in points] + [points[-1]["leaders"]]
+            bottom.step(xs, ys, where="post", label=f"b{broker}")
+        bottom.set_ylabel("partitions led")
+        bottom.set_xlabel("time (ms)")
+        bottom.legend(fontsize=7, loc="lower left")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "isr_over_time.png"), dpi=110)
+        plt.close(fig)
+        written.append("isr_over_time.png")
+    return written
+
+
+def choose_run(summary_rows: list) -> str | None:
+    """The run with the most offline plus under-min-ISR time (ties: the smallest id)."""
+    candidates = [r for r in summary_rows if r["observed_ms"] > 0]
+    if not candidates:
+        return None
+    best = min(candidates, key=lambda r: (-(r["offline_ms"] + r["under_min_isr_ms"]), r["run"]))
+    return best["run"]
+
+
+def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None = None,
+            replay_fn: J.ReplayFn | None = None, cross_check: bool = True,
+            parquet: bool = True) -> Report:
+    """Run every job over the ingested `dataset` and write the report directory `out`.
+
+    `chosen_run` picks the run of the ISR-over-time plot (default: see `choose_run`); a run
+    that is not in the data raises ValueError. `replay_fn` adds the distributed replay.
+    """
+    start = time.perf_counter()
+    tables = J.load(spark, dataset)
+    if chosen_run is not None:
+        known = sorted(r["run"] for r in tables.headers.select("run").distinct().collect()
+                       if r["run"] is not None)
+        if chosen_run not in known:
+            raise ValueError(f"--run: no run {chosen_run!r} in the traces "
+                             f"(runs: {', '.join(known[:10])})")
+    summaries = summaries_frame(spark, tables.headers) if cross_check else None
+    frames = compute(tables, replay_fn, summaries)
+    os.makedirs(os.path.join(out, "tables"), exist_ok=True)
+    small = ["per_config", "per_run", "writes_by_acks", "availability", "election_latency",
+             "leadership", "preferred_leader_election", "cross_check", "replay"]
+    data: dict[str, list] = {}
+    for name in small:
+        if name in frames:
+            data[name] = frames[name].collect()
+            _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns,
+                       data[name])
+    for name in ("anomalies", "malformed"):
+        data[name] = frames[name].limit(MALFORMED_CSV_ROWS_MAX).collect()
+        _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns, data[name])
+    chosen = chosen_run or choose_run(data["per_run"])
+    data["chosen_run"] = next((r for r in data["per_run"] if r["run"] == chosen), None)
+    data["chosen_timeline"] = frames["partition_timeline"].where(F.col("run") == chosen) \
+        .collect() if chosen else []
+    data["chosen_leaders"] = frames["_leaders"].where(F.col("run") == chosen) \
+        .orderBy("broker", "time_ms").collect() if chosen else []
+    data["chosen_nemesis"] = tables.nemesis.where(F.col("run") == chosen) \
+        .orderBy("time_ms", "seq").select("time_ms", "f", "target").collect() if chosen else []
+    if parquet:
+        for name, frame in frames.items():
+            if not name.startswith("_"):
+                frame.coalesce(1).write.mode("overwrite").parquet(
+                    os.path.join(out, "parquet", name))
+    figures = _plots(out, data, chosen)
+    events = tables.events.count()
+    malformed = tables.malformed.count()
+    disagreements = sum(1 for r in data.get("cross_check", []) if r["agrees"] is False)
+    verdicts: dict[str, int] = {}
+    for r in data.get("replay", []):
+        verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+    seconds = time.perf_counter() - start
+    index = os.path.join(out, "index.md")
+    with open(index, "w", encoding="utf-8") as page:
+        page.write(_page(data, frames, figures, chosen, events, malformed, dataset, seconds))
+    return Report(out=out, index=index, runs=len(data["per_run"]),
+                  configs=len(data["per_config"]), events=events, malformed=malformed,
+                  disagreements=disagreements, chosen_run=chosen, seconds=seconds,
+                  replay_verdicts=verdicts, figures=tuple(figures))
+
+
+def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, events: int,
+          malformed: int, dataset: str, seconds: float) -> str:
+    config_columns = ["config_key", "runs", "writes_acked", "writes_lost", "lost_write_rate",
+                      *J.ANOMALY_KINDS[1:], "offline_fraction", "under_min_isr_fraction",
+                      "elections", "election_latency_ms_p50", "election_latency_ms_max",
+                      "isr_shrinks", "isr_expands"]
+    parts = [
+        "# isrlab trace analysis\n",
+        f"{len(data['per_run'])} runs in {len(data['per_config'])} configurations, "
+        f"{events:,} events, {malformed:,} malformed lines; analysed in {seconds:.1f} s "
+        f"from `{dataset}`.\n",
+        "## Per configuration\n",
+        "Definitions: `pyspark_harness/jobs.py` (module docstring). Rates are lost / "
+        "acknowledged writes; fractions are of the partition time the metadata store "
+        "reported.\n",
+        _markdown_table(config_columns, data["per_config"]),
+    ]
+    for name, title in (("lost_write_rate.png", "Lost acknowledged writes"),
+                        ("unavailable_time.png", "Unavailable time"),
+                        ("election_latency.png", "Election latency")):
+        if name in figures:
+            parts.append(f"![{title}]({name})\n")
+    parts += [
+        "## Writes by acks level\n",
+        _markdown_table(["config_key", "acks", "writes_acked", "writes_lost",
+                         "lost_write_rate"], data["writes_by_acks"]),
+        "## Per run\n",
+        _markdown_table(["run", "config_key", "writes_acked", *J.ANOMALY_KINDS, "offline_ms",
+                         "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands"],
+                        data["per_run"]),
+        "## Preferred-leader elections\n",
+        "Leaders per broker (b0,b1,...) just before each ControllerElectPreferredLeader and "
+        "once its partition's new state is installed; imbalance = max - min.\n",
+        _markdown_table(["run", "time_ms", "partition", "leaders_before", "imbalance_before",
+                         "leaders_after", "imbalance_after"], data["preferred_leader_election"]),
+    ]
+    if chosen is not None:
+        parts.append(f"## Run {chosen}\n")
+        if "isr_over_time.png" in figures:
+            parts.append(f"![ISR size over time, run {chosen}](isr_over_time.png)\n")
+    if "cross_check" in data:
+        bad = [r for r in data["cross_check"] if r["agrees"] is False]
+        parts += ["## Cross-check with the runs' own summaries\n",
+                  f"{len(data['cross_check'])} counts compared, {len(bad)} disagree.\n",
+                  _markdown_table(["run", "kind", "expected", "found", "agrees", "source"],
+                                  bad or data["cross_check"])]
+    if "replay" in data:
+        parts += ["## Distributed replay\n",
+                  _markdown_table(["run", "verdict", "events", "detail"], data["replay"])]
+    parts += ["## Malformed lines\n",
+              f"{malformed:,} lines put aside (all of them: `parquet/malformed`).\n",
+              _markdown_table(["file", "line", "reason"],
+                              [{"file": local_path(r["file"]) or r["file"], "line": r["line"],
+                                "reason": r["reason"]} for r in data["malformed"]], limit=20),
+              "## Files\n",
+              "Tables as CSV in `tables/`, as Parquet in `parquet/` (also "
+              + ", ".join(f"`{n}`" for n in sorted(frames) if not n.startswith("_")) + ").\n"]
+    return "\n".join(parts)

@@ -1,0 +1,102 @@
+"""A SparkSession for the harness: quiet, loopback-bound in local mode, unchanged on a cluster.
+
+Local mode on these machines must bind to 127.0.0.1 (traffic to any other address is refused),
+start in well under a gigabyte and keep the console quiet: no UI, no progress bar, log4j at
+`error`. The log4j2 configuration is written at run time into a temporary SPARK_CONF_DIR, since
+the JVM reads it once at start-up; nothing binary is committed.
+
+Under `spark-submit` the JVM is already running: pass `master=None` and the master, resources
+and binding come from spark-submit (docs/spark.md); only the SQL settings the jobs rely on are
+applied.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[2]"
+
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.gateway.additivity = false
+"""
+
+# Settings every job relies on, local or not: two shuffle partitions suit the small per-run
+# tables; partition values (run ids like "7") must stay strings when Parquet is read back.
+SQL_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.execution.pythonUDF.arrow.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+LOCAL_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def _quiet_conf_dir() -> str:
+    """A fresh SPARK_CONF_DIR holding only a log4j2.properties; removed when Python exits."""
+    path = tempfile.mkdtemp(prefix="isrlab-spark-conf-")
+    with open(os.path.join(path, "log4j2.properties"), "w", encoding="utf-8") as out:
+        out.write(LOG4J2)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def is_local(master: str | None) -> bool:
+    """True for `local`, `local[N]`, `local[*]` and `local[N,F]` masters."""
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
+def get_session(master: str | None = DEFAULT_MASTER, app_name: str = "isrlab-analyze",
+                extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """Return the active session, or build one for `master` (None: keep spark-submit's).
+
+    A session that already exists is returned as it is (Spark has one per JVM): the first
+    caller decides the master. Local masters are bound to 127.0.0.1.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # The worker processes must run this interpreter (it has pyspark_harness installed), not
+    # whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Not under spark-submit (which starts the JVM first and sets the gateway port), so
+        # nobody else will choose a master: default to local, loopback-bound.
+        master = DEFAULT_MASTER
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    if "SPARK_CONF_DIR" not in os.environ:
+        os.environ["SPARK_CONF_DIR"] = _quiet_conf_dir()
+    if is_local(master):
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        for key, value in LOCAL_CONF.items():
+            builder = builder.config(key, value)
+    for key, value in {**SQL_CONF, **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
