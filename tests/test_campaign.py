@@ -5,6 +5,8 @@ every seeded implementation bug is caught by replay or the history checker withi
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +14,6 @@ from impl.config import BUGS, ClusterConfig
 from impl.sim import SimOptions
 from isrlab.cli import main
 from model_check.campaign import promises_durability, run_campaign
-
-import sys
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from mutants_bench import MUTANT_SETTINGS, caught_by, mutant_campaign  # noqa: E402
