@@ -58,7 +58,8 @@ class SimOptions:
     fault_length_ms: tuple[int, int] = (500, 4_000)
     max_faults: int = 1  # faults at once (1: a majority always stays healthy)
     # A fixed fault schedule instead of the seeded nemesis: (at ms, kind, broker node, length
-    # ms); kinds: crash, pause, partition (from everyone), partition-meta, slow.
+    # ms); kinds: crash, pause, partition (from everyone), partition-meta (from the store
+    # only), partition-brokers (from the other brokers only), slow.
     faults: tuple[tuple[int, str, str, int], ...] = ()
     torn_writes: bool = True
     commit: str = "unknown"
@@ -359,12 +360,14 @@ class Simulation:
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "pause", "target": target})
             self.paused_until[target] = self.now + length
             self.backlog[target] = []
-        elif kind in ("partition", "partition-meta"):
+        elif kind in ("partition", "partition-meta", "partition-brokers"):
             self.stats["partitions"] += 1
-            cut_from = others if kind == "partition" else ["meta"]
+            cut_from = {"partition": others, "partition-meta": ["meta"],
+                        "partition-brokers": [b for b in self.brokers if b != target]}[kind]
             groups = [[target], sorted(n for n in self.cores if n not in (target,))]
-            if cut_from == ["meta"]:
-                groups = [[target, *sorted(n for n in others if n != "meta")], ["meta"]]
+            if kind != "partition":
+                groups = [sorted(n for n in self.cores if n not in cut_from),
+                          sorted(cut_from)]
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "partition",
                        "target": target, "groups": groups})
             for peer in cut_from:
@@ -391,7 +394,7 @@ class Simulation:
                 self._input(target, call)
             self._schedule_timer(target)
             self._input(target, lambda core: core.on_timer(self.now))
-        elif kind in ("partition", "partition-meta"):
+        elif kind.startswith("partition"):
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
             self.cut = {c for c in self.cut if target not in c}
         elif kind == "slow":

@@ -87,11 +87,17 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     except HistoryError as error:
         counts, history_json, acked = Counter({"malformed_history": 1}), {"error": str(error)}, 0
         anomalies = []
+    try:
+        # What the trace lines alone show (reads only, nothing excused): Spark's view.
+        from_traces = {"anomalies": check_history(history_lines).to_json()["anomalies"]}
+    except HistoryError as error:
+        from_traces = {"error": str(error)}
     failed = verdict != "accepted" or (promises_durability(config) and bool(counts))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    result = {"seed": options.seed, "replay": replay_json, "history": history_json,
-              "failed": failed, "excused_values": sorted(excused)}
+    result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
+              "history": history_json, "history_from_traces": from_traces, "failed": failed,
+              "excused_values": sorted(excused)}
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
         sim.write(directory)

@@ -278,7 +278,10 @@ def read_summaries(directories: list[str]) -> list[tuple[str, str | None, str, s
             try:
                 with open(path, encoding="utf-8") as handle:
                     document = json.load(handle)
-                anomalies = document["history"]["anomalies"]
+                # A campaign's result.json also says what the trace lines alone show (no final
+                # logs from the simulator, no excused writes): that is what Spark can see.
+                section = document.get("history_from_traces") or document["history"]
+                anomalies = section["anomalies"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             if not isinstance(anomalies, dict):
