@@ -52,7 +52,10 @@ def mutant_campaign(bug: str, seed: int, max_runs: int, duration_ms: int, worker
 
 
 def caught_by(result) -> tuple[int | None, str]:
-    for index, outcome in enumerate(result.outcomes, 1):
+    """(runs needed: the first failing seed's position from the campaign's first seed, how)."""
+    first = result.outcomes[0].seed if result.outcomes else 0
+    for outcome in result.outcomes:
+        index = outcome.seed - first + 1
         if outcome.failed:
             if outcome.verdict != "accepted":
                 return index, "replay: " + outcome.report.splitlines()[1].strip()[:70]
