@@ -507,8 +507,8 @@ class BrokerCore:
         return [t]
 
     def _handle_fetch_response(self, r: Replica, now: int, mid: str, m: FetchResponse) -> list:
-        if not r.fetch_in_flight:
-            return []  # the answer to a fetch we gave up (we became leader, or reconnected)
+        if not r.fetch_in_flight or m.leader != r.fetch_to:
+            return []  # the answer to a fetch we gave up (its connection broke meanwhile)
         r.fetch_in_flight = False
         effects: list = []
         retry_now = True
