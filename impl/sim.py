@@ -321,7 +321,9 @@ class Simulation:
                     self.backlog[dst] = kept
             for a, b in ((node, peer), (peer, node)):
                 if self.alive.get(a) and hasattr(self.cores[a], "on_disconnected"):
-                    self._input(a, lambda core, b=b: core.on_disconnected(self.now, b))
+                    call = lambda core, b=b: core.on_disconnected(self.now, b)  # noqa: E731
+                    call.disconnect = True
+                    self._input(a, call)
 
     # Nemesis ---------------------------------------------------------------------------------
 
@@ -390,6 +392,9 @@ class Simulation:
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "resume", "target": target})
             del self.paused_until[target]
             backlog = self.backlog.pop(target)
+            # Broken connections first: the spec loses every message to and from a crashed
+            # or cut-off peer, so a resumed broker must not handle what it buffered from one.
+            backlog.sort(key=lambda call: not getattr(call, "disconnect", False))
             for call in backlog:
                 self._input(target, call)
             self._schedule_timer(target)

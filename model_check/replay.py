@@ -477,6 +477,15 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
         rp.phantom.add(mid)  # to a leader that is down: lost on the way
         rp.skipped += 1
     else:
+        old = rp.state.fetches[p][b]
+        if old is not None and old.leader not in (r.leader, b):
+            # Still in flight to (or from) a leader it no longer follows: the follower gave up on
+            # it when that connection broke, which the old leader logs only later (it was
+            # paused). A silent spec step explains it; only another leader's message qualifies,
+            # so two fetches in flight to one leader remain a divergence.
+            rp.step(NetworkDropFetch(p, b))
+            rp.silent += 1
+            rp.phantom.add(rp.slot.pop((p, b), None))
         rp.step(FollowerSendFetch(p, b))
         rp.slot[(p, b)] = mid
     rp.compare_replica(body.get("state"))
@@ -793,7 +802,7 @@ def format_result(result: ReplayResult) -> str:
     lines = []
     if result.divergence is None:
         lines.append(f"accepted: {result.events} events, {result.steps} spec steps "
-                     f"({result.silent_steps} silent Ticks inserted, {result.skipped} events "
+                     f"({result.silent_steps} silent spec steps inserted, {result.skipped} events "
                      f"with no spec step) in {result.seconds:.2f} s")
     else:
         d = result.divergence
