@@ -1,1 +1,11 @@
-"""The Trio reference broker (issue 5): not built yet. It must never import `spec`."""
+"""The reference broker: a small, readable implementation of Kafka's replication protocol.
+
+- `impl.protocol`: sans-I/O cores (broker, metadata store with the controller logic, clients)
+  and the messages and effects they exchange; no clock, no sockets, no randomness inside.
+- `impl.storage`, `impl.broker_storage`: CRC32C log segments, checkpoints, crash recovery.
+- `impl.sim`: the deterministic simulator; `impl.tcp`: OS processes over 127.0.0.1.
+- `impl.trace`: the `isrlab-trace/1` NDJSON writer (docs/traces.md).
+
+`impl` never imports `spec`: the two are independent descriptions of the protocol, and trace
+replay (`model_check.replay`) checks one against the other.
+"""
