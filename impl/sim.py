@@ -39,7 +39,7 @@ from impl.protocol.messages import (
 )
 from impl.protocol.meta import MetaCore
 from impl.storage import HEADER_BYTES, MemoryDisk
-from impl.trace import NodeTrace, dumps
+from impl.trace import NodeTrace, dumps, header_config, reproduce_command
 
 NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
 
@@ -89,31 +89,6 @@ class SimResult:
             "final_logs": {str(p): log for p, log in self.final_logs.items()},
             "command": reproduce_command(self.config, self.options),
         }
-
-
-def header_config(config: ClusterConfig, options: SimOptions) -> dict:
-    body = config.to_json()
-    body["duration_ms"] = options.duration_ms
-    body["nemesis"] = list(options.nemesis)
-    return body
-
-
-def reproduce_command(config: ClusterConfig, options: SimOptions) -> str:
-    parts = [f"isrlab cluster sim --seed {options.seed}", f"--brokers {config.brokers}",
-             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
-             f"--variant {config.variant}", f"--acks {config.acks}",
-             f"--min-isr {config.min_insync_replicas}"]
-    if options.nemesis:
-        parts.append(f"--nemesis {','.join(options.nemesis)}")
-    if options.max_faults != 1:
-        parts.append(f"--faults {options.max_faults}")
-    if config.unclean_leader_election_enable:
-        parts.append("--unclean")
-    if config.log_flush_interval_messages is not None:
-        parts.append(f"--flush-interval {config.log_flush_interval_messages}")
-    for bug in sorted(config.bugs):
-        parts.append(f"--bug {bug}")
-    return " ".join(parts)
 
 
 class Simulation:

@@ -13,6 +13,33 @@ from pathlib import Path
 FORMAT = "isrlab-trace/1"
 
 
+def header_config(config, options) -> dict:
+    """The `config` object of every trace header, for either driver's options."""
+    body = config.to_json()
+    body["duration_ms"] = options.duration_ms
+    body["nemesis"] = list(options.nemesis)
+    return body
+
+
+def reproduce_command(config, options, mode: str = "sim") -> str:
+    """The `isrlab cluster sim|tcp` command line that runs the same configuration and seed."""
+    parts = [f"isrlab cluster {mode} --seed {options.seed}", f"--brokers {config.brokers}",
+             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
+             f"--variant {config.variant}", f"--acks {config.acks}",
+             f"--min-isr {config.min_insync_replicas}"]
+    if options.nemesis:
+        parts.append(f"--nemesis {','.join(options.nemesis)}")
+    if getattr(options, "max_faults", 1) != 1:
+        parts.append(f"--faults {options.max_faults}")
+    if config.unclean_leader_election_enable:
+        parts.append("--unclean")
+    if config.log_flush_interval_messages is not None:
+        parts.append(f"--flush-interval {config.log_flush_interval_messages}")
+    for bug in sorted(config.bugs):
+        parts.append(f"--bug {bug}")
+    return " ".join(parts)
+
+
 def dumps(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 

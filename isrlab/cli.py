@@ -57,21 +57,23 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _kafka_config(args: argparse.Namespace):
-    """Config from --config FILE (if any), then the explicit flags on top of it."""
+def _kafka_config(args: argparse.Namespace, base=None):
+    """Config from --config FILE (else `base`, else the defaults), then the explicit flags on
+    top of it. Shared by `check`, `fuzz` and `prove`."""
     from spec import VARIANTS, Config, load_properties
 
-    config = load_properties(args.config) if args.config else Config()
+    config = load_properties(args.config) if args.config else (base or Config())
     flags = {
         "variant": VARIANTS.get(args.variant) if args.variant else None,
         "brokers": args.brokers,
-        "partitions": args.partitions,
+        "partitions": getattr(args, "partitions", None),
         "max_records": args.records,
         "max_leader_epochs": args.epochs,
         "max_crashes": args.crashes,
-        "acks": args.acks,
+        "acks": "all" if args.acks == "-1" else args.acks,
         "min_insync_replicas": args.min_isr,
         "unclean_leader_election_enable": args.unclean,
+        "log_flush_interval_messages": getattr(args, "flush", None),
     }
     if args.variant and args.variant not in VARIANTS:
         raise _UsageError(f"--variant: unknown variant {args.variant!r} (known: {', '.join(VARIANTS)})")

@@ -61,25 +61,14 @@ def _fail(message: str) -> int:
 
 
 def _config(args: argparse.Namespace):
-    from spec import VARIANTS, Config, load_properties
+    from isrlab.cli import _kafka_config, _UsageError
+    from spec import Config
 
-    if args.variant and args.variant not in VARIANTS:
-        raise ValueError(f"--variant: unknown variant {args.variant!r} "
-                         f"(known: {', '.join(VARIANTS)})")
     defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
-    config = load_properties(args.config) if args.config else Config().replace(**defaults)
-    flags = {
-        "variant": VARIANTS.get(args.variant) if args.variant else None,
-        "brokers": args.brokers,
-        "max_records": args.records,
-        "max_leader_epochs": args.epochs,
-        "max_crashes": args.crashes,
-        "acks": "all" if args.acks == "-1" else args.acks,
-        "min_insync_replicas": args.min_isr,
-        "unclean_leader_election_enable": args.unclean,
-        "log_flush_interval_messages": args.flush,
-    }
-    config = config.replace(**{k: v for k, v in flags.items() if v is not None})
+    try:
+        config = _kafka_config(args, base=Config().replace(**defaults))
+    except _UsageError as error:
+        raise ValueError(str(error)) from None
     if config.partitions != 1:
         raise ValueError("partitions: the symbolic encoding has one partition")
     return config

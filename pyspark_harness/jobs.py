@@ -40,6 +40,7 @@ in causal order; what `fn` checks is up to it (the spec replay, model_check.repl
 from __future__ import annotations
 
 import heapq
+import inspect
 import json
 import traceback
 from collections.abc import Callable, Iterable
@@ -556,8 +557,6 @@ def replay_one(fn: ReplayFn, run: str, rows: Iterable,
     any exception becomes verdict `error` with its last line."""
     events = causal_order(_event_dict(row) for row in rows)
     try:
-        import inspect
-
         takes_config = len(inspect.signature(fn).parameters) >= 3
         result = fn(run, events, config) if takes_config else fn(run, events)
         verdict = str(result["verdict"])

@@ -55,7 +55,10 @@ def test_a_faulty_run_is_accepted_with_every_kind_of_event_mapped(run_dir):
             "FollowerHandleFetchResponse", "LeaderAckProduce", "ProducerSend",
             "ControllerHandleBrokerFailure", "LeaderShrinkIsr", "LeaderExpandIsr",
             "ConsumerServe", "NetworkDropFetch", "BrokerCrash"} <= actions
-    assert result.steps > 0.8 * result.events - result.skipped - 2000
+    # Nearly every event is a spec step: a mapping that skipped events would pass vacuously.
+    lines = merge(load_run([run_dir]))
+    event_lines = sum(e.kind == "event" for e in lines)
+    assert result.skipped <= 5 and result.steps >= 0.95 * event_lines
 
 
 def test_a_changed_high_watermark_is_a_divergence_naming_the_field(run_dir, tmp_path):

@@ -51,7 +51,7 @@ from impl.storage import FileDisk
 from impl.tcp.framing import FrameDecoder, encode_frame
 from impl.tcp.node import HOST, SUPERVISOR, Node, wall_ms
 from impl.tcp.tracefile import FileTrace
-from impl.trace import dumps
+from impl.trace import dumps, header_config, reproduce_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,28 +75,6 @@ class TcpOptions:
     faults: tuple[tuple[int, str, str, int], ...] = ()  # scripted: (at ms, kind, target, ms)
 
 
-def header_config(config: ClusterConfig, options: TcpOptions) -> dict:
-    """The `config` object of every trace header (the simulator's shape)."""
-    body = config.to_json()
-    body["duration_ms"] = options.duration_ms
-    body["nemesis"] = list(options.nemesis)
-    return body
-
-
-def reproduce_command(config: ClusterConfig, options: TcpOptions) -> str:
-    parts = [f"isrlab cluster tcp --seed {options.seed}", f"--brokers {config.brokers}",
-             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
-             f"--variant {config.variant}", f"--acks {config.acks}",
-             f"--min-isr {config.min_insync_replicas}"]
-    if options.nemesis:
-        parts.append(f"--nemesis {','.join(options.nemesis)}")
-    if config.unclean_leader_election_enable:
-        parts.append("--unclean")
-    if config.log_flush_interval_messages is not None:
-        parts.append(f"--flush-interval {config.log_flush_interval_messages}")
-    for bug in sorted(config.bugs):
-        parts.append(f"--bug {bug}")
-    return " ".join(parts)
 
 
 def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
@@ -469,7 +447,7 @@ class Cluster:
             "reads": consumer.reads,
             "unclean_elections": meta_final.get("unclean_elections", 0) if meta_final else 0,
         }
-        command = reproduce_command(self.config, self.options)
+        command = reproduce_command(self.config, self.options, mode="tcp")
         run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
                     "commit": self.options.commit, "config": self.header_cfg,
                     "summary": summary, "final_logs": final_logs, "command": command}
