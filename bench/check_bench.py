@@ -2,6 +2,7 @@
 
     python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
     python bench/check_bench.py --million  # also a one-million-state run of the default model
+    python bench/check_bench.py --done-when  # only issue 3's done-when pair at 3/2/3, 2 workers
     TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
 
 TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
@@ -66,8 +67,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--million", action="store_true",
                         help="also explore one million states of the default model, 1 and 2 workers")
+    parser.add_argument("--done-when", action="store_true",
+                        help="only the done-when pair: hw-truncation and kip-320 at 3 brokers, "
+                        "2 records, 3 epochs, 2 workers (kip-320 explores 3.5M states)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    if args.done_when:
+        return done_when()
 
     tla = TlaCompatModel("kip-320", **TLA_CONSTANTS)
     one = explore(tla, symmetry=False, workers=1)
@@ -115,6 +121,18 @@ def main() -> int:
         two = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=2)
         line(f"kafka current, {size:,} states, workers 2", two,
              f"speed-up {one.seconds / two.seconds:.2f}x")
+    return 0
+
+
+def done_when() -> int:
+    """`isrlab check --variant V --brokers 3 --records 2 --epochs 3 --workers 2` for both V."""
+    for variant, expect in (("hw-truncation", "violation"), ("kip-320", "ok")):
+        config = Config(variant=VARIANTS[variant], brokers=3, max_records=2, max_leader_epochs=3)
+        result = explore(KafkaModel(config), workers=2)
+        extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
+                 if result.violation else f"depth {result.depth}")
+        line(f"kafka {variant} 3/2/3, workers 2", result, extra)
+        assert result.result == expect, f"{variant}: expected {expect}, got {result.result}"
     return 0
 
 

@@ -130,6 +130,21 @@ def _violation_any(shape: sym.Shape, names, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([sym.VIOLATIONS[n](shape, s, w) for n in names])
 
 
+def _bmc_solver() -> z3.Solver:
+    """A one-shot solver that preprocesses before search.
+
+    Each unrolled step is a set of definitions (post.f == If(act == i, ..., pre.f)), so
+    Gaussian-style elimination (`solve-eqs`) and value propagation remove most of the post-state
+    variables before the SMT core starts. An incremental solver (push/pop) skips that
+    preprocessing: on the B1 query at depth 6 a fresh solver with this pipeline took 15 s where
+    the incremental one took 231 s (same machine, same formula). The model converter restores
+    the eliminated variables, so decoding is unchanged.
+    """
+    return z3.Then(
+        "simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify", "smt"
+    ).solver()
+
+
 def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outcome:
     """Search for an invariant violation within `depth` steps (shortest first)."""
     names = tuple(invariants or INVARIANTS)
@@ -137,25 +152,22 @@ def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outc
     table = sym.action_table(shape)
     start = time.perf_counter()
     queries: list[Query] = []
-    solver = z3.Solver()
     states = [sym.fresh_state(shape, "s0.")]
-    solver.add(sym.initial(shape, states[0]))
+    unrolled = [sym.initial(shape, states[0])]
     selectors, args = [], []
     for d in range(depth + 1):
         w = z3.Int(f"w{d}")
-        solver.push()
-        solver.add(_violation_any(shape, names, states[d], w))
+        solver = _bmc_solver()
+        solver.add(*unrolled, _violation_any(shape, names, states[d], w))
         answer = _check(solver, f"depth {d}", queries)
         if answer == z3.sat:
             model = solver.model()
             trace = _decode_trace(shape, table, model, states, selectors, args)
             replayed = replay(config, trace)
             violated = [n for n in names if INVARIANTS[n](config, replayed[-1].state)]
-            solver.pop()
             return Outcome("violation", "bmc", names, tuple(queries), d,
                            violated[0] if violated else None, tuple(replayed),
                            seconds=time.perf_counter() - start)
-        solver.pop()
         if answer == z3.unknown:
             return Outcome("unknown", "bmc", names, tuple(queries), d,
                            seconds=time.perf_counter() - start,
@@ -165,7 +177,7 @@ def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outc
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        solver.add(_step_relation(shape, table, states[d], nxt, a, sel))
+        unrolled.append(_step_relation(shape, table, states[d], nxt, a, sel))
         states.append(nxt)
         selectors.append(sel)
         args.append(a)
