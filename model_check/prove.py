@@ -79,6 +79,16 @@ class Cti:
 
 
 @dataclass(frozen=True)
+class ActionVerdict:
+    """Induction for one action instance: `inductive` (Inv /\\ T_a => Inv' holds), `cti`
+    (with the goal invariants the post-state breaks), or `unknown` (solver gave up)."""
+
+    action: str  # e.g. "BecomeLeader[0]": the spec action and the brokers it is built for
+    verdict: str
+    violated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Outcome:
     """The result of `isrlab prove`: proved | violation | cti | unknown."""
 
@@ -92,6 +102,7 @@ class Outcome:
     cti: Cti | None = None
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    actions: tuple[ActionVerdict, ...] = ()  # induction: one verdict per action instance
 
 
 def _check(solver: z3.Solver, name: str, queries: list[Query]) -> z3.CheckSatResult:
@@ -251,6 +262,10 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         return Outcome("unknown" if answer == z3.unknown else "violation", "induction",
                        tuple(goal), tuple(queries), seconds=time.perf_counter() - start,
                        notes=("the initial state breaks the invariant",))
+    # Every action instance is checked, not just up to the first CTI: the per-action table
+    # says exactly which steps the invariant (with its lemmas) is already inductive for.
+    verdicts: list[ActionVerdict] = []
+    cti = None
     for inst in table:
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
@@ -258,22 +273,35 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         label = f"{inst.name}{list(inst.brokers)}"
         answer = _check(solver, label, queries)
         if answer == z3.unsat:
+            verdicts.append(ActionVerdict(label, "inductive"))
             continue
         if answer == z3.unknown:
-            return Outcome("unknown", "induction", tuple(goal), tuple(queries),
-                           seconds=time.perf_counter() - start,
-                           notes=(f"{label}: solver {solver.reason_unknown()}",))
-        model = _small_model(solver, pre, post, queries, label)
-        cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
-        if classify:
-            cti = classify_cti(config, cti, invariants, classify_states, queries)
+            verdicts.append(ActionVerdict(label, "unknown"))
+            continue
+        model = solver.model()
+        violated = tuple(n for n in goal if z3.is_true(model.eval(
+            table_inv[n](shape, post, w), model_completion=True)))
+        verdicts.append(ActionVerdict(label, "cti", violated))
+        if cti is None:  # the first CTI is shown in full and classified
+            model = _small_model(solver, pre, post, queries, label)
+            cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
+            if classify:
+                cti = classify_cti(config, cti, invariants, classify_states, queries)
+    proved = sum(v.verdict == "inductive" for v in verdicts)
+    tally = f"inductive for {proved} of {len(verdicts)} action instances"
+    elapsed = time.perf_counter() - start
+    if cti is not None:
         return Outcome("cti", "induction", tuple(goal), tuple(queries), cti=cti,
-                       seconds=time.perf_counter() - start)
-    return Outcome("proved", "induction", tuple(goal), tuple(queries),
-                   seconds=time.perf_counter() - start,
+                       seconds=elapsed, notes=(tally,), actions=tuple(verdicts))
+    if proved < len(verdicts):
+        unknown = [v.action for v in verdicts if v.verdict == "unknown"]
+        return Outcome("unknown", "induction", tuple(goal), tuple(queries), seconds=elapsed,
+                       notes=(tally, f"solver gave up on: {', '.join(unknown)}"),
+                       actions=tuple(verdicts))
+    return Outcome("proved", "induction", tuple(goal), tuple(queries), seconds=elapsed,
                    notes=(f"inductive for every action, {config.brokers} brokers, "
                           f"unbounded offsets and epochs, epoch caches of <= {cache_slots} "
-                          "entries",))
+                          "entries",), actions=tuple(verdicts))
 
 
 def _small_model(solver: z3.Solver, pre, post, queries: list[Query], label: str):
@@ -362,6 +390,9 @@ def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
     }
     if outcome.depth is not None:
         out["depth"] = outcome.depth
+    if outcome.actions:
+        out["actions"] = [{"action": v.action, "verdict": v.verdict, "violated": list(v.violated)}
+                          for v in outcome.actions]
     if outcome.result == "violation" and outcome.trace:
         out["violation"] = {"invariant": outcome.invariant,
                             "trace": [_step_json(s) for s in outcome.trace]}
@@ -409,6 +440,11 @@ def summary(outcome: Outcome, config: Config) -> str:
                  f"{config.brokers} brokers, {outcome.seconds:.2f} s): "
                  f"{', '.join(outcome.invariants)}")
     lines += list(outcome.notes)
+    failing = [v for v in outcome.actions if v.verdict != "inductive"]
+    if failing:
+        lines.append("not yet inductive: " + "; ".join(
+            f"{v.action} {v.verdict}" + (f" ({', '.join(v.violated)})" if v.violated else "")
+            for v in failing))
     slowest = sorted(outcome.queries, key=lambda q: -q.seconds)[:5]
     lines.append("slowest queries: " + ", ".join(f"{q.name} {q.answer} {q.seconds:.2f} s"
                                                   for q in slowest))

@@ -93,6 +93,28 @@ def test_buggy_variant_gives_a_cti_classified_reachable():
     assert step(config, cti.pre, actions.ACTIONS_BY_NAME[cti.action](**cti.args)) == cti.post
 
 
+def test_induction_reports_a_verdict_for_every_action_instance():
+    # `current`, 3 brokers, unbounded: which steps the targets + lemmas are already inductive
+    # for. Pinned so that a change to the encoding, the spec or a lemma shows up here.
+    from model_check.prove import TARGETS
+    from model_check.symbolic_lemmas import LEMMAS as Z3_LEMMAS
+
+    config = Config(brokers=3, variant=VARIANTS["current"])
+    outcome = induction(config, list(TARGETS), list(Z3_LEMMAS), classify=False)
+    assert outcome.result == "cti" and outcome.notes == ("inductive for 31 of 64 action instances",)
+    verdicts = {v.action: v for v in outcome.actions}
+    assert len(verdicts) == len(outcome.actions) == 64
+    inductive = {a for a, v in verdicts.items() if v.verdict == "inductive"}
+    assert {"ControllerElectLeader[]", "ControllerHandleBrokerFailure[1]", "ProducerSend[]",
+            "LeaderAckProduce[2]", "FollowerSendFetch[0]", "BrokerCrash[2]", "Tick[]"} <= inductive
+    assert verdicts["BecomeLeader[0]"].verdict == "cti" and verdicts["BecomeLeader[0]"].violated
+    assert verdicts["LeaderShrinkIsr[1, 2]"].verdict == "cti"
+    # Without the lemmas the controller's steps are no longer inductive: they carry weight.
+    bare = induction(config, list(TARGETS), [], classify=False)
+    bare_inductive = {v.action for v in bare.actions if v.verdict == "inductive"}
+    assert "ControllerElectLeader[]" not in bare_inductive and "Tick[]" in bare_inductive
+
+
 @pytest.mark.parametrize("variant", ["current", "kip-320"])
 def test_lemmas_hold_on_every_reachable_state(variant):
     config = _config(variant, brokers=3, log_flush_interval_messages=1)
@@ -154,6 +176,9 @@ def test_cli_cti_unreachable_exits_3(capsys):
                           "--invariant", "HighWatermarkBelowLogEnd")
     assert (code, data["result"], data["cti"]["classification"]) == (3, "cti", "unreachable")
     assert {"pre", "post", "action", "args", "violated", "evidence"} <= set(data["cti"])
+    verdicts = {v["action"]: v["verdict"] for v in data["actions"]}
+    assert "cti" in verdicts.values() and "inductive" in verdicts.values()
+    assert set(verdicts.values()) <= {"inductive", "cti", "unknown"} and len(verdicts) > 20
 
 
 @pytest.mark.parametrize("argv", [
