@@ -289,6 +289,25 @@ def test_session_expiry_reelects_every_partition_of_the_broker_in_one_batch():
     assert sent == [(f"b{b}", p) for b in (1, 2) for p in range(6)]
 
 
+def test_a_retried_isr_change_gets_its_committed_answer_after_later_changes():
+    # Campaign seed 24919 (10,000-run campaign, session 3): b1's answer to a committed ISR
+    # expansion was lost in a partition; by the time it retried, the store had committed
+    # another change, and it answered NOT_LEADER, so b1 never learned the ISR it had
+    # committed and replay diverged. A retry must get the original answer.
+    from impl.protocol.messages import NONE, AlterIsr, AlterIsrResponse
+
+    meta = MetaCore(ClusterConfig())
+    shrink = AlterIsr("b0/0/1", 0, 0, 0, 0, (0, 1), 2, 0, False)
+    (first,) = meta.on_message(10, "b0", "m1", shrink)
+    (_, answer), = first.sends
+    assert (answer.error, answer.isr, answer.partition_epoch) == (NONE, (0, 1), 1)
+    later = AlterIsr("b0/0/2", 0, 0, 0, 1, (0,), 1, 0, False)
+    meta.on_message(20, "b0", "m2", later)
+    (retry,) = meta.on_message(30, "b0", "m3", shrink)
+    assert retry.message == answer and isinstance(retry.message, AlterIsrResponse)
+    assert meta.partitions[0].isr == (0,)  # the retry changed nothing
+
+
 def test_clean_election_leaves_the_partition_offline_and_the_bug_elects_out_of_sync():
     for bugs, leader in ((frozenset(), -1), (frozenset({"unclean-when-disabled"}), 1)):
         meta = MetaCore(ClusterConfig(bugs=bugs))

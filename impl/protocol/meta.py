@@ -46,16 +46,21 @@ from impl.protocol.messages import (
     Transition,
 )
 
+MAX_REMEMBERED_ALTERS = 1024
+
 
 class PartitionRecord:
-    __slots__ = ("leader", "leader_epoch", "isr", "partition_epoch", "last_alter")
+    __slots__ = ("leader", "leader_epoch", "isr", "partition_epoch", "committed_alters")
 
     def __init__(self, leader: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int):
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.isr = isr
         self.partition_epoch = partition_epoch
-        self.last_alter: tuple[str, AlterIsrResponse] | None = None
+        # Answers to the ISR changes committed so far, by request id, so that a retry gets the
+        # original answer even after later changes (a leader whose answer was lost in a network
+        # partition must still learn the ISR and partition epoch it committed). Bounded.
+        self.committed_alters: dict[str, AlterIsrResponse] = {}
 
 
 class MetaCore:
@@ -250,8 +255,9 @@ class MetaCore:
         if not 0 <= m.partition < len(self.partitions):
             return []
         ps = self.partitions[m.partition]
-        if ps.last_alter is not None and ps.last_alter[0] == m.request_id:
-            return [Send(src, ps.last_alter[1])]  # a retry of what we already committed
+        committed = ps.committed_alters.get(m.request_id)
+        if committed is not None:
+            return [Send(src, committed)]  # a retry of what we already committed
 
         def reply(error: str) -> AlterIsrResponse:
             return AlterIsrResponse(m.request_id, m.partition, error, ps.leader, ps.leader_epoch,
@@ -270,7 +276,9 @@ class MetaCore:
         ps.isr = tuple(sorted(m.isr))
         ps.partition_epoch += 1
         response = reply(NONE)
-        ps.last_alter = (m.request_id, response)
+        ps.committed_alters[m.request_id] = response
+        if len(ps.committed_alters) > MAX_REMEMBERED_ALTERS:
+            del ps.committed_alters[next(iter(ps.committed_alters))]  # the oldest
         action = "LeaderExpandIsr" if m.expand else "LeaderShrinkIsr"
         t = Transition(action, {"partition": m.partition, "broker": m.leader,
                                 "follower": m.follower}, f"ISR {list(ps.isr)}", recv=mid)
