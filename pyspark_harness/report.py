@@ -147,6 +147,22 @@ def _markdown_table(columns: Sequence[str], rows: list, limit: int = 50) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _save(plt, fig, out: str, name: str) -> str:
+    """Lay out, write `out/name` as PNG, free the figure; return the name."""
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def _per_config_axes(ax, xlabel: str, title: str) -> None:
+    """One bar per configuration, first at the top, long labels in small type."""
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+
+
 def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
     """Write the PNG plots; return their file names."""
     import matplotlib
@@ -167,14 +183,9 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
             ax.annotate(f" {r['writes_lost']}/{r['writes_acked']}",
                         (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize=8)
-        ax.set_xlabel("acknowledged writes lost (%)")
-        ax.set_title("Lost acknowledged writes per configuration")
-        ax.invert_yaxis()
-        ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "lost_write_rate.png"), dpi=110)
-        plt.close(fig)
-        written.append("lost_write_rate.png")
+        _per_config_axes(ax, "acknowledged writes lost (%)",
+                         "Lost acknowledged writes per configuration")
+        written.append(_save(plt, fig, out, "lost_write_rate.png"))
 
         fig, ax = plt.subplots(figsize=(10, height))
         offline = [100 * (r["offline_fraction"] or 0) for r in configs]
@@ -182,15 +193,10 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
         ax.barh(labels, offline, color="#2c3e50", label="offline (no leader)")
         ax.barh(labels, under, left=offline, color="#e67e22",
                 label="ISR below min.insync.replicas (acks=all refused)")
-        ax.set_xlabel("share of observed partition time (%)")
-        ax.set_title("Unavailable time per configuration")
         ax.legend(fontsize=8)
-        ax.invert_yaxis()
-        ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "unavailable_time.png"), dpi=110)
-        plt.close(fig)
-        written.append("unavailable_time.png")
+        _per_config_axes(ax, "share of observed partition time (%)",
+                         "Unavailable time per configuration")
+        written.append(_save(plt, fig, out, "unavailable_time.png"))
 
     latencies = [r["latency_ms"] for r in data["election_latency"] if r["latency_ms"] is not None]
     unrecovered = sum(1 for r in data["election_latency"] if r["latency_ms"] is None)
@@ -202,10 +208,7 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
         ax.set_ylabel("elections")
         ax.set_title(f"Election latency ({len(latencies)} elections, {unrecovered} partitions "
                      "without a new leader by the end of the run)")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "election_latency.png"), dpi=110)
-        plt.close(fig)
-        written.append("election_latency.png")
+        written.append(_save(plt, fig, out, "election_latency.png"))
 
     if chosen is not None and data["chosen_timeline"]:
         run = data["chosen_run"]
@@ -243,10 +246,7 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
         bottom.set_ylabel("partitions led")
         bottom.set_xlabel("time (ms)")
         bottom.legend(fontsize=7, loc="lower left")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "isr_over_time.png"), dpi=110)
-        plt.close(fig)
-        written.append("isr_over_time.png")
+        written.append(_save(plt, fig, out, "isr_over_time.png"))
     return written
 
 
