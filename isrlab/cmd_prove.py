@@ -112,5 +112,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(prove.summary(outcome, config))
     if outcome.result == "cti":
-        return 1 if outcome.cti.classification == "reachable" else 3
+        reachable = outcome.cti is not None and outcome.cti.classification == "reachable"
+        return 1 if reachable else 3
     return {"proved": 0, "violation": 1, "unknown": 3}[outcome.result]

@@ -265,6 +265,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     # Every action instance is checked, not just up to the first CTI: the per-action table
     # says exactly which steps the invariant (with its lemmas) is already inductive for.
     verdicts: list[ActionVerdict] = []
+    undecodable: list[str] = []
     cti = None
     for inst in table:
         solver = z3.Solver()
@@ -282,17 +283,22 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         violated = tuple(n for n in goal if z3.is_true(model.eval(
             table_inv[n](shape, post, w), model_completion=True)))
         verdicts.append(ActionVerdict(label, "cti", violated))
-        if cti is None:  # the first CTI is shown in full and classified
-            model = _small_model(solver, pre, post, queries, label)
-            cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
+        if cti is None:  # the first decodable CTI is shown in full and classified
+            target = z3.Or([table_inv[n](shape, post, w) for n in invariants])
+            model = _small_model(solver, shape, pre, post, target, queries, label)
+            try:
+                cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
+            except sym.NotRepresentable as error:
+                undecodable.append(str(error))
+                continue
             if classify:
                 cti = classify_cti(config, cti, invariants, classify_states, queries)
     proved = sum(v.verdict == "inductive" for v in verdicts)
     tally = f"inductive for {proved} of {len(verdicts)} action instances"
     elapsed = time.perf_counter() - start
-    if cti is not None:
+    if cti is not None or any(v.verdict == "cti" for v in verdicts):
         return Outcome("cti", "induction", tuple(goal), tuple(queries), cti=cti,
-                       seconds=elapsed, notes=(tally,), actions=tuple(verdicts))
+                       seconds=elapsed, notes=(tally, *undecodable), actions=tuple(verdicts))
     if proved < len(verdicts):
         unknown = [v.action for v in verdicts if v.verdict == "unknown"]
         return Outcome("unknown", "induction", tuple(goal), tuple(queries), seconds=elapsed,
@@ -304,18 +310,26 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                           "entries",), actions=tuple(verdicts))
 
 
-def _small_model(solver: z3.Solver, pre, post, queries: list[Query], label: str):
-    """A model of the CTI query with small numbers where possible (easier to read, and it can
-    be decoded): every integer field of both states in -1..SMALL, else the first model."""
+def _small_model(solver: z3.Solver, shape, pre, post, target, queries: list[Query],
+                 label: str):
+    """A model of the CTI query that decodes, with small numbers where possible (easier to
+    read), preferring one that breaks a target invariant rather than only a lemma: every
+    integer field of both states in -1..SMALL; failing that, any decodable one; failing that,
+    the first model (whose decoding will then say what is out of range)."""
     first = solver.model()
+    decodable = sym.decodable(shape, pre) + sym.decodable(shape, post)
     small = [z3.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
              if z3.is_int(x)]
-    solver.push()
-    solver.add(*small)
-    answer = _check(solver, f"{label} (small CTI)", queries)
-    model = solver.model() if answer == z3.sat else first
-    solver.pop()
-    return model
+    for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
+                        (decodable + small, "small CTI"), (decodable, "decodable CTI")):
+        solver.push()
+        solver.add(*extra)
+        answer = _check(solver, f"{label} ({what})", queries)
+        model = solver.model() if answer == z3.sat else None
+        solver.pop()
+        if model is not None:
+            return model
+    return first
 
 
 SMALL = 8

@@ -1289,10 +1289,30 @@ def decode(shape: Shape, model: z3.ModelRef, s: SState) -> Cluster:
         crashes=iv(s.crashes), expiries=iv(s.expiries), drops=iv(s.drops), ticks=iv(s.ticks))
 
 
+def decodable(shape: Shape, s: SState) -> list[z3.BoolRef]:
+    """What `decode` needs of a model of `s`: sizes in range and kinds it knows.
+
+    An induction query leaves the pre-state unconstrained, so its first model may pick a
+    negative partition epoch or log length; asking for these as well gives one that decodes.
+    """
+    cs = [z3.And(0 <= s.c_pe, s.c_pe <= SIZE_LIMIT)]
+    for sr in s.replicas:
+        cs += [z3.And(0 <= sr.log_len, sr.log_len <= SIZE_LIMIT),
+               z3.And(0 <= sr.cache_len, sr.cache_len <= shape.cache_slots)]
+    for m in s.fetches:
+        cs += [z3.And(NONE <= m.kind, m.kind <= RESP_ERROR),
+               z3.Implies(m.kind == RESP_RECORDS,
+                          z3.And(0 <= m.rec_count, m.rec_count <= SIZE_LIMIT))]
+    return cs
+
+
+SIZE_LIMIT = 10_000
+
+
 def _check_size(x: int, what: str) -> None:
     # A model of an unconstrained (induction) state could pick huge numbers; decoding them
     # would build huge tuples. Well-formedness lemmas keep real CTIs small.
-    if not 0 <= x <= 10_000:
+    if not 0 <= x <= SIZE_LIMIT:
         raise NotRepresentable(f"{what} {x} out of the decodable range")
 
 
