@@ -171,6 +171,65 @@ def _leaves(x) -> list:
     return [x]
 
 
+@dataclass(frozen=True, eq=False)
+class FArr:
+    """Bounded mode's array: one cell per index 0..len(cells)-1 and one `default` term that
+    stands for every other index.
+
+    In bounded mode every index an action writes is small (offsets < max.records, values <=
+    max.records, partition epochs <= `Shape.pe_cells`), so a Z3 array is more than BMC needs.
+    Cells are plain terms, so the preprocessing (solve-eqs, propagate-values) sees through
+    them and the SMT core never instantiates array axioms: on the B1 queries this is the
+    difference between minutes and seconds. Reads at a symbolic index are If-chains; a write
+    at a symbolic index outside the cells is dropped (no reachable state makes one).
+    """
+
+    cells: tuple
+    default: z3.ExprRef
+
+    def __getitem__(self, index):
+        k = _concrete(index)
+        if k is not None:
+            return self.cells[k] if 0 <= k < len(self.cells) else self.default
+        out = self.default
+        for i in range(len(self.cells) - 1, -1, -1):
+            out = z3.If(index == i, self.cells[i], out)
+        return out
+
+    def __eq__(self, other):  # type: ignore[override]
+        return z3.And([_z(x) == _z(y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _concrete(index) -> int | None:
+    if isinstance(index, int):
+        return index
+    if z3.is_int_value(index):
+        return index.as_long()
+    return None
+
+
+def _store(arr, index, value):
+    """z3.Store, also for FArr (where a concrete index outside the cells cannot be kept)."""
+    if not isinstance(arr, FArr):
+        return z3.Store(arr, index, value)
+    k = _concrete(index)
+    if k is not None:
+        if not 0 <= k < len(arr.cells):
+            raise NotRepresentable(f"index {k} outside the {len(arr.cells)} bounded cells")
+        return FArr(_put(arr.cells, k, _z(value)), arr.default)
+    return FArr(tuple(z3.If(index == i, value, c) for i, c in enumerate(arr.cells)), arr.default)
+
+
+def _k(like, value):
+    """The constant array `value`, shaped like `like` (a Z3 array or an FArr)."""
+    value = _z(value)
+    if isinstance(like, FArr):
+        return FArr((value,) * len(like.cells), value)
+    return z3.K(INT, value)
+
+
 def _zip_map(fn: Callable, a, b):
     """Apply `fn` leaf-wise to two states of the same shape; rebuild the shape."""
     if dataclasses.is_dataclass(a):
@@ -213,8 +272,13 @@ class Vars:
     def bool(self, name: str) -> z3.BoolRef:
         return z3.Bool(f"{self.prefix}{name}")
 
-    def array(self, name: str, rng=INT) -> z3.ArrayRef:
-        return z3.Array(f"{self.prefix}{name}", INT, rng)
+    def array(self, name: str, rng=INT, cells: int | None = None):
+        """A Z3 array, or (bounded mode: `cells` given) an FArr of fresh terms."""
+        if cells is None:
+            return z3.Array(f"{self.prefix}{name}", INT, rng)
+        fresh = z3.Bool if rng == BOOL else z3.Int
+        return FArr(tuple(fresh(f"{self.prefix}{name}[{i}]") for i in range(cells)),
+                    fresh(f"{self.prefix}{name}[*]"))
 
 
 @dataclass(frozen=True)
@@ -229,6 +293,21 @@ class Shape:
     def n(self) -> int:
         return self.config.brokers
 
+    def cells(self, domain: str) -> int | None:
+        """How many cells a bounded-mode array over `domain` has (None: a Z3 array).
+
+        A log holds each value once, so offsets are < max.records and values <= max.records.
+        Partition epochs: ISR changes stop at max.partition.epoch, elections at
+        max.leader.epochs, and each broker failure needs a registration (the first, or one
+        after a crash or session expiry); the sum bounds every partition epoch.
+        """
+        if not self.bounded:
+            return None
+        c = self.config
+        return {"offset": c.max_records, "value": c.max_records + 1,
+                "pe": c.max_partition_epoch + c.max_leader_epochs + 1
+                + 2 * (self.n + c.max_crashes + c.max_session_expiries)}[domain]
+
 
 def make_shape(config: Config, bounded: bool = True, cache_slots: int | None = None) -> Shape:
     if config.partitions != 1:
@@ -241,19 +320,20 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
     """A state of fresh variables named `prefix...`."""
     v = Vars(prefix)
     n, c = shape.n, shape.cache_slots
+    offs, vals, pes = shape.cells("offset"), shape.cells("value"), shape.cells("pe")
 
     def slot(f: int) -> SSlot:
         q = Vars(f"{prefix}f{f}.")
         return SSlot(*(q.int(name) for name in (
             "kind", "leader", "fetch_offset", "last_fetched_epoch", "current_leader_epoch",
             "broker_epoch", "epoch", "leader_epoch", "high_watermark", "end_offset", "error",
-            "rec_count")), q.array("rec_epoch"), q.array("rec_value"))
+            "rec_count")), q.array("rec_epoch", cells=offs), q.array("rec_value", cells=offs))
 
     def replica(b: int) -> SReplica:
         q = Vars(f"{prefix}r{b}.")
         return SReplica(
-            log_len=q.int("log_len"), log_epoch=q.array("log_epoch"),
-            log_value=q.array("log_value"), high_watermark=q.int("hw"),
+            log_len=q.int("log_len"), log_epoch=q.array("log_epoch", cells=offs),
+            log_value=q.array("log_value", cells=offs), high_watermark=q.int("hw"),
             flushed_offset=q.int("flushed"), cache_len=q.int("cache_len"),
             cache_epoch=tuple(q.int(f"cache_epoch{i}") for i in range(c)),
             cache_start=tuple(q.int(f"cache_start{i}") for i in range(c)),
@@ -263,7 +343,8 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
             side=q.bool("side"), remote_leo=tuple(q.int(f"remote_leo{x}") for x in range(n)),
             remote_be=tuple(q.int(f"remote_be{x}") for x in range(n)),
             lag=tuple(q.int(f"lag{x}") for x in range(n)),
-            purgatory=q.array("purgatory", BOOL), purgatory_value=q.array("purgatory_value"),
+            purgatory=q.array("purgatory", BOOL, offs),
+            purgatory_value=q.array("purgatory_value", cells=offs),
         )
 
     return SState(
@@ -274,13 +355,14 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
         c_leader=v.int("c_leader"), c_epoch=v.int("c_epoch"),
         c_isr=tuple(v.bool(f"c_isr{b}") for b in range(n)), c_pe=v.int("c_pe"),
         unclean_elections=v.int("unclean"),
-        lai=tuple(v.array(f"lai{b}", BOOL) for b in range(n)),
-        hist_leader=v.array("hist_leader"), hist_epoch=v.array("hist_epoch"),
-        hist_isr=tuple(v.array(f"hist_isr{b}", BOOL) for b in range(n)),
+        lai=tuple(v.array(f"lai{b}", BOOL, pes) for b in range(n)),
+        hist_leader=v.array("hist_leader", cells=pes),
+        hist_epoch=v.array("hist_epoch", cells=pes),
+        hist_isr=tuple(v.array(f"hist_isr{b}", BOOL, pes) for b in range(n)),
         fetches=tuple(slot(f) for f in range(n)),
-        produce=v.array("produce"), acked=v.array("acked", BOOL),
-        consumed=v.array("consumed", BOOL), excused=v.array("excused", BOOL),
-        value_offset=v.array("value_offset"),
+        produce=v.array("produce", cells=vals), acked=v.array("acked", BOOL, vals),
+        consumed=v.array("consumed", BOOL, vals), excused=v.array("excused", BOOL, vals),
+        value_offset=v.array("value_offset", cells=vals),
         next_value=v.int("next_value"), crashes=v.int("crashes"), expiries=v.int("expiries"),
         drops=v.int("drops"), ticks=v.int("ticks"),
     )
@@ -401,19 +483,14 @@ def _flush_policy(shape: Shape, r: SReplica) -> SReplica:
 def _map_array(shape: Shape, arr: z3.ArrayRef, var: z3.ArithRef, body, domain: str):
     """The array `lambda var: body` (body may read `arr`).
 
-    Unbounded mode: a Z3 lambda. Bounded mode: the bounds limit values to 1..max.records and
-    offsets to 0..max.records-1 (a log holds each value once), so only those entries can ever
-    be read back: a chain of stores over that finite range keeps the query quantifier-free,
-    which makes BMC far faster.
+    Unbounded mode: a Z3 lambda. Bounded mode: the body at each cell (see FArr); every other
+    index keeps `arr`'s default, which is all the cells of the domain can read back.
     """
     if not shape.bounded:
         return z3.Lambda([var], body)
-    k = shape.config.max_records
-    indices = range(1, k + 1) if domain == "value" else range(0, k)
-    out = arr
-    for i in indices:
-        out = z3.Store(out, i, z3.substitute(body, (var, z3.IntVal(i))))
-    return out
+    cells = tuple(z3.simplify(z3.substitute(body, (var, z3.IntVal(i))))
+                  for i in range(len(arr.cells)))
+    return FArr(cells, arr.default)
 
 
 def _member_min(isr: tuple, values: tuple):
@@ -439,21 +516,21 @@ def advance_high_watermark(shape: Shape, r: SReplica, b: int) -> SReplica:
 def _reset_view(r: SReplica) -> SReplica:
     """The follower-side reset of BecomeFollower and crash: no leader-side state, no purgatory."""
     return dataclasses.replace(r, side=z3.BoolVal(False),
-                               purgatory=z3.K(INT, z3.BoolVal(False)))
+                               purgatory=_k(r.purgatory, False))
 
 
 def _send_lai(shape: Shape, s: SState, pe, leader, epoch, isr: tuple) -> SState:
     """Record the partition state of `pe` and send it to every registered, live broker."""
-    lai = tuple(z3.If(z3.And(s.registered[x] != UNKNOWN, s.alive[x]),
-                      z3.Store(s.lai[x], pe, True), s.lai[x]) for x in range(shape.n))
+    lai = tuple(ite(z3.And(s.registered[x] != UNKNOWN, s.alive[x]),
+                      _store(s.lai[x], pe, True), s.lai[x]) for x in range(shape.n))
     return _record(s, pe, leader, epoch, isr, lai=lai)
 
 
 def _record(s: SState, pe, leader, epoch, isr: tuple, **changes) -> SState:
     return dataclasses.replace(
-        s, hist_leader=z3.Store(s.hist_leader, pe, leader),
-        hist_epoch=z3.Store(s.hist_epoch, pe, epoch),
-        hist_isr=tuple(z3.Store(h, pe, m) for h, m in zip(s.hist_isr, isr, strict=True)),
+        s, hist_leader=_store(s.hist_leader, pe, leader),
+        hist_epoch=_store(s.hist_epoch, pe, epoch),
+        hist_isr=tuple(_store(h, pe, m) for h, m in zip(s.hist_isr, isr, strict=True)),
         **changes)
 
 
@@ -496,7 +573,7 @@ def excuse(shape: Shape, before: SState, s: SState) -> SState:
         for m in range(shape.n)])
     lost = z3.And(z3.Or(committed), missing)
     excused = _map_array(shape, s.excused, v, z3.Or(s.excused[v], lost), "value")
-    return dataclasses.replace(s, excused=z3.If(nobody, excused, s.excused))
+    return dataclasses.replace(s, excused=ite(nobody, excused, s.excused))
 
 
 # ------------------------------------------------------------------------------------------
@@ -582,7 +659,7 @@ def _lai_in_flight(s: SState, b: int, a: StepArgs):
 
 
 def _lai_removed(s: SState, b: int, a: StepArgs) -> SState:
-    return dataclasses.replace(s, lai=_put(s.lai, b, z3.Store(s.lai[b], a.partition_epoch, False)))
+    return dataclasses.replace(s, lai=_put(s.lai, b, _store(s.lai[b], a.partition_epoch, False)))
 
 
 def NetworkDropLeaderAndIsr(shape: Shape, s: SState, a: StepArgs, b: int):
@@ -621,7 +698,7 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
         reappointed, side=z3.BoolVal(True),
         remote_leo=(z3.IntVal(UNKNOWN),) * n, remote_be=(z3.IntVal(UNKNOWN),) * n,
         lag=tuple(z3.If(isr[x], 0, cap) for x in range(n)),
-        truncation_pending=z3.BoolVal(False), purgatory=z3.K(INT, z3.BoolVal(False)))
+        truncation_pending=z3.BoolVal(False), purgatory=_k(r.purgatory, False))
     same_epoch = z3.And(r.leader == b, r.leader_epoch == a.leader_epoch)
     new_r = ite(same_epoch, viewed, ite(r.leader == b, reappointed, fresh))
     new_leadership = r.leader != b
@@ -655,7 +732,7 @@ def BecomeFollower(shape: Shape, s: SState, a: StepArgs, b: int):
 def ProducerSend(shape: Shape, s: SState, a: StepArgs):
     guard = z3.And(_bound(shape, s.next_value <= shape.config.max_records),
                    s.c_leader != NO_LEADER)
-    return guard, dataclasses.replace(s, produce=z3.Store(s.produce, s.next_value, s.c_leader),
+    return guard, dataclasses.replace(s, produce=_store(s.produce, s.next_value, s.c_leader),
                                       next_value=s.next_value + 1)
 
 
@@ -675,22 +752,22 @@ def ConsumerRead(shape: Shape, s: SState, a: StepArgs, leader: int):
 def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
     cfg = shape.config
     guard = z3.And(s.produce[a.value] == b, s.alive[b])
-    t = dataclasses.replace(s, produce=z3.Store(s.produce, a.value, UNKNOWN))
+    t = dataclasses.replace(s, produce=_store(s.produce, a.value, UNKNOWN))
     r = s.replicas[b]
     offset = r.log_len
     appended = dataclasses.replace(
-        r, log_len=r.log_len + 1, log_epoch=z3.Store(r.log_epoch, offset, r.leader_epoch),
-        log_value=z3.Store(r.log_value, offset, a.value))
+        r, log_len=r.log_len + 1, log_epoch=_store(r.log_epoch, offset, r.leader_epoch),
+        log_value=_store(r.log_value, offset, a.value))
     fits, appended = assign_epoch(appended, r.leader_epoch, offset)
     appended = _flush_policy(shape, appended)
     if cfg.acks == "all":
         appended = dataclasses.replace(
-            appended, purgatory=z3.Store(r.purgatory, offset, True),
-            purgatory_value=z3.Store(r.purgatory_value, offset, a.value))
+            appended, purgatory=_store(r.purgatory, offset, True),
+            purgatory_value=_store(r.purgatory_value, offset, a.value))
     u = _r(t, b, advance_high_watermark(shape, appended, b))
-    u = dataclasses.replace(u, value_offset=z3.Store(s.value_offset, a.value, offset))
+    u = dataclasses.replace(u, value_offset=_store(s.value_offset, a.value, offset))
     if cfg.acks == "1":
-        u = dataclasses.replace(u, acked=z3.Store(s.acked, a.value, True))
+        u = dataclasses.replace(u, acked=_store(s.acked, a.value, True))
     refused = r.leader != b
     if cfg.acks == "all":
         refused = z3.Or(refused, _count(r.isr) < cfg.min_insync_replicas)
@@ -701,10 +778,10 @@ def LeaderAckProduce(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     guard = z3.And(r.purgatory[a.offset], s.alive[b], r.leader == b,
                    r.high_watermark > a.offset)
-    t = _r(s, b, dataclasses.replace(r, purgatory=z3.Store(r.purgatory, a.offset, False)))
-    acked = z3.Store(s.acked, r.purgatory_value[a.offset], True)
+    t = _r(s, b, dataclasses.replace(r, purgatory=_store(r.purgatory, a.offset, False)))
+    acked = _store(s.acked, r.purgatory_value[a.offset], True)
     too_few = _count(r.isr) < shape.config.min_insync_replicas
-    return guard, dataclasses.replace(t, acked=z3.If(too_few, s.acked, acked))
+    return guard, dataclasses.replace(t, acked=ite(too_few, s.acked, acked))
 
 
 def _response(m: SSlot, **fields) -> SSlot:
@@ -713,7 +790,7 @@ def _response(m: SSlot, **fields) -> SSlot:
                 fetch_offset=UNKNOWN)
     base.update(fields)
     return dataclasses.replace(
-        m, **{k: (v if isinstance(v, z3.ExprRef) else z3.IntVal(v)) for k, v in base.items()})
+        m, **{k: (v if isinstance(v, z3.ExprRef | FArr) else z3.IntVal(v)) for k, v in base.items()})
 
 
 def LeaderHandleFetch(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
@@ -934,7 +1011,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     v = z3.Int("crash_v")
     t = dataclasses.replace(
         _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
-        fetches=slots, lai=_put(s.lai, b, z3.K(INT, z3.BoolVal(False))),
+        fetches=slots, lai=_put(s.lai, b, _k(s.lai[b], False)),
         produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v]),
                            "value"))
     return guard, excuse(shape, s, t)
@@ -944,7 +1021,7 @@ def _register(shape: Shape, s: SState, b: int) -> SState:
     epoch = s.broker_epochs[b] + 1
     t = dataclasses.replace(s, broker_epochs=_put(s.broker_epochs, b, epoch),
                             registered=_put(s.registered, b, epoch),
-                            lai=_put(s.lai, b, z3.Store(s.lai[b], s.c_pe, True)))
+                            lai=_put(s.lai, b, _store(s.lai[b], s.c_pe, True)))
     return _record(t, s.c_pe, s.c_leader, s.c_epoch, s.c_isr)
 
 
@@ -1065,17 +1142,17 @@ def initial(shape: Shape, s: SState) -> z3.BoolRef:
     n = shape.n
     cs = [s.c_leader == 0, s.c_epoch == 0, s.c_pe == 0, s.unclean_elections == 0,
           s.next_value == 1, s.crashes == 0, s.expiries == 0, s.drops == 0, s.ticks == 0,
-          s.produce == z3.K(INT, z3.IntVal(UNKNOWN)), s.acked == z3.K(INT, z3.BoolVal(False)),
-          s.consumed == z3.K(INT, z3.BoolVal(False)), s.excused == z3.K(INT, z3.BoolVal(False)),
+          s.produce == _k(s.produce, UNKNOWN), s.acked == _k(s.acked, False),
+          s.consumed == _k(s.consumed, False), s.excused == _k(s.excused, False),
           s.hist_leader[0] == 0, s.hist_epoch[0] == 0]
     for b in range(n):
         r = s.replicas[b]
         cs += [s.alive[b], s.broker_epochs[b] == 0, s.registered[b] == 0, s.c_isr[b],
-               s.hist_isr[b][0], s.lai[b] == z3.K(INT, z3.BoolVal(False)),
+               s.hist_isr[b][0], s.lai[b] == _k(s.lai[b], False),
                s.fetches[b].kind == NONE,
                r.log_len == 0, r.high_watermark == 0, r.flushed_offset == 0, r.leader == 0,
                r.leader_epoch == 0, r.partition_epoch == 0, z3.Not(r.truncation_pending),
-               r.purgatory == z3.K(INT, z3.BoolVal(False)), *r.isr]
+               r.purgatory == _k(r.purgatory, False), *r.isr]
         if b == 0:
             cs += [r.side, r.cache_len == 1, r.cache_epoch[0] == 0, r.cache_start[0] == 0]
             cs += [x == UNKNOWN for x in r.remote_leo + r.remote_be]
@@ -1139,12 +1216,12 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
             ints(sr.remote_leo, r.remote_log_end_offset)
             ints(sr.remote_be, r.remote_broker_epoch)
             ints(sr.lag, r.lag_ticks)
-        pending = z3.K(INT, z3.BoolVal(False))
+        pending = _k(sr.purgatory, False)
         offs = [w.offset for w in r.purgatory]
         if offs != sorted(set(offs)):
             raise NotRepresentable("purgatory out of offset order")
         for w in r.purgatory:
-            pending = z3.Store(pending, w.offset, True)
+            pending = _store(pending, w.offset, True)
             cs.append(sr.purgatory_value[w.offset] == w.value)
             locate(w.value, w.offset)
         cs.append(sr.purgatory == pending)
@@ -1159,13 +1236,13 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     ints(s.broker_epochs, c.broker_epochs)
     ints(s.registered, ctrl.registered)
     content: dict[int, tuple] = {}
-    flight = {b: z3.K(INT, z3.BoolVal(False)) for b in range(n)}
+    flight = {b: _k(s.lai[b], False) for b in range(n)}
     for m in c.leader_and_isr:
         key = (m.leader, m.leader_epoch, m.isr)
         if content.setdefault(m.partition_epoch, key) != key:
             raise NotRepresentable(f"two LeaderAndIsr contents at partition epoch "
                                    f"{m.partition_epoch}")
-        flight[m.broker] = z3.Store(flight[m.broker], m.partition_epoch, True)
+        flight[m.broker] = _store(flight[m.broker], m.partition_epoch, True)
     for pe, (leader, epoch, isr) in content.items():
         if list(isr) != sorted(set(isr)):
             raise NotRepresentable("LeaderAndIsr ISR out of order")
@@ -1174,23 +1251,23 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     cs += [s.lai[b] == flight[b] for b in range(n)]
     for f, m in enumerate(c.fetches[0]):
         cs += _represent_slot(s.fetches[f], m, locate)
-    produce = z3.K(INT, z3.IntVal(UNKNOWN))
+    produce = _k(s.produce, UNKNOWN)
     for req in c.produce_requests:
-        produce = z3.Store(produce, req.value, req.broker)
+        produce = _store(produce, req.value, req.broker)
     cs.append(s.produce == produce)
     for name, items in (("acked", c.acked), ("consumed", c.consumed)):
-        arr = z3.K(INT, z3.BoolVal(False))
+        arr = _k(getattr(s, name), False)
         values = set()
         for w in items:
             if w.value in values:
                 raise NotRepresentable(f"{name}: value {w.value} twice")
             values.add(w.value)
-            arr = z3.Store(arr, w.value, True)
+            arr = _store(arr, w.value, True)
             locate(w.value, w.offset)
         cs.append(getattr(s, name) == arr)
-    excused = z3.K(INT, z3.BoolVal(False))
+    excused = _k(s.excused, False)
     for v in c.excused:
-        excused = z3.Store(excused, v, True)
+        excused = _store(excused, v, True)
     cs.append(s.excused == excused)
     for value, offset in offsets.items():
         cs.append(s.value_offset[value] == offset)
