@@ -1133,6 +1133,23 @@ def relation(shape: Shape, inst: ActionInstance, pre: SState, post: SState,
     return z3.And(guard, state_eq(post, succ))
 
 
+def instance_for(table: list, action, state: Cluster):
+    """The symbolic action instance standing for a spec action in `state`."""
+    name, args = action.name, action.args()
+    if name == "ConsumerRead":
+        key = (state.controller.partitions[0].leader,)
+    elif name in ("LeaderHandleFetch", "LeaderShrinkIsr", "LeaderExpandIsr"):
+        key = (args["broker"], args["follower"])
+    elif name == "NetworkDropFetch":
+        key = (args["follower"],)
+    elif "broker" in args:
+        key = (args["broker"],)
+    else:
+        key = ()
+    (inst,) = [i for i in table if i.name == name and i.brokers == key]
+    return inst
+
+
 # ------------------------------------------------------------------------------------------
 # Initial state and well-formedness
 

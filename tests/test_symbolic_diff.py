@@ -30,23 +30,6 @@ REJECTS_PER_EXAMPLE = 20
 WALK_STEPS_MAX = 60
 
 
-def instance_for(table, action, state):
-    """The symbolic action instance standing for a spec action in `state`."""
-    name, args = action.name, action.args()
-    if name == "ConsumerRead":
-        key = (state.controller.partitions[0].leader,)
-    elif name in ("LeaderHandleFetch", "LeaderShrinkIsr", "LeaderExpandIsr"):
-        key = (args["broker"], args["follower"])
-    elif name == "NetworkDropFetch":
-        key = (args["follower"],)
-    elif "broker" in args:
-        key = (args["broker"],)
-    else:
-        key = ()
-    (inst,) = [i for i in table if i.name == name and i.brokers == key]
-    return inst
-
-
 def pinned(a: sym.StepArgs, action) -> list:
     args = action.args()
     out = []
@@ -104,7 +87,7 @@ def test_relation_agrees_with_step(config, rnd):
     rnd.shuffle(pairs)
     relations = {}  # one formula per instance: pre, post and a are the same variables
     for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
-        inst = instance_for(table, action, s)
+        inst = sym.instance_for(table, action, s)
         key = (inst.name, inst.brokers)
         if key not in relations:
             relations[key] = sym.relation(shape, inst, pre, post, a)

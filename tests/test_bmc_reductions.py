@@ -1,0 +1,127 @@
+"""The two facts BMC's speed rests on, checked against the spec on random walks.
+
+- `int_range`: every integer of every state within d steps lies in `int_range(config, d)`.
+  The bit-vector translation is exact only then (a value outside would be cut off).
+- `independent_pairs`: two action instances called independent commute in the spec: from any
+  state where both are enabled, either order is enabled and ends in the same state. The
+  normal-form constraints drop every run that is not the smallest of its class, which keeps
+  the shortest violations only if this holds.
+Each check is also shown to fail: on a range that is too small and on a dependent pair.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from model_check import symbolic as sym
+from model_check.model import state_to_json
+from model_check.prove import independent_pairs, int_range
+from spec import VARIANTS, Config, initial_state, step
+from spec.actions import NotEnabled, successors
+
+CONFIGS = {
+    # `isrlab prove --bmc` defaults (the done-when B1 query)
+    "bmc-defaults": Config(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
+                           variant=VARIANTS["hw-truncation"]),
+    # the differential test's bounds, at 3 brokers, with drops, ticks and an expiry
+    "wide": Config(brokers=3, acks="1", max_records=3, max_leader_epochs=4, max_crashes=2,
+                   max_session_expiries=1, max_ticks=3, max_message_drops=2,
+                   log_flush_interval_messages=1, variant=VARIANTS["current"]),
+    "kip-320-unclean": Config(brokers=3, max_records=2, max_leader_epochs=3, max_crashes=2,
+                              unclean_leader_election_enable=True, variant=VARIANTS["kip-320"]),
+}
+
+
+def _walks(config: Config, seed: int, walks: int = 40, steps: int = 40):
+    """(depth, state, successors) along random walks."""
+    rnd = random.Random(seed)
+    for _ in range(walks):
+        state = initial_state(config)
+        for depth in range(steps):
+            succ = list(successors(config, state))
+            yield depth, state, succ
+            if not succ:
+                break
+            state = rnd.choice(succ)[1]
+
+
+def _ints(value) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _ints(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _ints(v)]
+    return []
+
+
+def _out_of_range(config: Config, ranges) -> list[tuple[int, int]]:
+    """(depth, value) for every integer outside `ranges(config, depth)` on the walks."""
+    bad = []
+    for depth, state, _ in _walks(config, seed=7):
+        low, high = ranges(config, depth)
+        bad += [(depth, v) for v in _ints(state_to_json(state)) if not low <= v <= high]
+    return bad
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_every_integer_stays_in_the_bmc_range(name):
+    assert _out_of_range(CONFIGS[name], int_range) == []
+
+
+def test_the_range_check_can_fail():
+    # -1 (no leader, unknown) occurs in every run, and counters pass 3 on long walks.
+    bad = _out_of_range(CONFIGS["wide"], lambda config, depth: (0, 3))
+    assert any(v == -1 for _, v in bad) and any(v > 3 for _, v in bad)
+
+
+def _commutes(config: Config, state, a, b) -> bool:
+    try:
+        return step(config, step(config, state, a), b) == step(config, step(config, state, b), a)
+    except NotEnabled:
+        return False
+
+
+def _pairs_seen(config: Config):
+    """(instance pair, state, action, action) for every two enabled actions on the walks."""
+    table = sym.action_table(sym.make_shape(config))
+    index = {(inst.name, inst.brokers): k for k, inst in enumerate(table)}
+    for _, state, succ in _walks(config, seed=11, walks=15, steps=30):
+        actions = [a for a, _ in succ]
+        keys = [index[(i.name, i.brokers)] for i in
+                (sym.instance_for(table, a, state) for a in actions)]
+        for x in range(len(actions)):
+            for y in range(x + 1, len(actions)):
+                if keys[x] != keys[y]:
+                    yield (min(keys[x], keys[y]), max(keys[x], keys[y])), state, actions[x], \
+                        actions[y]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_independent_instances_commute_in_the_spec(name):
+    config = CONFIGS[name]
+    shape = sym.make_shape(config)
+    pairs = independent_pairs(shape, sym.action_table(shape))
+    checked = set()
+    for pair, state, a, b in _pairs_seen(config):
+        if pair in pairs:
+            assert _commutes(config, state, a, b), f"{a} and {b} do not commute"
+            checked.add(pair)
+    assert len(checked) >= 10  # the walks meet many different independent pairs
+
+
+def test_the_commutation_check_can_fail():
+    # A crash disables the crashed follower's fetch: a dependent pair, and seen as one.
+    config = CONFIGS["bmc-defaults"]
+    shape = sym.make_shape(config)
+    table = sym.action_table(shape)
+    index = {(inst.name, inst.brokers): k for k, inst in enumerate(table)}
+    crash, fetch = index[("BrokerCrash", (1,))], index[("FollowerSendFetch", (1,))]
+    assert (min(crash, fetch), max(crash, fetch)) not in independent_pairs(shape, table)
+    assert any(not _commutes(config, state, a, b)
+               for pair, state, a, b in _pairs_seen(config)
+               if pair == (min(crash, fetch), max(crash, fetch)))
