@@ -354,9 +354,6 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     start = time.perf_counter()
     queries: list[Query] = []
 
-    def inv(s: sym.SState) -> list[z3.BoolRef]:
-        return [sym.holds(shape, n, s, table_inv) for n in goal]
-
     def broken(s: sym.SState, w) -> z3.BoolRef:
         return z3.Or([table_inv[n](shape, s, w) for n in goal])
 
@@ -376,25 +373,24 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     verdicts: list[ActionVerdict] = []
     undecodable: list[str] = []
     cti = None
+    base_terms = _instance_terms(pre, a, w)
     for inst in table:
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
-        solver.add(*inv(pre), sym.relation(shape, inst, pre, post, a), broken(post, w))
         label = f"{inst.name}{list(inst.brokers)}"
-        answer = _check(solver, label, queries)
+        step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
+        answer, model = _refine(shape, table_inv, goal, pre, step_rel, base_terms, timeout_ms,
+                                queries, label)
         if answer == z3.unsat:
             verdicts.append(ActionVerdict(label, "inductive"))
             continue
         if answer == z3.unknown:
             verdicts.append(ActionVerdict(label, "unknown"))
             continue
-        model = solver.model()
         violated = tuple(n for n in goal if z3.is_true(model.eval(
             table_inv[n](shape, post, w), model_completion=True)))
         verdicts.append(ActionVerdict(label, "cti", violated))
         if cti is None:  # the first decodable CTI is shown in full and classified
-            target = z3.Or([table_inv[n](shape, post, w) for n in invariants])
-            model = _small_model(solver, shape, pre, post, target, queries, label)
+            model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel,
+                               base_terms, queries, label) or model
             try:
                 cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
             except sym.NotRepresentable as error:
@@ -419,28 +415,87 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                           "entries",), actions=tuple(verdicts))
 
 
-def _small_model(solver: z3.Solver, shape, pre, post, target, queries: list[Query],
-                 label: str):
-    """A model of the CTI query that decodes, with small numbers where possible (easier to
-    read), preferring one that breaks a target invariant rather than only a lemma: every
-    integer field of both states in -1..SMALL; failing that, any decodable one; failing that,
-    the first model (whose decoding will then say what is out of range)."""
-    first = solver.model()
+def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
+    """Where the pre-state's invariants are first asked to hold (see `_refine`): the post
+    violation's witness and its neighbours, the step's arguments, and each log's end."""
+    terms = [w, w - 1, w + 1, a.offset, a.value, a.partition_epoch, a.witness, pre.c_pe,
+             pre.next_value - 1]
+    terms += [r.log_len - 1 for r in pre.replicas]
+    terms += [r.high_watermark - 1 for r in pre.replicas]
+    return terms
+
+
+def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
+            queries: list[Query], label: str):
+    """Inv(pre) and the constraints, with Inv's quantifier over its witness instantiated.
+
+    Each invariant and lemma is a violation formula over one witness (an offset, a value or
+    a partition epoch), so Inv(pre) says "for every witness, no violation": a quantifier, and
+    Z3's E-matching over arrays gives up on it (`unknown` after a minute on leader steps).
+    Here it holds at a finite set of terms instead. Unsat is then a proof (fewer assumptions
+    than Inv). A model is checked: for each formula, one quantifier-free query asks whether
+    the model's pre-state breaks it at any witness; if so, that witness joins the terms and
+    the query is asked again; if not, the model is a genuine CTI. Returns (answer, model).
+    """
+    terms = list(terms)
+    for round_ in range(REFINE_ROUNDS):
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*[z3.Not(table_inv[n](shape, pre, t)) for n in goal for t in terms],
+                   *constraints)
+        answer = _check(solver, label if round_ == 0 else f"{label} (refinement {round_})",
+                        queries)
+        if answer != z3.sat:
+            return answer, None
+        model = solver.model()
+        found = _broken_at(shape, table_inv, goal, pre, model, timeout_ms)
+        if found is None:
+            return z3.unknown, None
+        if not found:
+            return z3.sat, model
+        terms += found
+    return z3.unknown, None
+
+
+REFINE_ROUNDS = 25
+
+
+def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | None:
+    """Witnesses at which the model's pre-state breaks a formula of `goal` ([] when it breaks
+    none: a genuine pre-state; None when the solver cannot tell)."""
+    fixed = [leaf == model.eval(leaf, model_completion=True)
+             for leaf in sym._leaves(pre) if not z3.is_int_value(sym._z(leaf))]
+    out = []
+    t = z3.Int("refine_t")
+    for n in goal:
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*fixed, table_inv[n](shape, pre, t))
+        answer = solver.check()
+        if answer == z3.unknown:
+            return None
+        if answer == z3.sat:
+            out.append(solver.model().eval(t, model_completion=True))
+    return out
+
+
+def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms,
+               queries: list[Query], label: str):
+    """A genuine CTI that decodes, with small numbers where possible (easier to read),
+    preferring one that breaks a target invariant rather than only a lemma: every integer
+    field of both states in -1..SMALL; failing that, any decodable one. None if no try
+    succeeds within its short time limit (the caller keeps the first model)."""
     decodable = sym.decodable(shape, pre) + sym.decodable(shape, post)
     small = [z3.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
              if z3.is_int(x)]
-    # Each try is a nicety: a short time limit keeps a hard one from costing the full timeout.
-    solver.set("timeout", SMALL_MODEL_MS)
+    target = z3.Or([table_inv[n](shape, post, w) for n in invariants])
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
                         (decodable + small, "small CTI"), (decodable, "decodable CTI")):
-        solver.push()
-        solver.add(*extra)
-        answer = _check(solver, f"{label} ({what})", queries)
-        model = solver.model() if answer == z3.sat else None
-        solver.pop()
-        if model is not None:
+        answer, model = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
+                                SMALL_MODEL_MS, queries, f"{label} ({what})")
+        if answer == z3.sat:
             return model
-    return first
+    return None
 
 
 SMALL_MODEL_MS = 5_000
