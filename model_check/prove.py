@@ -263,7 +263,8 @@ def _normal_form(pairs: frozenset[tuple[int, int]], count: int, selectors: list)
 def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outcome:
     """Search for an invariant violation within `depth` steps (shortest first)."""
     names = tuple(invariants or INVARIANTS)
-    shape = sym.make_shape(config, bounded=True)
+    # The partition epoch starts at 0 and grows by at most one per step (see int_range).
+    shape = sym.make_shape(config, bounded=True, pe_limit=depth)
     table = sym.action_table(shape)
     start = time.perf_counter()
     queries: list[Query] = []

@@ -288,6 +288,7 @@ class Shape:
     config: Config
     cache_slots: int
     bounded: bool = True
+    pe_limit: int | None = None  # BMC to depth d: no partition epoch exceeds d
 
     @property
     def n(self) -> int:
@@ -304,16 +305,19 @@ class Shape:
         if not self.bounded:
             return None
         c = self.config
-        return {"offset": c.max_records, "value": c.max_records + 1,
-                "pe": c.max_partition_epoch + c.max_leader_epochs + 1
-                + 2 * (self.n + c.max_crashes + c.max_session_expiries)}[domain]
+        pes = c.max_partition_epoch + c.max_leader_epochs + 1 + 2 * (
+            self.n + c.max_crashes + c.max_session_expiries)
+        if self.pe_limit is not None:
+            pes = min(pes, self.pe_limit + 1)
+        return {"offset": c.max_records, "value": c.max_records + 1, "pe": pes}[domain]
 
 
-def make_shape(config: Config, bounded: bool = True, cache_slots: int | None = None) -> Shape:
+def make_shape(config: Config, bounded: bool = True, cache_slots: int | None = None,
+               pe_limit: int | None = None) -> Shape:
     if config.partitions != 1:
         raise NotRepresentable("the symbolic encoding has exactly one partition")
     slots = cache_slots if cache_slots is not None else max(config.max_leader_epochs, 2)
-    return Shape(config, slots, bounded)
+    return Shape(config, slots, bounded, pe_limit)
 
 
 def fresh_state(shape: Shape, prefix: str) -> SState:
