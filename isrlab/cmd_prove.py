@@ -51,6 +51,8 @@ def register(sub, usage_error) -> None:
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
     p.add_argument("--max-states", type=int, default=500_000,
                    help="explorer bound when classifying a CTI")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="BMC: ask depths in N processes (same result as 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run, _usage_error=usage_error)
 
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("prove: choose --bmc K or --induction")
     if args.bmc is not None and args.bmc < 0:
         return _fail("--bmc: K must be >= 0")
+    if args.workers < 1:
+        return _fail("--workers: must be >= 1")
     try:
         config = _config(args)
     except (ConfigError, ValueError) as error:
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
     try:
         if args.bmc is not None:
-            outcome = prove.bmc(config, args.bmc, args.invariant)
+            outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
         else:
             invariants = args.invariant or list(prove.TARGETS)
             lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))

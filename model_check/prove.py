@@ -260,51 +260,116 @@ def _normal_form(pairs: frozenset[tuple[int, int]], count: int, selectors: list)
     return out
 
 
-def bmc(config: Config, depth: int, invariants: list[str] | None = None) -> Outcome:
-    """Search for an invariant violation within `depth` steps (shortest first)."""
-    names = tuple(invariants or INVARIANTS)
-    # The partition epoch starts at 0 and grows by at most one per step (see int_range).
-    shape = sym.make_shape(config, bounded=True, pe_limit=depth)
-    table = sym.action_table(shape)
-    start = time.perf_counter()
-    queries: list[Query] = []
-    low, high = int_range(config, depth)
-    pairs = independent_pairs(shape, table)
-    states = [sym.fresh_state(shape, "s0.")]
-    unrolled = [sym.initial(shape, states[0]), *_int_bounds(states[0], low, high)]
-    selectors, args = [], []
-    for d in range(depth + 1):
-        w = z3.Int(f"w{d}")
-        solver = _bmc_solver()
-        solver.add(*unrolled, low <= w, w <= high, _violation_any(shape, names, states[d], w))
-        answer = _check(solver, f"depth {d}", queries)
-        if answer == z3.sat:
-            model = solver.model()
-            trace = _decode_trace(shape, table, model, states, selectors, args)
-            replayed = replay(config, trace)
-            violated = [n for n in names if INVARIANTS[n](config, replayed[-1].state)]
-            return Outcome("violation", "bmc", names, tuple(queries), d,
-                           violated[0] if violated else None, tuple(replayed),
-                           seconds=time.perf_counter() - start)
-        if answer == z3.unknown:
-            return Outcome("unknown", "bmc", names, tuple(queries), d,
-                           seconds=time.perf_counter() - start,
-                           notes=(f"solver: {solver.reason_unknown()}",))
-        if d == depth:
-            break
+class _Unrolling:
+    """The BMC formula for one config and bound: initial state, steps, normal form, bounds.
+
+    `ask(d)` asks whether a state at depth d breaks an invariant; steps are added as needed,
+    so asking depths in order builds each step once. The shape and integer range depend on
+    the bound `depth`, not on d, so every process asks the same formula for a given d.
+    """
+
+    def __init__(self, config: Config, depth: int, names: tuple[str, ...]):
+        self.config, self.names = config, names
+        # The partition epoch starts at 0 and grows by at most one per step (see int_range).
+        self.shape = sym.make_shape(config, bounded=True, pe_limit=depth)
+        self.table = sym.action_table(self.shape)
+        self.low, self.high = int_range(config, depth)
+        self.pairs = independent_pairs(self.shape, self.table)
+        self.states = [sym.fresh_state(self.shape, "s0.")]
+        self.unrolled = [sym.initial(self.shape, self.states[0]),
+                         *_int_bounds(self.states[0], self.low, self.high)]
+        self.selectors: list = []
+        self.args: list = []
+
+    def _extend(self) -> None:
+        d, shape, low, high = len(self.selectors), self.shape, self.low, self.high
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        unrolled += [_step_relation(shape, table, states[d], nxt, a, sel),
-                     0 <= sel, sel < len(table),
-                     *_int_bounds(nxt, low, high), *_int_bounds(a, low, high)]
-        states.append(nxt)
-        selectors.append(sel)
-        unrolled += _normal_form(pairs, len(table), selectors)
-        args.append(a)
+        self.unrolled += [_step_relation(shape, self.table, self.states[d], nxt, a, sel),
+                          0 <= sel, sel < len(self.table),
+                          *_int_bounds(nxt, low, high), *_int_bounds(a, low, high)]
+        self.states.append(nxt)
+        self.selectors.append(sel)
+        self.args.append(a)
+        self.unrolled += _normal_form(self.pairs, len(self.table), self.selectors)
+
+    def ask(self, d: int) -> tuple[str, float, tuple[Step, ...], str]:
+        """(answer, seconds, replayed trace when sat, reason when unknown)."""
+        while len(self.selectors) < d:
+            self._extend()
+        w = z3.Int(f"w{d}")
+        solver = _bmc_solver()
+        solver.add(*self.unrolled, self.low <= w, w <= self.high,
+                   _violation_any(self.shape, self.names, self.states[d], w))
+        started = time.perf_counter()
+        answer = solver.check()
+        seconds = time.perf_counter() - started
+        if answer == z3.sat:
+            trace = _decode_trace(self.shape, self.table, solver.model(), self.states[:d + 1],
+                                  self.selectors[:d], self.args[:d])
+            return "sat", seconds, tuple(replay(self.config, trace)), ""
+        reason = solver.reason_unknown() if answer == z3.unknown else ""
+        return str(answer), seconds, (), reason
+
+
+def _ask_depth(config: Config, depth: int, names: tuple[str, ...], d: int):
+    """One depth's query in a worker process (it builds its own formula)."""
+    return _Unrolling(config, depth, names).ask(d)
+
+
+def bmc(config: Config, depth: int, invariants: list[str] | None = None,
+        workers: int = 1) -> Outcome:
+    """Search for an invariant violation within `depth` steps (shortest first).
+
+    With `workers` > 1 the depths are asked in parallel processes, in order, and the answers
+    are read in depth order: a violation is reported only once every smaller depth is unsat,
+    so the verdict and depth are the same as with one worker (the trace is a shortest run that
+    replays; the solver may pick another one of the same length).
+    """
+    names = tuple(invariants or INVARIANTS)
+    start = time.perf_counter()
+    queries: list[Query] = []
+    if workers > 1:
+        answers = _parallel_answers(config, depth, names, workers)
+    else:
+        unrolling = _Unrolling(config, depth, names)
+        answers = (unrolling.ask(d) for d in range(depth + 1))
+    try:
+        for d, (answer, seconds, trace, reason) in enumerate(answers):
+            queries.append(Query(f"depth {d}", answer, seconds))
+            if answer == "sat":
+                violated = [n for n in names if INVARIANTS[n](config, trace[-1].state)]
+                return Outcome("violation", "bmc", names, tuple(queries), d,
+                               violated[0] if violated else None, trace,
+                               seconds=time.perf_counter() - start)
+            if answer == "unknown":
+                return Outcome("unknown", "bmc", names, tuple(queries), d,
+                               seconds=time.perf_counter() - start,
+                               notes=(f"solver: {reason}",))
+    finally:
+        if workers > 1:
+            answers.close()  # stops the pool's deeper queries
     return Outcome("proved", "bmc", names, tuple(queries), depth,
                    seconds=time.perf_counter() - start,
                    notes=(f"no violation within {depth} steps",))
+
+
+def _parallel_answers(config: Config, depth: int, names: tuple[str, ...], workers: int):
+    """Each depth's answer, in depth order, from a pool of processes (stopped when the
+    caller stops reading: a sat or unknown answer makes the deeper queries moot)."""
+    import multiprocessing
+
+    # spawn: a forked child would share the parent's Z3 state.
+    pool = multiprocessing.get_context("spawn").Pool(workers)
+    try:
+        pending = [pool.apply_async(_ask_depth, (config, depth, names, d))
+                   for d in range(depth + 1)]
+        for result in pending:
+            yield result.get()
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 def _decode_trace(shape, table, model, states, selectors, args) -> list[Step]:

@@ -35,6 +35,15 @@ def b10_found():
     return bmc(B10, 6)
 
 
+def test_bmc_with_two_workers_gives_the_same_answer(b10_found):
+    # Depths asked in parallel processes, read in order: same verdict and depth, and a trace
+    # that replays (bmc replays it); the solver may pick another run of that length.
+    found = bmc(B10, 6, workers=2)
+    assert (found.result, found.invariant, found.depth) == ("violation", "AckedWritesDurable", 5)
+    assert found.trace[0] == b10_found.trace[0] and len(found.trace) == len(b10_found.trace)
+    assert [q.answer for q in found.queries] == ["unsat"] * 5 + ["sat"]
+
+
 def test_bmc_finds_b10_at_the_explorers_depth_and_the_trace_replays(b10_found):
     found = b10_found
     shortest = explore(KafkaModel(B10))
