@@ -164,8 +164,9 @@ def int_range(config: Config, depth: int) -> tuple[int, int]:
     Every field starts at -1, 0 or 1; counters and epochs (leader, partition and broker
     epochs, ticks, drops, crashes, expiries, the next value) grow by at most one per step;
     offsets, HWs, record values and lag are capped by the config's bounds (a log holds each
-    value once); a fetch slot's kind is < 7 and its error code is bounded apart. So `depth + max(caps) + 2` is an upper bound, rounded up to a power of two
-    minus one (the bits are there anyway); -1 (unknown, no leader) is the least value.
+    value once); a fetch slot's kind is < 7 and its error code is bounded apart. So
+    `depth + max(caps) + 2` is an upper bound, rounded up to a power of two minus one (the
+    bits are there anyway); -1 (unknown, no leader) is the least value.
     The bounds are what make the bit-vector translation exact, not an approximation.
     """
     c = config
