@@ -1533,9 +1533,3 @@ VIOLATIONS: dict[str, Callable] = {
     "LeaderEpochMonotonic": v_LeaderEpochMonotonic,
     "SingleLeaderPerEpoch": v_SingleLeaderPerEpoch,
 }
-
-
-def holds(shape: Shape, name: str, s: SState, table: dict | None = None) -> z3.BoolRef:
-    """The invariant (or lemma) `name` as a closed formula over `s`."""
-    w = z3.Int("inv_w")
-    return z3.ForAll([w], z3.Not((table or VIOLATIONS)[name](shape, s, w)))
