@@ -7,11 +7,15 @@ Theory of operation.
   decoded into the explorer's trace format (`{action, args, state}` per step) and replayed
   through `spec.step`, which must produce the same states: a trace that does not replay is an
   encoding bug and raises. BMC runs in bounded mode (the config's `max.*` guards apply) so
-  that every trace is a run of the spec under that config.
+  that every trace is a run of the spec under that config; there every integer is bounded
+  (`int_range`), so each query is bit-blasted to SAT, and runs are kept in a normal form over
+  commuting actions (`independent_pairs`, `_normal_form`).
 - Induction checks, for the conjunction Inv of the chosen invariants and lemmas, that
   Init => Inv and, one query per action instance, Inv /\\ T => Inv' (in unbounded mode: no
-  exploration bound, so the proof covers every offset and epoch). A failing query gives a
-  counterexample to induction (CTI): pre-state, action, post-state.
+  exploration bound, so the proof covers every offset and epoch). Inv's quantifier over its
+  witness is instantiated at a few terms and refined from models (`_refine`), so every query
+  is quantifier-free. A failing query gives a counterexample to induction (CTI): pre-state,
+  action, post-state, with a pre-state checked to satisfy Inv at every witness.
 - A CTI is classified with the explorer, under the same config and its bounds: `reachable`
   when some reachable state violates the invariant (it is simply false; the shortest such
   run's last step is reported as a CTI whose pre-state is reachable), `unreachable` when the
