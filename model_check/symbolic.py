@@ -484,7 +484,7 @@ def _flush_policy(shape: Shape, r: SReplica) -> SReplica:
     return dataclasses.replace(r, flushed_offset=z3.If(due, r.log_len, r.flushed_offset))
 
 
-def _map_array(shape: Shape, arr: z3.ArrayRef, var: z3.ArithRef, body, domain: str):
+def _map_array(shape: Shape, arr, var: z3.ArithRef, body):
     """The array `lambda var: body` (body may read `arr`).
 
     Unbounded mode: a Z3 lambda. Bounded mode: the body at each cell (see FArr); every other
@@ -576,7 +576,7 @@ def excuse(shape: Shape, before: SState, s: SState) -> SState:
         0 <= o, o < s.replicas[m].log_len, s.replicas[m].log_value[o] == v)))
         for m in range(shape.n)])
     lost = z3.And(z3.Or(committed), missing)
-    excused = _map_array(shape, s.excused, v, z3.Or(s.excused[v], lost), "value")
+    excused = _map_array(shape, s.excused, v, z3.Or(s.excused[v], lost))
     return dataclasses.replace(s, excused=ite(nobody, excused, s.excused))
 
 
@@ -750,7 +750,7 @@ def ConsumerRead(shape: Shape, s: SState, a: StepArgs, leader: int):
     vo = s.value_offset[v]
     seen = z3.And(0 <= vo, vo < r.high_watermark, r.log_value[vo] == v)
     return guard, dataclasses.replace(s, consumed=_map_array(
-        shape, s.consumed, v, z3.Or(s.consumed[v], seen), "value"))
+        shape, s.consumed, v, z3.Or(s.consumed[v], seen)))
 
 
 def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
@@ -930,10 +930,9 @@ def _append_records(shape: Shape, r: SReplica, m: SSlot, a: StepArgs):
     x = z3.Int("append_x")
     log = dataclasses.replace(
         r, log_len=end,
-        log_epoch=_map_array(shape, r.log_epoch, x, z3.If(x < start, r.log_epoch[x], ep[x]),
-                             "offset"),
+        log_epoch=_map_array(shape, r.log_epoch, x, z3.If(x < start, r.log_epoch[x], ep[x])),
         log_value=_map_array(shape, r.log_value, x,
-                             z3.If(x < start, r.log_value[x], m.rec_value[x]), "offset"))
+                             z3.If(x < start, r.log_value[x], m.rec_value[x])))
     fits, first = assign_epoch(log, ep[start], start)
     base = first.cache_len
     epochs, starts = list(first.cache_epoch), list(first.cache_start)
@@ -1016,8 +1015,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     t = dataclasses.replace(
         _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
         fetches=slots, lai=_put(s.lai, b, _k(s.lai[b], False)),
-        produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v]),
-                           "value"))
+        produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v])))
     return guard, excuse(shape, s, t)
 
 
