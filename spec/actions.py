@@ -11,8 +11,10 @@ guard, effect, and what the model abstracts away. Protocol variants change named
 (`config.variant.<rule>`), consulted here at the one place each rule applies.
 
 Some actions always take effect but may answer with a Kafka error code (a produce to a broker
-that is no longer leader gets NOT_LEADER_OR_FOLLOWER); `step_with_outcome` returns that outcome
-as a short string for transcripts and traces.
+that is no longer leader gets NOT_LEADER_OR_FOLLOWER); `step_with_outcome` returns the outcome as
+data, a `vocab.outcomes.Code` and its fields, as the reference broker writes it to its traces.
+A refused action raises `NotEnabled` with a `Refusal` code. English is rendered from codes only
+(`vocab.outcomes.render`), so replay and tests compare codes, never text.
 
 Deliberately left out, across the model: the controller's own failover and epoch (one logical,
 never-failing controller), log retention and log start offsets, transactions and idempotent
@@ -46,18 +48,31 @@ from spec.state import (
     leader_side_state,
     replace,
 )
+from vocab.outcomes import Code, KafkaError, Outcome, Refusal, render
 
 # Kafka error codes the model produces (as data, never as exceptions).
-NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
-UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
-NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
-OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_OR_FOLLOWER
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
+UNKNOWN_LEADER_EPOCH = KafkaError.UNKNOWN_LEADER_EPOCH
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE
 
 
 class NotEnabled(Exception):
-    """The action's guard does not hold in this state; the state is unchanged."""
+    """The action's guard does not hold in this state; the state is unchanged.
+
+    `code` names the guard that failed (a `vocab.outcomes.Refusal`) and `fields` its values;
+    `str()` renders the English in the one place it is written (`vocab.outcomes.render`).
+    """
+
+    def __init__(self, code: Refusal, **fields: object):
+        super().__init__(code)
+        self.code = code
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return render(self.code, self.fields)
 
 
 class Action:
@@ -479,17 +494,17 @@ ACTIONS_BY_COMMAND: dict[str, type[Action]] = {t.command(): t for t in ACTION_TY
 # Shared rules
 
 
-def _require(condition: bool, reason: str) -> None:
+def _require(condition: bool, code: Refusal, **fields: object) -> None:
     if not condition:
-        raise NotEnabled(reason)
+        raise NotEnabled(code, **fields)
 
 
 def _check_partition(config: Config, partition: int) -> None:
-    _require(0 <= partition < config.partitions, f"no partition {partition}")
+    _require(0 <= partition < config.partitions, Refusal.NO_SUCH_PARTITION, partition=partition)
 
 
 def _check_broker(config: Config, broker: int) -> None:
-    _require(0 <= broker < config.brokers, f"no broker {broker}")
+    _require(0 <= broker < config.brokers, Refusal.NO_SUCH_BROKER, broker=broker)
 
 
 def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Replica:
@@ -560,11 +575,11 @@ def _truncate_to_epoch_answer(
 def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeader):
     _check_partition(config, a.partition)
     ps = s.controller.partitions[a.partition]
-    _require(ps.leader == NO_LEADER, f"partition {a.partition} has leader {ps.leader}")
-    _require(ps.leader_epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
+    _require(ps.leader == NO_LEADER, Refusal.HAS_LEADER, partition=a.partition, leader=ps.leader)
+    _require(ps.leader_epoch + 1 < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
     leader, isr, unclean = _elect(config, s.controller.registered, a.partition, ps.isr)
-    _require(leader != NO_LEADER, "no live replica in ISR and unclean election disabled"
-             if not config.unclean_leader_election_enable else "no live replica")
+    _require(leader != NO_LEADER, Refusal.NO_LIVE_REPLICA if config.unclean_leader_election_enable
+             else Refusal.NO_LIVE_ISR_REPLICA)
     new = PartitionState(leader, ps.leader_epoch + 1, isr, ps.partition_epoch + 1)
     s = s.with_partition_state(a.partition, new)
     s = replace(
@@ -573,21 +588,23 @@ def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeade
     )
     if unclean:
         s = replace(s, controller=replace(s.controller, unclean_elections=s.controller.unclean_elections + 1))
-    return s, f"elected {leader} ({'unclean' if unclean else 'clean'}) epoch {new.leader_epoch}"
+    code = Code.ELECTED_UNCLEAN if unclean else Code.ELECTED_CLEAN
+    return s, Outcome(code, leader=leader, leader_epoch=new.leader_epoch)
 
 
 def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
     _check_broker(config, a.broker)
-    _require(s.controller.registered[a.broker] != UNKNOWN, f"broker {a.broker} has no session")
+    _require(s.controller.registered[a.broker] != UNKNOWN, Refusal.NO_SESSION, broker=a.broker)
     before = s
     if s.alive[a.broker]:
-        _require(s.expiries < config.max_session_expiries, "max.session.expiries reached")
+        _require(s.expiries < config.max_session_expiries, Refusal.SESSION_EXPIRIES_BOUND)
         s = replace(s, expiries=s.expiries + 1)
     registered = list(s.controller.registered)
     registered[a.broker] = UNKNOWN
     registered = tuple(registered)
     s = replace(s, controller=replace(s.controller, registered=registered))
-    notes = []
+    changes = []
+    elected = 0
     unclean_count = 0
     for p in range(config.partitions):
         ps = s.controller.partitions[p]
@@ -603,37 +620,36 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
             epoch += 1
         elif isr != ps.isr and config.variant.isr_shrink_bumps_leader_epoch:
             epoch += 1
-        _require(epoch < config.max_leader_epochs, "leader-epoch bound reached")
+        _require(epoch < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
         if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
             continue
         new = PartitionState(leader, epoch, isr, ps.partition_epoch + 1)
         s = s.with_partition_state(p, new)
         s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new, config.assignment(p)))
-        notes.append(f"p{p}: leader={leader} epoch={epoch} isr={list(isr)}")
+        changes.append([p, leader, epoch, list(isr)])
+        elected += leader != ps.leader
     if unclean_count:
         c = s.controller
         s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + unclean_count))
     s, lost = _excuse_lost_writes(config, before, s)
-    if lost:
-        notes.append(f"every ISR replica is down, excused {' '.join(f'v{v}' for v in lost)}")
-    return s, "; ".join(notes) or "no partition changed"
+    return s, Outcome(Code.BROKER_FAILURE_HANDLED, changes=changes, elected=elected, excused=lost)
 
 
 def _controller_elect_preferred_leader(config: Config, s: Cluster, a: ControllerElectPreferredLeader):
     _check_partition(config, a.partition)
     ps = s.controller.partitions[a.partition]
     preferred = config.assignment(a.partition)[0]
-    _require(ps.leader != preferred, f"broker {preferred} already leads")
-    _require(preferred in ps.isr, f"preferred replica {preferred} not in ISR")
-    _require(s.controller.registered[preferred] != UNKNOWN, f"broker {preferred} has no session")
-    _require(ps.leader_epoch + 1 < config.max_leader_epochs, "leader-epoch bound reached")
+    _require(ps.leader != preferred, Refusal.ALREADY_LEADS, broker=preferred)
+    _require(preferred in ps.isr, Refusal.PREFERRED_NOT_IN_ISR, broker=preferred)
+    _require(s.controller.registered[preferred] != UNKNOWN, Refusal.NO_SESSION, broker=preferred)
+    _require(ps.leader_epoch + 1 < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
     new = PartitionState(preferred, ps.leader_epoch + 1, ps.isr, ps.partition_epoch + 1)
     s = s.with_partition_state(a.partition, new)
     s = replace(
         s,
         leader_and_isr=_send_leader_and_isr(config, s, a.partition, new, config.assignment(a.partition)),
     )
-    return s, f"elected {preferred} (preferred) epoch {new.leader_epoch}"
+    return s, Outcome(Code.ELECTED_PREFERRED, leader=preferred, leader_epoch=new.leader_epoch)
 
 
 def _find_leader_and_isr(s: Cluster, a) -> LeaderAndIsr:
@@ -642,24 +658,25 @@ def _find_leader_and_isr(s: Cluster, a) -> LeaderAndIsr:
             a.partition, a.broker, a.leader_epoch, a.partition_epoch
         ):
             return m
-    raise NotEnabled("no such LeaderAndIsr in flight")
+    raise NotEnabled(Refusal.NO_SUCH_LEADER_AND_ISR)
 
 
 def _network_drop_leader_and_isr(config: Config, s: Cluster, a: NetworkDropLeaderAndIsr):
     m = _find_leader_and_isr(s, a)
-    _require(s.drops < config.max_message_drops, "max.message.drops reached")
-    return replace(s, leader_and_isr=s.leader_and_isr - {m}, drops=s.drops + 1), "dropped"
+    _require(s.drops < config.max_message_drops, Refusal.MESSAGE_DROPS_BOUND)
+    return replace(s, leader_and_isr=s.leader_and_isr - {m}, drops=s.drops + 1), Outcome(Code.DROPPED)
 
 
 def _applicable_leader_and_isr(config: Config, s: Cluster, a, leads: bool) -> LeaderAndIsr:
     _check_broker(config, a.broker)
     m = _find_leader_and_isr(s, a)
-    _require((m.leader == a.broker) == leads, "request names another role")
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require((m.leader == a.broker) == leads, Refusal.OTHER_ROLE)
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
     r = s.replica(a.partition, a.broker)
     _require(
         (m.leader_epoch, m.partition_epoch) > (r.leader_epoch, r.partition_epoch),
-        f"stale: epoch {m.leader_epoch}/{m.partition_epoch} <= view {r.leader_epoch}/{r.partition_epoch}",
+        Refusal.STALE_LEADER_AND_ISR, leader_epoch=m.leader_epoch, partition_epoch=m.partition_epoch,
+        view_leader_epoch=r.leader_epoch, view_partition_epoch=r.partition_epoch,
     )
     return m
 
@@ -671,11 +688,11 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
     view = dict(leader=m.leader, leader_epoch=m.leader_epoch, isr=m.isr, partition_epoch=m.partition_epoch)
     if r.leader == a.broker and r.leader_epoch == m.leader_epoch:
         r = replace(r, **view)
-        outcome = "ISR updated"
+        outcome = Outcome(Code.ISR_UPDATED)
     elif r.leader == a.broker:
         # Still the leader, in a new epoch: follower state carries over; the epoch starts here.
         r = replace(r, **view, epoch_cache=assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset))
-        outcome = f"still leader, now in epoch {m.leader_epoch}"
+        outcome = Outcome(Code.STILL_LEADER, leader_epoch=m.leader_epoch)
     else:
         cache = assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset)
         r = replace(
@@ -690,7 +707,7 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
             # The explorer's abstraction: the broker's own last fetch vanishes. Otherwise it
             # stays in flight; the old leader may still count it, and the answer is dropped.
             s = s.with_fetch(a.partition, a.broker, None)
-        outcome = f"leader in epoch {m.leader_epoch}"
+        outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
     return s.with_replica(a.partition, a.broker, _advance_high_watermark(config, r, a.broker)), outcome
 
 
@@ -711,12 +728,13 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
         lag_ticks=(),
         purgatory=(),
     )
-    outcome = f"follower of {m.leader} in epoch {m.leader_epoch}"
+    outcome = Outcome(Code.FOLLOWER, leader=m.leader, leader_epoch=m.leader_epoch)
     rule = config.variant.truncation
     if rule == "high-watermark" and leader_changed and m.leader != NO_LEADER:
         # Pre-0.11 makeFollower truncated only when the leader (broker id) changed.
         r = r.truncated_to(r.high_watermark)
-        outcome += f", truncated to HW {r.high_watermark}"
+        outcome = Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=m.leader, leader_epoch=m.leader_epoch,
+                          high_watermark=r.high_watermark)
     elif rule in ("epoch-end", "epoch-end-279") and new_leadership:
         r = replace(r, truncation_pending=bool(r.log))
     return s.with_replica(a.partition, a.broker, r), outcome
@@ -724,47 +742,48 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
 
 def _network_drop_fetch(config: Config, s: Cluster, a: NetworkDropFetch):
     _check_broker(config, a.follower)
-    _require(s.fetches[a.partition][a.follower] is not None, "nothing in flight")
-    _require(s.drops < config.max_message_drops, "max.message.drops reached")
-    return replace(s.with_fetch(a.partition, a.follower, None), drops=s.drops + 1), "dropped"
+    _require(s.fetches[a.partition][a.follower] is not None, Refusal.NOTHING_IN_FLIGHT)
+    _require(s.drops < config.max_message_drops, Refusal.MESSAGE_DROPS_BOUND)
+    return replace(s.with_fetch(a.partition, a.follower, None), drops=s.drops + 1), Outcome(Code.DROPPED)
 
 
 def _producer_send(config: Config, s: Cluster, a: ProducerSend):
     _check_partition(config, a.partition)
-    _require(s.next_value <= config.max_records, "max.records writes sent")
+    _require(s.next_value <= config.max_records, Refusal.RECORDS_BOUND)
     leader = s.controller.partitions[a.partition].leader
     if a.broker != NO_LEADER:
         _check_broker(config, a.broker)
-        _require(s.replica(a.partition, a.broker).leader == a.broker,
-                 f"broker {a.broker} does not believe it leads")
+        _require(s.replica(a.partition, a.broker).leader == a.broker, Refusal.NOT_LEADER_IN_VIEW,
+                 broker=a.broker)
         leader = a.broker
-    _require(leader != NO_LEADER, f"partition {a.partition} has no leader")
+    _require(leader != NO_LEADER, Refusal.NO_LEADER, partition=a.partition)
     request = ProduceRequest(a.partition, leader, s.next_value)
     s = replace(s, produce_requests=s.produce_requests | {request}, next_value=s.next_value + 1)
-    return s, f"v{request.value} to broker {leader}"
+    return s, Outcome(Code.PRODUCE_SENT, value=request.value, broker=leader)
 
 
 def _consumer_read(config: Config, s: Cluster, a: ConsumerRead):
     _check_partition(config, a.partition)
     leader = s.controller.partitions[a.partition].leader
-    _require(leader != NO_LEADER and s.alive[leader], "no live leader")
+    _require(leader != NO_LEADER and s.alive[leader], Refusal.NO_LIVE_LEADER)
     r = s.replica(a.partition, leader)
-    _require(r.leader == leader, f"broker {leader} does not lead in its view")
+    _require(r.leader == leader, Refusal.DOES_NOT_LEAD_IN_VIEW, broker=leader)
     seen = {Acked(a.partition, o, r.log[o].value) for o in range(r.high_watermark)}
-    _require(not seen <= s.consumed, "nothing new below HW")
-    return replace(s, consumed=s.consumed | seen), f"read {r.high_watermark} records from {leader}"
+    _require(not seen <= s.consumed, Refusal.NOTHING_NEW)
+    return replace(s, consumed=s.consumed | seen), Outcome(Code.READ, records=r.high_watermark,
+                                                           broker=leader)
 
 
 def _leader_append(config: Config, s: Cluster, a: LeaderAppend):
     request = ProduceRequest(a.partition, a.broker, a.value)
-    _require(request in s.produce_requests, "no such produce request in flight")
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(request in s.produce_requests, Refusal.NO_SUCH_PRODUCE)
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
     s = replace(s, produce_requests=s.produce_requests - {request})
     r = s.replica(a.partition, a.broker)
     if r.leader != a.broker:
-        return s, NOT_LEADER_OR_FOLLOWER
+        return s, Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     if config.acks == "all" and len(r.isr) < config.min_insync_replicas:
-        return s, NOT_ENOUGH_REPLICAS
+        return s, Outcome(Code.NOT_ENOUGH_REPLICAS)
     offset = r.log_end_offset
     r = r.appended((Record(r.leader_epoch, a.value),), config.log_flush_interval_messages)
     if config.acks == "all":
@@ -773,30 +792,31 @@ def _leader_append(config: Config, s: Cluster, a: LeaderAppend):
     s = s.with_replica(a.partition, a.broker, r)
     if config.acks == "1":
         s = replace(s, acked=s.acked | {Acked(a.partition, offset, a.value)})
-        return s, f"appended at {offset}, acknowledged (acks=1)"
-    return s, f"appended at {offset}"
+        return s, Outcome(Code.APPENDED_ACKNOWLEDGED, offset=offset)
+    return s, Outcome(Code.APPENDED, offset=offset)
 
 
 def _leader_ack_produce(config: Config, s: Cluster, a: LeaderAckProduce):
     _check_broker(config, a.broker)
     r = s.replica(a.partition, a.broker)
     pending = [w for w in r.purgatory if w.offset == a.offset]
-    _require(bool(pending), f"no write at offset {a.offset} in purgatory")
-    _require(s.alive[a.broker] and r.leader == a.broker, f"broker {a.broker} does not lead")
-    _require(r.high_watermark > a.offset, f"HW {r.high_watermark} has not passed {a.offset}")
+    _require(bool(pending), Refusal.NO_PENDING_WRITE, offset=a.offset)
+    _require(s.alive[a.broker] and r.leader == a.broker, Refusal.DOES_NOT_LEAD, broker=a.broker)
+    _require(r.high_watermark > a.offset, Refusal.HW_NOT_PAST, high_watermark=r.high_watermark,
+             offset=a.offset)
     w = pending[0]
     s = s.with_replica(a.partition, a.broker, replace(r, purgatory=tuple(x for x in r.purgatory if x != w)))
     if len(r.isr) < config.min_insync_replicas:
-        return s, NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    return replace(s, acked=s.acked | {Acked(a.partition, a.offset, w.value)}), "acknowledged"
+        return s, Outcome(Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    return replace(s, acked=s.acked | {Acked(a.partition, a.offset, w.value)}), Outcome(Code.ACKNOWLEDGED)
 
 
 def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     _check_broker(config, a.follower)
     request = s.fetches[a.partition][a.follower]
-    _require(isinstance(request, FetchRequest | EpochRequest), "no request in flight")
-    _require(request.leader == a.broker, f"request is for broker {request.leader}")
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(isinstance(request, FetchRequest | EpochRequest), Refusal.NO_REQUEST_IN_FLIGHT)
+    _require(request.leader == a.broker, Refusal.REQUEST_FOR_OTHER_BROKER, broker=request.leader)
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
     r = s.replica(a.partition, a.broker)
     variant = config.variant
 
@@ -804,7 +824,8 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
         return s.with_replica(a.partition, a.broker, replica).with_fetch(a.partition, a.follower, response)
 
     def error(code: str, **extra):
-        return answer(FetchResponse(a.broker, r.leader_epoch, "error", error=code, **extra)), code
+        response = FetchResponse(a.broker, r.leader_epoch, "error", error=code, **extra)
+        return answer(response), Outcome(Code(code))
 
     if r.leader != a.broker:
         return error(NOT_LEADER_OR_FOLLOWER)
@@ -820,14 +841,14 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
         else:
             epoch, end = r.end_offset_for_epoch(request.epoch)
         response = FetchResponse(a.broker, r.leader_epoch, "epoch", epoch=epoch, end_offset=end)
-        return answer(response), f"epoch {epoch} ends at {end}"
+        return answer(response), Outcome(Code.EPOCH_END, epoch=epoch, end_offset=end)
 
     offset = request.fetch_offset
     if variant.truncation == "diverging-epoch" and offset > 0:
         epoch, end = r.end_offset_for_epoch(request.last_fetched_epoch)
         if epoch != request.last_fetched_epoch or end < offset:
             response = FetchResponse(a.broker, r.leader_epoch, "diverging", epoch=epoch, end_offset=end)
-            return answer(response), f"diverging epoch {epoch} ends at {end}"
+            return answer(response), Outcome(Code.DIVERGING_EPOCH, epoch=epoch, end_offset=end)
     if offset > r.log_end_offset:
         return error(OFFSET_OUT_OF_RANGE, end_offset=r.log_end_offset)
 
@@ -847,9 +868,8 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     records = r.log[offset:]
     response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
                              high_watermark=high_watermark, fetch_offset=offset)
-    outcome = f"{len(records)} records from {offset}, HW {r.high_watermark}"
-    if high_watermark != r.high_watermark:
-        outcome += f" (the answer carries {high_watermark})"
+    outcome = Outcome(Code.RECORDS_SENT, records=len(records), fetch_offset=offset,
+                      high_watermark=r.high_watermark, answer_high_watermark=high_watermark)
     return answer(response, r), outcome
 
 
@@ -857,43 +877,44 @@ def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
     _check_broker(config, a.broker)
     _check_partition(config, a.partition)
     r = s.replica(a.partition, a.broker)
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
-    _require(r.leader not in (NO_LEADER, a.broker), f"broker {a.broker} follows nobody")
-    _require(s.alive[r.leader], f"leader {r.leader} is down")
-    _require(s.fetches[a.partition][a.broker] is None, "a request or response is in flight")
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    _require(r.leader not in (NO_LEADER, a.broker), Refusal.FOLLOWS_NOBODY, broker=a.broker)
+    _require(s.alive[r.leader], Refusal.LEADER_DOWN, leader=r.leader)
+    _require(s.fetches[a.partition][a.broker] is None, Refusal.CONNECTION_BUSY)
     if r.truncation_pending:
         message = EpochRequest(r.leader, r.latest_epoch(), r.leader_epoch)
-        outcome = f"OffsetsForLeaderEpoch({message.epoch})"
+        outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=message.epoch)
     else:
         message = FetchRequest(r.leader, r.log_end_offset, r.last_record_epoch(), r.leader_epoch,
                                s.broker_epochs[a.broker])
-        outcome = f"fetch from {message.fetch_offset}"
+        outcome = Outcome(Code.FETCH_SENT, fetch_offset=message.fetch_offset)
     return s.with_fetch(a.partition, a.broker, message), outcome
 
 
 def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandleFetchResponse):
     _check_broker(config, a.broker)
     response = s.fetches[a.partition][a.broker]
-    _require(isinstance(response, FetchResponse), "no response in flight")
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
+    _require(isinstance(response, FetchResponse), Refusal.NO_RESPONSE_IN_FLIGHT)
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
     s = s.with_fetch(a.partition, a.broker, None)
     r = s.replica(a.partition, a.broker)
 
-    def done(replica: Replica, outcome: str):
+    def done(replica: Replica, outcome: Outcome):
         return s.with_replica(a.partition, a.broker, replica), outcome
 
     if response.leader != r.leader:
-        return s, f"dropped: from {response.leader}, not the leader"
+        return s, Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=response.leader)
     if config.variant.fencing and response.leader_epoch != r.leader_epoch:
-        return s, f"dropped: epoch {response.leader_epoch} is not {r.leader_epoch}"
+        return s, Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=response.leader_epoch,
+                          current_leader_epoch=r.leader_epoch)
     if response.error == OFFSET_OUT_OF_RANGE:
         r = r.truncated_to(response.end_offset)
-        return done(r, f"out of range, truncated to {r.log_end_offset}")
+        return done(r, Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=r.log_end_offset))
     if response.kind == "error":
-        return s, response.error
+        return s, Outcome(Code(response.error))
     if response.kind == "epoch":
         if not r.truncation_pending:
-            return s, "dropped: no truncation due"
+            return s, Outcome(Code.DROPPED_NO_TRUNCATION_DUE)
         before = r.log_end_offset
         if config.variant.truncation == "epoch-end":
             end = response.end_offset if response.end_offset != UNKNOWN else r.high_watermark
@@ -903,33 +924,36 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
         else:
             r, finished = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
             r = replace(r, truncation_pending=not finished and bool(r.log))
-        more = ", another round due" if r.truncation_pending else ""
-        return done(r, f"truncation: LEO {before} -> {r.log_end_offset}{more}")
+        code = Code.TRUNCATED_ROUND_DUE if r.truncation_pending else Code.TRUNCATED
+        return done(r, Outcome(code, before=before, after=r.log_end_offset))
     if response.kind == "diverging":
         before = r.log_end_offset
         r, _ = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
-        return done(r, f"diverged: LEO {before} -> {r.log_end_offset}")
+        return done(r, Outcome(Code.DIVERGED, before=before, after=r.log_end_offset))
     if r.truncation_pending:
-        return s, "dropped: truncation pending"
+        return s, Outcome(Code.DROPPED_TRUNCATION_PENDING)
     if response.fetch_offset != r.log_end_offset:
-        return s, f"dropped: fetched from {response.fetch_offset}, LEO now {r.log_end_offset}"
+        return s, Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=response.fetch_offset,
+                          log_end_offset=r.log_end_offset)
     r = r.appended(response.records, config.log_flush_interval_messages)
     r = replace(r, high_watermark=min(response.high_watermark, r.log_end_offset))
-    return done(r, f"appended {len(response.records)}, HW {r.high_watermark}")
+    return done(r, Outcome(Code.RECORDS_APPENDED, records=len(response.records),
+                           high_watermark=r.high_watermark))
 
 
 def _leader_isr_change_guard(config: Config, s: Cluster, a) -> tuple[Replica, PartitionState]:
     _check_broker(config, a.follower)
-    _require(a.follower != a.broker, "a leader does not change its own membership")
+    _require(a.follower != a.broker, Refusal.OWN_MEMBERSHIP)
     r = s.replica(a.partition, a.broker)
     ps = s.controller.partitions[a.partition]
     # Bound for exploration: shrink and expand can alternate forever (ISR flapping).
-    _require(ps.partition_epoch < config.max_partition_epoch, "max.partition.epoch reached")
-    _require(s.alive[a.broker] and r.leader == a.broker, f"broker {a.broker} does not lead")
+    _require(ps.partition_epoch < config.max_partition_epoch, Refusal.PARTITION_EPOCH_BOUND)
+    _require(s.alive[a.broker] and r.leader == a.broker, Refusal.DOES_NOT_LEAD, broker=a.broker)
     _require(
         (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch),
-        f"compare-and-set fails: view {r.leader_epoch}/{r.partition_epoch}, "
-        f"store {ps.leader_epoch}/{ps.partition_epoch}",
+        Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=r.leader_epoch,
+        view_partition_epoch=r.partition_epoch, leader_epoch=ps.leader_epoch,
+        partition_epoch=ps.partition_epoch,
     )
     return r, ps
 
@@ -943,45 +967,47 @@ def _commit_isr(config, s: Cluster, a, r: Replica, ps: PartitionState, isr: tupl
 
 def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
     r, ps = _leader_isr_change_guard(config, s, a)
-    _require(a.follower in r.isr, f"{a.follower} not in ISR")
+    _require(a.follower in r.isr, Refusal.NOT_IN_ISR, follower=a.follower)
     remote = r.remote_log_end_offset[a.follower]
-    _require(remote < r.log_end_offset, f"{a.follower} has caught up")
+    _require(remote < r.log_end_offset, Refusal.CAUGHT_UP, follower=a.follower)
     lagging_time = r.lag_ticks[a.follower] > config.replica_lag_time_max_ticks
     max_messages = config.replica_lag_max_messages
     lagging_messages = (
         max_messages is not None and remote != UNKNOWN and r.log_end_offset - remote > max_messages
     )
-    _require(lagging_time or lagging_messages, f"{a.follower} is not lagging")
+    _require(lagging_time or lagging_messages, Refusal.NOT_LAGGING, follower=a.follower)
     isr = tuple(b for b in r.isr if b != a.follower)
-    return _commit_isr(config, s, a, r, ps, isr), f"ISR {list(isr)}"
+    return _commit_isr(config, s, a, r, ps, isr), Outcome(Code.ISR_CHANGED, isr=list(isr))
 
 
 def _leader_expand_isr(config: Config, s: Cluster, a: LeaderExpandIsr):
     r, ps = _leader_isr_change_guard(config, s, a)
-    _require(a.follower not in r.isr, f"{a.follower} already in ISR")
+    _require(a.follower not in r.isr, Refusal.ALREADY_IN_ISR, follower=a.follower)
     remote = r.remote_log_end_offset[a.follower]
-    _require(remote >= r.high_watermark and remote != UNKNOWN, f"{a.follower} is below HW")
+    _require(remote >= r.high_watermark and remote != UNKNOWN, Refusal.BELOW_HIGH_WATERMARK,
+             follower=a.follower)
     if config.variant.expand_requires_epoch_start:
         start = r.epoch_start_offset(r.leader_epoch)
-        _require(remote >= start, f"{a.follower} is below the epoch start {start}")
+        _require(remote >= start, Refusal.BELOW_EPOCH_START, follower=a.follower, offset=start)
     if config.variant.broker_epochs:
         _require(
             r.remote_broker_epoch[a.follower] == s.controller.registered[a.follower],
-            f"stale broker epoch {r.remote_broker_epoch[a.follower]} for {a.follower}",
+            Refusal.STALE_BROKER_EPOCH, broker_epoch=r.remote_broker_epoch[a.follower],
+            follower=a.follower,
         )
     isr = tuple(sorted((*r.isr, a.follower)))
-    return _commit_isr(config, s, a, r, ps, isr), f"ISR {list(isr)}"
+    return _commit_isr(config, s, a, r, ps, isr), Outcome(Code.ISR_CHANGED, isr=list(isr))
 
 
 def _broker_flush(config: Config, s: Cluster, a: BrokerFlush):
     _check_broker(config, a.broker)
     r = s.replica(a.partition, a.broker)
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
-    _require(r.flushed_offset < r.log_end_offset, "nothing to flush")
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    _require(r.flushed_offset < r.log_end_offset, Refusal.NOTHING_TO_FLUSH)
     # Only a crash reads the flushed offset: with no crash left, flushing changes nothing
     # observable, so the explorer is spared the interleavings.
-    _require(s.crashes < config.max_crashes, "no crash left in the bounds: flushing is moot")
-    return s.with_replica(a.partition, a.broker, replace(r, flushed_offset=r.log_end_offset)), "flushed"
+    _require(s.crashes < config.max_crashes, Refusal.FLUSH_MOOT)
+    return s.with_replica(a.partition, a.broker, replace(r, flushed_offset=r.log_end_offset)), Outcome(Code.FLUSHED)
 
 
 def _has(log: tuple[Record, ...], offset: int, value: int) -> bool:
@@ -1021,8 +1047,8 @@ def _excuse_lost_writes(config: Config, before: Cluster, s: Cluster) -> tuple[Cl
 
 def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     _check_broker(config, a.broker)
-    _require(s.alive[a.broker], f"broker {a.broker} is down")
-    _require(s.crashes < config.max_crashes, "max.crashes reached")
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    _require(s.crashes < config.max_crashes, Refusal.CRASHES_BOUND)
     b = a.broker
     before = s
     alive = s.alive[:b] + (False,) + s.alive[b + 1 :]
@@ -1054,9 +1080,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         produce_requests=frozenset(m for m in s.produce_requests if m.broker != b),
     )
     s, lost = _excuse_lost_writes(config, before, s)
-    if lost:
-        return s, f"crashed; every ISR replica is down, excused {' '.join(f'v{v}' for v in lost)}"
-    return s, "crashed"
+    return s, Outcome(Code.CRASHED, excused=lost)
 
 
 def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
@@ -1077,23 +1101,23 @@ def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
 
 def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
     b = a.broker
-    _require(not s.alive[b], f"broker {b} is up")
-    _require(s.controller.registered[b] == UNKNOWN, f"broker {b}'s old session is not expired")
+    _require(not s.alive[b], Refusal.ALREADY_UP, broker=b)
+    _require(s.controller.registered[b] == UNKNOWN, Refusal.SESSION_NOT_EXPIRED, broker=b)
     s = replace(s, alive=s.alive[:b] + (True,) + s.alive[b + 1 :])
     s, epoch = _register(s, b)
-    return s, f"up with broker epoch {epoch}"
+    return s, Outcome(Code.BROKER_UP, broker_epoch=epoch)
 
 
 def _broker_register(config: Config, s: Cluster, a: BrokerRegister):
     b = a.broker
-    _require(s.alive[b], f"broker {b} is down")
-    _require(s.controller.registered[b] == UNKNOWN, f"broker {b} has a session")
+    _require(s.alive[b], Refusal.BROKER_DOWN, broker=b)
+    _require(s.controller.registered[b] == UNKNOWN, Refusal.HAS_SESSION, broker=b)
     s, epoch = _register(s, b)
-    return s, f"registered with broker epoch {epoch}"
+    return s, Outcome(Code.REGISTERED, broker_epoch=epoch)
 
 
 def _tick(config: Config, s: Cluster, a: Tick):
-    _require(s.ticks < config.max_ticks, "max.ticks reached")
+    _require(s.ticks < config.max_ticks, Refusal.TICKS_BOUND)
     cap = config.replica_lag_time_max_ticks + 1
     rows = []
     for row in s.replicas:
@@ -1105,7 +1129,7 @@ def _tick(config: Config, s: Cluster, a: Tick):
                 ))
             new_row.append(r)
         rows.append(tuple(new_row))
-    return replace(s, replicas=tuple(rows), ticks=s.ticks + 1), f"tick {s.ticks + 1}"
+    return replace(s, replicas=tuple(rows), ticks=s.ticks + 1), Outcome(Code.TICK, ticks=s.ticks + 1)
 
 
 _HANDLERS = {
@@ -1134,8 +1158,9 @@ _HANDLERS = {
 assert set(_HANDLERS) == set(ACTION_TYPES), "every action needs exactly one handler"
 
 
-def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, str]:
-    """Apply `action`; return the next state and a short outcome (an error code or a note)."""
+def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, Outcome]:
+    """Apply `action`; return the next state and its outcome (a code and fields; `str()` is
+    the English)."""
     handler = _HANDLERS.get(type(action))
     if handler is None:
         raise TypeError(f"not an action: {action!r}")

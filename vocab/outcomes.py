@@ -126,7 +126,7 @@ class Refusal(StrEnum):
     OTHER_ROLE = "OTHER_ROLE"
     STALE_LEADER_AND_ISR = "STALE_LEADER_AND_ISR"  # leader_epoch, partition_epoch, view_*
     BROKER_DOWN = "BROKER_DOWN"  # broker
-    BROKER_UP = "BROKER_UP"  # broker
+    ALREADY_UP = "ALREADY_UP"  # broker
     LEADER_DOWN = "LEADER_DOWN"  # leader
     NO_LIVE_LEADER = "NO_LIVE_LEADER"
     NOT_LEADER_IN_VIEW = "NOT_LEADER_IN_VIEW"  # broker (a produce target that does not lead)
@@ -245,7 +245,7 @@ _ENGLISH: dict[str, Template] = {
     Refusal.STALE_LEADER_AND_ISR: "stale: epoch {leader_epoch}/{partition_epoch} <= view "
                                   "{view_leader_epoch}/{view_partition_epoch}",
     Refusal.BROKER_DOWN: "broker {broker} is down",
-    Refusal.BROKER_UP: "broker {broker} is up",
+    Refusal.ALREADY_UP: "broker {broker} is up",
     Refusal.LEADER_DOWN: "leader {leader} is down",
     Refusal.NO_LIVE_LEADER: "no live leader",
     Refusal.NOT_LEADER_IN_VIEW: "broker {broker} does not believe it leads",
