@@ -66,6 +66,8 @@ from spec.actions import (
 )
 from spec.invariants import violations
 from spec.state import NO_LEADER, Acked
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code, Outcome, Refusal, render
 
 FORMAT = "isrlab-trace/1"
 UNBOUNDED = 1 << 40
@@ -366,11 +368,11 @@ class Replayer:
 
     # Steps -----------------------------------------------------------------------------------
 
-    def step(self, action, ticks_ok: bool = False) -> str:
+    def step(self, action, ticks_ok: bool = False) -> Outcome:
         try:
             self.state, outcome = step_with_outcome(self.config, self.state, action)
         except NotEnabled as error:
-            if ticks_ok and "not lagging" in str(error):
+            if ticks_ok and error.code == Refusal.NOT_LAGGING:
                 for _ in range(MAX_SILENT_TICKS):
                     self.state, _ = step_with_outcome(self.config, self.state, Tick())
                     self.silent += 1
@@ -462,6 +464,32 @@ def _p(args: dict) -> int:
     return int(args["partition"])
 
 
+_APPENDED = frozenset({Code.APPENDED, Code.APPENDED_ACKNOWLEDGED})
+
+
+def _impl_outcome(body: dict) -> str:
+    """The English of a trace line's outcome, for messages (rendered, never parsed)."""
+    code, args = str(body.get("outcome")), body.get("outcome_args") or {}
+    try:
+        return render(code, args)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return f"{code} {args}"  # a malformed line still gets a readable report
+
+
+def _same_outcome(what: str, spec: Outcome, body: dict, keys: tuple[str, ...]) -> None:
+    """The implementation's outcome code must be the spec's, and so must the named fields
+    where the implementation reports them (values are compared only where they need no
+    renaming between implementation and spec records)."""
+    impl_args = body.get("outcome_args") or {}
+    differs = [(f"outcome_args.{k}", spec.fields[k], impl_args[k]) for k in keys
+               if k in spec.fields and k in impl_args and spec.fields[k] != impl_args[k]]
+    if body.get("outcome") != spec.code:
+        differs.insert(0, ("outcome", str(spec.code), body.get("outcome")))
+    if differs:
+        raise _Mismatch(f"{what} answered {_impl_outcome(body)!r}, spec answers {str(spec)!r}",
+                        differs)
+
+
 def _become(cls):
     def handle(rp: Replayer, body: dict, args: dict) -> None:
         rp.step(cls(_p(args), args["broker"], args["leader_epoch"], args["partition_epoch"]))
@@ -503,9 +531,7 @@ def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
                         f"{rp.slot.get((p, f))!r}")
     outcome = rp.step(LeaderHandleFetch(p, b, f))
     rp.slot[(p, f)] = body["send"][0]
-    impl_outcome = body.get("outcome", "")
-    if outcome.split(" ")[0] != impl_outcome.split(" ")[0]:
-        raise _Mismatch(f"fetch answered {impl_outcome!r}, spec answers {outcome!r}")
+    _same_outcome("fetch", outcome, body, ("records", "fetch_offset", "epoch", "end_offset"))
     rp.compare_replica(body.get("state"))
 
 
@@ -547,9 +573,9 @@ def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
 def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
     p, b = _p(args), args["broker"]
     recv = body.get("recv")
-    outcome = body.get("outcome", "")
+    appended = body.get("outcome") in _APPENDED
     if recv in rp.refused:
-        if outcome.startswith("appended"):
+        if appended:
             raise _Mismatch(f"broker {b} appended a write although it does not lead in the spec")
         rp.skipped += 1
         rp.compare_replica(body.get("state"))
@@ -557,7 +583,7 @@ def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
     if not rp.state.alive[b]:
         # A restarted process that has not registered yet: the spec has the broker down. It
         # has no view, so it can only refuse.
-        if outcome.startswith("appended"):
+        if appended:
             raise _Mismatch(f"broker {b} appended a write before it registered again")
         rp.skipped += 1
         rp.compare_replica(body.get("state"))
@@ -566,15 +592,13 @@ def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
     if value is None:
         raise _Mismatch(f"produce request {recv!r} was never sent by the producer")
     spec_outcome = rp.step(LeaderAppend(p, b, value))
-    if spec_outcome.split(",")[0] != outcome.split(",")[0]:
-        raise _Mismatch(f"append answered {outcome!r}, spec answers {spec_outcome!r}")
+    _same_outcome("append", spec_outcome, body, ("offset",))
     rp.compare_replica(body.get("state"))
 
 
 def _leader_ack_produce(rp: Replayer, body: dict, args: dict) -> None:
     outcome = rp.step(LeaderAckProduce(_p(args), args["broker"], args["offset"]))
-    if outcome != body.get("outcome"):
-        raise _Mismatch(f"write answered {body.get('outcome')!r}, spec answers {outcome!r}")
+    _same_outcome("write", outcome, body, ())
     rp.compare_replica(body.get("state"))
 
 
@@ -672,27 +696,27 @@ def _parked_fetch_dropped(rp: Replayer, body: dict, args: dict) -> None:
 
 
 _HANDLERS = {
-    "NetworkDropFetch": _parked_fetch_dropped,
-    "BecomeLeader": _become(BecomeLeader),
-    "BecomeFollower": _become(BecomeFollower),
-    "FollowerSendFetch": _follower_send_fetch,
-    "LeaderHandleFetch": _leader_handle_fetch,
-    "FollowerHandleFetchResponse": _follower_handle_fetch_response,
-    "ProducerSend": _producer_send,
-    "LeaderAppend": _leader_append,
-    "LeaderAckProduce": _leader_ack_produce,
-    "LeaderShrinkIsr": _isr_change(LeaderShrinkIsr),
-    "LeaderExpandIsr": _isr_change(LeaderExpandIsr),
-    "LeaderApplyIsr": _leader_apply_isr,
-    "ControllerHandleBrokerFailure": _controller(lambda a: ControllerHandleBrokerFailure(a["broker"])),
-    "ControllerElectLeader": _controller(lambda a: ControllerElectLeader(_p(a))),
-    "ControllerElectPreferredLeader": _controller(lambda a: ControllerElectPreferredLeader(_p(a))),
-    "BrokerRestart": _controller(lambda a: BrokerRestart(a["broker"])),
-    "BrokerRegister": _controller(lambda a: BrokerRegister(a["broker"])),
-    "BrokerCrash": _broker_crash,
-    "BrokerFlush": _broker_flush,
-    "ConsumerServe": _consumer_serve,
-    "NetworkDrop": _network_drop,
+    A.NETWORK_DROP_FETCH: _parked_fetch_dropped,
+    A.BECOME_LEADER: _become(BecomeLeader),
+    A.BECOME_FOLLOWER: _become(BecomeFollower),
+    A.FOLLOWER_SEND_FETCH: _follower_send_fetch,
+    A.LEADER_HANDLE_FETCH: _leader_handle_fetch,
+    A.FOLLOWER_HANDLE_FETCH_RESPONSE: _follower_handle_fetch_response,
+    A.PRODUCER_SEND: _producer_send,
+    A.LEADER_APPEND: _leader_append,
+    A.LEADER_ACK_PRODUCE: _leader_ack_produce,
+    A.LEADER_SHRINK_ISR: _isr_change(LeaderShrinkIsr),
+    A.LEADER_EXPAND_ISR: _isr_change(LeaderExpandIsr),
+    A.LEADER_APPLY_ISR: _leader_apply_isr,
+    A.CONTROLLER_HANDLE_BROKER_FAILURE: _controller(lambda a: ControllerHandleBrokerFailure(a["broker"])),
+    A.CONTROLLER_ELECT_LEADER: _controller(lambda a: ControllerElectLeader(_p(a))),
+    A.CONTROLLER_ELECT_PREFERRED_LEADER: _controller(lambda a: ControllerElectPreferredLeader(_p(a))),
+    A.BROKER_RESTART: _controller(lambda a: BrokerRestart(a["broker"])),
+    A.BROKER_REGISTER: _controller(lambda a: BrokerRegister(a["broker"])),
+    A.BROKER_CRASH: _broker_crash,
+    A.BROKER_FLUSH: _broker_flush,
+    A.CONSUMER_SERVE: _consumer_serve,
+    A.NETWORK_DROP: _network_drop,
 }
 
 
@@ -700,7 +724,8 @@ def _describe(e: Event) -> str:
     body = e.body
     if e.kind == "event":
         args = ", ".join(f"{k}={v}" for k, v in sorted(body.get("args", {}).items()))
-        return f"{e.where} {e.node}#{e.seq} t={e.time_ms} {body['action']}({args}) -> {body.get('outcome')}"
+        return (f"{e.where} {e.node}#{e.seq} t={e.time_ms} {body['action']}({args}) -> "
+                f"{_impl_outcome(body)}")
     return f"{e.where} {e.node}#{e.seq} t={e.time_ms} {e.kind} {body.get('type', body.get('f'))}"
 
 
