@@ -25,7 +25,6 @@ file (a restarted replica keeps min(its HW, its recovered LEO)).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
@@ -48,6 +47,7 @@ from spec.state import (
     leader_side_state,
     replace,
 )
+from vocab.actions import ActionName, command
 from vocab.outcomes import Code, KafkaError, Outcome, Refusal, render
 
 # Kafka error codes the model produces (as data, never as exceptions).
@@ -83,7 +83,7 @@ class Action:
     @classmethod
     def command(cls) -> str:
         """The scenario-file spelling of the action: `LeaderShrinkIsr` -> `leader-shrink-isr`."""
-        return re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower()
+        return command(ActionName(cls.__name__))
 
     @property
     def name(self) -> str:
