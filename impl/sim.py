@@ -39,7 +39,9 @@ from impl.protocol.messages import (
 )
 from impl.protocol.meta import MetaCore
 from impl.storage import HEADER_BYTES, MemoryDisk
-from impl.trace import NodeTrace, dumps, header_config, reproduce_command
+from impl.trace import NodeTrace, dumps, event_counts, header_config, reproduce_command
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
 
 NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
 
@@ -221,8 +223,8 @@ class Simulation:
                     mid = trace.message_id()
                     sends.append(mid)
                     self._send(node, dst, mid, message)
-                trace.event(self.now, effect.action, effect.args, effect.outcome, effect.state,
-                            sends, effect.recv, effect.detail)
+                trace.event(self.now, effect.action, effect.args, effect.outcome,
+                            effect.outcome_args, effect.state, sends, effect.recv, effect.detail)
                 self.stats["events"] += 1
                 self._count(effect)
             elif kind is Send:
@@ -233,14 +235,8 @@ class Simulation:
                 storage.apply(effect)
 
     def _count(self, t: Transition) -> None:
-        if t.action in ("ControllerElectLeader", "ControllerElectPreferredLeader"):
-            self.stats["elections"] += 1
-        elif t.action == "ControllerHandleBrokerFailure" and "leader=" in t.outcome:
-            self.stats["elections"] += t.outcome.count("leader=")
-        elif t.action == "LeaderShrinkIsr":
-            self.stats["isr_shrinks"] += 1
-        elif t.action == "LeaderExpandIsr":
-            self.stats["isr_expands"] += 1
+        for key, n in event_counts(t.action, t.outcome, t.outcome_args).items():
+            self.stats[key] += n
 
     def _send(self, src: str, dst: str, mid: str, message) -> None:
         if not self.alive.get(dst) or frozenset((src, dst)) in self.cut:
@@ -264,7 +260,8 @@ class Simulation:
                           partition_epoch=message.partition_epoch)
         elif hasattr(message, "partition"):
             detail["partition"] = message.partition
-        self.traces["nemesis"].event(self.now, "NetworkDrop", {}, why, None, [], mid, detail)
+        self.traces["nemesis"].event(self.now, A.NETWORK_DROP, {}, Code.DROPPED, {}, None, [],
+                                     mid, detail)
 
     def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
         if gen != self.link_gen.get((src, dst), 0):
@@ -395,8 +392,8 @@ class Simulation:
                           incarnation=self.incarnations[node])
         state = {"replicas": [core.replica_state(r) for r in core.replicas]}
         torn_bytes = sum(r.torn_bytes for r in storage.reports)
-        self.traces[node].event(self.now, "BrokerCrash", {"broker": int(node[1:])}, "crashed",
-                                state, [], None, {"torn_bytes": torn_bytes})
+        self.traces[node].event(self.now, A.BROKER_CRASH, {"broker": int(node[1:])},
+                                Code.CRASHED, {}, state, [], None, {"torn_bytes": torn_bytes})
         self.cores[node] = core
         self._break_links(node, [n for n in self.cores if n != node])
 

@@ -1,8 +1,10 @@
-"""Trace writing: one NDJSON file per node in the `isrlab-trace/1` format (docs/traces.md).
+"""Trace writing: one NDJSON file per node in the format `vocab.trace` names (docs/traces.md).
 
 Lines are serialised with sorted keys and no spaces, so the same run gives the same bytes.
-`NodeTrace` numbers a node's lines (`seq`) and its sent messages (`<node>:m<k>` ids); a
-restarted process continues its node's numbering (the driver keeps the `NodeTrace`).
+`NodeTrace` numbers a node's lines (`seq`) and its sent messages (ids from
+`vocab.trace.message_id`); a restarted process continues its node's numbering (the driver
+keeps the `NodeTrace`). An event's outcome is a `vocab.outcomes.Code` with its fields in
+`outcome_args` (omitted when there are none).
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FORMAT = "isrlab-trace/1"
+from impl.protocol.messages import NO_LEADER
+from vocab.actions import ActionName
+from vocab.outcomes import Code
+from vocab.trace import FORMAT, message_id
+
+__all__ = ["FORMAT", "NodeTrace", "dumps", "event_counts", "header_config", "reproduce_command"]
 
 
 def header_config(config, options) -> dict:
@@ -68,15 +75,18 @@ class NodeTrace:
 
     def message_id(self) -> str:
         self.sent += 1
-        return f"{self.node}:m{self.sent}"
+        return message_id(self.node, self.sent)
 
-    def event(self, time_ms: int, action: str, args: dict, outcome: str, state: dict | None,
-              send: list[str], recv: str | None, detail: dict | None) -> None:
+    def event(self, time_ms: int, action: str, args: dict, outcome: str, outcome_args: dict,
+              state: dict | None, send: list[str], recv: str | None,
+              detail: dict | None) -> None:
         if not self.enabled:
             self.seq += 1
             return
         body = {"kind": "event", "node": self.node, "seq": self.seq, "time_ms": time_ms,
                 "action": action, "args": args, "outcome": outcome, "send": send}
+        if outcome_args:
+            body["outcome_args"] = outcome_args
         if state is not None:
             body["state"] = state
         if recv is not None:
@@ -99,3 +109,24 @@ class NodeTrace:
 
     def text(self) -> str:
         return "".join(line + "\n" for line in self.lines)
+
+
+_ELECTED = frozenset({Code.ELECTED_CLEAN, Code.ELECTED_UNCLEAN, Code.ELECTED_PREFERRED})
+
+
+def event_counts(action: str, outcome: str, outcome_args: dict) -> dict[str, int]:
+    """What one traced transition adds to a run's statistics, from its code and fields:
+    elections (a controller election, or each partition a broker failure moved to a new
+    leader) and ISR changes. Both drivers count with this (the simulator as it runs, the TCP
+    supervisor from the trace files)."""
+    if outcome in _ELECTED:
+        return {"elections": 1}
+    if outcome == Code.BROKER_FAILURE_HANDLED:
+        # `elected` counts the partitions whose leader changed. One left with no leader (-1)
+        # is among them (a failure leaves offline only a partition the failed broker led),
+        # but nobody was elected.
+        offline = sum(1 for _, leader, _, _ in outcome_args["changes"] if leader == NO_LEADER)
+        return {"elections": outcome_args["elected"] - offline}
+    if outcome == Code.ISR_CHANGED:
+        return {"isr_shrinks" if action == ActionName.LEADER_SHRINK_ISR else "isr_expands": 1}
+    return {}

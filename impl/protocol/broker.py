@@ -61,9 +61,14 @@ from impl.protocol.messages import (
     Send,
     Transition,
 )
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code, KafkaError, Outcome
 
 META = "meta"
 NEVER = 1 << 62
+# The errors a leader answers a fetch with (each is also the follower's outcome code).
+FETCH_ERRORS = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+                          OFFSET_OUT_OF_RANGE})
 
 
 def broker_node(broker: int) -> str:
@@ -295,14 +300,14 @@ class BrokerCore:
                 for _, mid, message in [d for d in r.deferred if d[0] == peer]:
                     if type(message) in (Fetch, OffsetsForLeaderEpoch):
                         effects.append(self._transition(
-                            r, "NetworkDropFetch", {"follower": message.follower},
-                            "connection lost", mid))
+                            r, A.NETWORK_DROP_FETCH, {"follower": message.follower},
+                            Outcome(Code.DROPPED), mid))
                 r.deferred = [d for d in r.deferred if d[0] != peer]
             for follower in [f for f in r.parked if broker_node(f) == peer]:
                 # A parked long poll dies with its connection; the follower will fetch again.
                 _, _, mid, _ = r.parked.pop(follower)
-                effects.append(self._transition(r, "NetworkDropFetch", {"follower": follower},
-                                                "connection lost", mid))
+                effects.append(self._transition(r, A.NETWORK_DROP_FETCH, {"follower": follower},
+                                                Outcome(Code.DROPPED), mid))
         if peer == META and self.registering:
             effects.append(Send(META, RegisterBroker(self.broker, self.restarted, self.incarnation)))
         return effects
@@ -364,10 +369,11 @@ class BrokerCore:
             "partition_epoch": r.partition_epoch,
         }
 
-    def _transition(self, r: Replica, action: str, args: dict, outcome: str = "ok",
+    def _transition(self, r: Replica, action: A, args: dict, outcome: Outcome,
                     recv: str | None = None, detail: dict | None = None) -> Transition:
-        return Transition(action, {"partition": r.partition, "broker": self.broker, **args},
-                          outcome, self.replica_state(r) if self.tracing else None, detail, recv)
+        return Transition.of(action, {"partition": r.partition, "broker": self.broker, **args},
+                             outcome, state=self.replica_state(r) if self.tracing else None,
+                             detail=detail, recv=recv)
 
     # Log changes (each also returns the disk effects) -----------------------------------------
 
@@ -422,13 +428,13 @@ class BrokerCore:
         r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
             m.leader, m.leader_epoch, tuple(m.isr), m.partition_epoch)
         if same_epoch:
-            outcome = "ISR updated"
+            outcome = Outcome(Code.ISR_UPDATED)
         else:
             if "no-epoch-cache-on-leader" not in self.bugs:
                 if assign_epoch(r.epoch_cache, m.leader_epoch, r.leo):
                     effects.append(self._checkpoint(r))
             if was_leader:
-                outcome = f"still leader, now in epoch {m.leader_epoch}"
+                outcome = Outcome(Code.STILL_LEADER, leader_epoch=m.leader_epoch)
             else:
                 n = self.config.brokers
                 r.remote_leo = [UNKNOWN] * n
@@ -439,9 +445,9 @@ class BrokerCore:
                 r.purgatory = []
                 r.truncation_pending = False
                 r.fetch_at = NEVER  # our last fetch, if any, stays in flight; its answer is dropped
-                outcome = f"leader in epoch {m.leader_epoch}"
+                outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
         hw_moved = self._advance_hw(r)
-        effects.insert(0, self._transition(r, "BecomeLeader", args, outcome, mid))
+        effects.insert(0, self._transition(r, A.BECOME_LEADER, args, outcome, mid))
         if hw_moved:
             effects += self._after_hw_moved(r, now)
         return effects
@@ -468,18 +474,20 @@ class BrokerCore:
             n = self.config.brokers
             r.remote_leo = [UNKNOWN] * n
             r.remote_broker_epoch = [UNKNOWN] * n
-        outcome = f"follower of {m.leader} in epoch {m.leader_epoch}"
+        outcome = Outcome(Code.FOLLOWER, leader=m.leader, leader_epoch=m.leader_epoch)
+        truncated = Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=m.leader,
+                            leader_epoch=m.leader_epoch, high_watermark=r.high_watermark)
         truncation = self.rules.truncation
         if "truncate-to-hw" in self.bugs and new_leadership and m.leader != NO_LEADER:
             truncation = "bug"
             effects += self._truncate(r, r.high_watermark)  # BUG: HW instead of epochs
-            outcome += f", truncated to HW {r.high_watermark}"
+            outcome = truncated
         elif truncation == "high-watermark" and leader_changed and m.leader != NO_LEADER:
             effects += self._truncate(r, r.high_watermark)
-            outcome += f", truncated to HW {r.high_watermark}"
+            outcome = truncated
         elif truncation in ("epoch-end", "epoch-end-279") and new_leadership:
             r.truncation_pending = bool(r.log)
-        effects.insert(0, self._transition(r, "BecomeFollower", args, outcome, mid))
+        effects.insert(0, self._transition(r, A.BECOME_FOLLOWER, args, outcome, mid))
         for src, pmid, request in self._late_fetches:
             effects += self._handle_fetch(r, now, src, pmid, request, parked=True)
         self._late_fetches = []
@@ -497,35 +505,38 @@ class BrokerCore:
         if r.truncation_pending:
             request = OffsetsForLeaderEpoch(r.partition, self.broker, r.latest_cached_epoch(),
                                             r.leader_epoch)
-            outcome = f"OffsetsForLeaderEpoch({request.epoch})"
+            outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=request.epoch)
         else:
             request = Fetch(r.partition, self.broker, r.leo, r.last_epoch(), r.leader_epoch,
                             self.broker_epoch)
-            outcome = f"fetch from {r.leo}"
-        t = self._transition(r, "FollowerSendFetch", {}, outcome)
+            outcome = Outcome(Code.FETCH_SENT, fetch_offset=r.leo)
+        t = self._transition(r, A.FOLLOWER_SEND_FETCH, {}, outcome)
         t.sends.append((broker_node(r.leader), request))
         return [t]
 
     def _handle_fetch_response(self, r: Replica, now: int, mid: str, m: FetchResponse) -> list:
         if not r.fetch_in_flight or m.leader != r.fetch_to:
             return []  # the answer to a fetch we gave up (its connection broke meanwhile)
+        if m.kind == "error" and m.error not in FETCH_ERRORS:
+            return []  # malformed: no leader sends this error
         r.fetch_in_flight = False
         effects: list = []
         retry_now = True
         rules = self.rules
         if m.leader != r.leader:
-            outcome = f"dropped: from {m.leader}, not the leader"
+            outcome = Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=m.leader)
         elif rules.fencing and m.leader_epoch != r.leader_epoch:
-            outcome = f"dropped: epoch {m.leader_epoch} is not {r.leader_epoch}"
+            outcome = Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=m.leader_epoch,
+                              current_leader_epoch=r.leader_epoch)
         elif m.error == OFFSET_OUT_OF_RANGE:
             effects += self._truncate(r, m.end_offset)
-            outcome = f"out of range, truncated to {r.leo}"
+            outcome = Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=r.leo)
         elif m.kind == "error":
-            outcome = m.error
+            outcome = Outcome(Code(m.error))
             retry_now = False
         elif m.kind == "epoch":
             if not r.truncation_pending:
-                outcome = "dropped: no truncation due"
+                outcome = Outcome(Code.DROPPED_NO_TRUNCATION_DUE)
             else:
                 before = r.leo
                 if rules.truncation == "epoch-end":
@@ -538,16 +549,17 @@ class BrokerCore:
                 else:
                     finished = self._truncate_to_epoch_answer(r, m.epoch, m.end_offset, effects)
                     r.truncation_pending = not finished and bool(r.log)
-                more = ", another round due" if r.truncation_pending else ""
-                outcome = f"truncation: LEO {before} -> {r.leo}{more}"
+                code = Code.TRUNCATED_ROUND_DUE if r.truncation_pending else Code.TRUNCATED
+                outcome = Outcome(code, before=before, after=r.leo)
         elif m.kind == "diverging":
             before = r.leo
             self._truncate_to_epoch_answer(r, m.epoch, m.end_offset, effects)
-            outcome = f"diverged: LEO {before} -> {r.leo}"
+            outcome = Outcome(Code.DIVERGED, before=before, after=r.leo)
         elif r.truncation_pending:
-            outcome = "dropped: truncation pending"
+            outcome = Outcome(Code.DROPPED_TRUNCATION_PENDING)
         elif m.fetch_offset != r.leo:
-            outcome = f"dropped: fetched from {m.fetch_offset}, LEO now {r.leo}"
+            outcome = Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=m.fetch_offset,
+                              log_end_offset=r.leo)
         else:
             if m.records:
                 effects += self._append(r, list(m.records))
@@ -555,11 +567,12 @@ class BrokerCore:
             if hw != r.high_watermark:
                 r.high_watermark = hw
                 effects.append(self._checkpoint(r))
-            outcome = f"appended {len(m.records)}, HW {r.high_watermark}"
+            outcome = Outcome(Code.RECORDS_APPENDED, records=len(m.records),
+                              high_watermark=r.high_watermark)
         # The records themselves stay out of the trace: a catch-up after a restart would write
         # the whole log into one line. The post-state (LEO, last record, cache) pins them.
         detail = {"records": len(m.records), "from": m.fetch_offset} if m.records else None
-        effects.insert(0, self._transition(r, "FollowerHandleFetchResponse", {}, outcome, mid,
+        effects.insert(0, self._transition(r, A.FOLLOWER_HANDLE_FETCH_RESPONSE, {}, outcome, mid,
                                            detail))
         if retry_now:
             effects += self._send_fetch(r, now)
@@ -592,14 +605,14 @@ class BrokerCore:
         rules = self.rules
         base = {"follower": follower}
 
-        def answer(response: FetchResponse, outcome: str) -> list:
-            t = self._transition(r, "LeaderHandleFetch", base, outcome, mid)
+        def answer(response: FetchResponse, outcome: Outcome) -> list:
+            t = self._transition(r, A.LEADER_HANDLE_FETCH, base, outcome, mid)
             t.sends.append((src, response))
             return [t]
 
-        def error(code: str, **extra) -> list:
+        def error(code: KafkaError, **extra) -> list:
             return answer(FetchResponse(r.partition, self.broker, r.leader_epoch, "error",
-                                        error=code, **extra), code)
+                                        error=code, **extra), Outcome(Code(code)))
 
         if r.leader != self.broker:
             return error(NOT_LEADER_OR_FOLLOWER)
@@ -615,14 +628,14 @@ class BrokerCore:
                 epoch, end = end_offset_for(r.epoch_cache, r.leo, m.epoch)
             return answer(FetchResponse(r.partition, self.broker, r.leader_epoch, "epoch",
                                         epoch=epoch, end_offset=end),
-                          f"epoch {epoch} ends at {end}")
+                          Outcome(Code.EPOCH_END, epoch=epoch, end_offset=end))
         offset = m.fetch_offset
         if rules.truncation == "diverging-epoch" and offset > 0:
             epoch, end = end_offset_for(r.epoch_cache, r.leo, m.last_fetched_epoch)
             if epoch != m.last_fetched_epoch or end < offset:
                 return answer(FetchResponse(r.partition, self.broker, r.leader_epoch,
                                             "diverging", epoch=epoch, end_offset=end),
-                              f"diverging epoch {epoch} ends at {end}")
+                              Outcome(Code.DIVERGING_EPOCH, epoch=epoch, end_offset=end))
         if offset > r.leo:
             return error(OFFSET_OUT_OF_RANGE, end_offset=r.leo)
         if (not parked and offset == r.leo and r.remote_leo[follower] == offset
@@ -639,9 +652,8 @@ class BrokerCore:
         hw_moved = self._advance_hw(r)
         records = tuple(r.log[offset:])
         r.hw_sent[follower] = high_watermark
-        outcome = f"{len(records)} records from {offset}, HW {r.high_watermark}"
-        if high_watermark != r.high_watermark:
-            outcome += f" (the answer carries {high_watermark})"
+        outcome = Outcome(Code.RECORDS_SENT, records=len(records), fetch_offset=offset,
+                          high_watermark=r.high_watermark, answer_high_watermark=high_watermark)
         effects = answer(FetchResponse(r.partition, self.broker, r.leader_epoch, "records",
                                        records=records, high_watermark=high_watermark,
                                        fetch_offset=offset), outcome)
@@ -683,8 +695,9 @@ class BrokerCore:
                     code = NOT_ENOUGH_REPLICAS_AFTER_APPEND if short else NONE
                     results.append((value, offset, code))
                     effects.append(self._transition(
-                        r, "LeaderAckProduce", {"offset": offset},
-                        code if short else "acknowledged"))
+                        r, A.LEADER_ACK_PRODUCE, {"offset": offset},
+                        Outcome(Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND if short
+                                else Code.ACKNOWLEDGED)))
                 effects.append(Send(client, ProduceResponse(r.partition, tuple(results))))
         effects += self._wake_parked(r, now)
         return effects
@@ -739,8 +752,9 @@ class BrokerCore:
                 r.caught_up_ms[request.follower] = now
             hw_moved = self._advance_hw(r)
             effects.append(self._transition(
-                r, "LeaderApplyIsr", {"follower": request.follower},
-                f"ISR {list(r.isr)}", detail={"expand": request.expand}))
+                r, A.LEADER_APPLY_ISR, {"follower": request.follower},
+                Outcome(Code.ISR_APPLIED, isr=list(r.isr), partition_epoch=r.partition_epoch),
+                detail={"expand": request.expand}))
             if hw_moved:
                 effects += self._after_hw_moved(r, now)
         deferred, r.deferred = r.deferred, []
@@ -763,7 +777,8 @@ class BrokerCore:
             code = NOT_ENOUGH_REPLICAS
         if code != NONE:
             for value in m.values:
-                effects.append(self._transition(r, "LeaderAppend", {"value": value}, code, mid))
+                effects.append(self._transition(r, A.LEADER_APPEND, {"value": value},
+                                                Outcome(Code(code)), mid))
             if m.acks != "0":
                 effects.append(Send(src, ProduceResponse(
                     r.partition, tuple((v, UNKNOWN, code) for v in m.values))))
@@ -773,6 +788,8 @@ class BrokerCore:
         parks = m.acks == "all" and "early-ack" not in self.bugs
         if parks:
             r.purgatory.append([writes[-1][0], writes, src, now + self.config.request_timeout_ms])
+        # acks=1 is acknowledged at the append; acks=all (and acks=0) are not acknowledged yet.
+        appended = Code.APPENDED_ACKNOWLEDGED if m.acks == "1" else Code.APPENDED
         hw_moved = False
         if not self.tracing:
             # Throughput runs: the whole batch in one append (traced runs go record by record,
@@ -783,8 +800,8 @@ class BrokerCore:
         for i, value in enumerate(m.values if self.tracing else ()):
             effects += self._append(r, [(r.leader_epoch, value, m.payloads[i])])
             hw_moved |= self._advance_hw(r)  # a leader alone in its ISR commits at once
-            effects.append(self._transition(r, "LeaderAppend", {"value": value},
-                                            f"appended at {start + i}", mid))
+            effects.append(self._transition(r, A.LEADER_APPEND, {"value": value},
+                                            Outcome(appended, offset=start + i), mid))
         if m.acks != "0" and not parks:
             # acks=1 answers now; so does acks=all under the early-ack bug.
             effects.append(Send(src, ProduceResponse(
@@ -807,7 +824,8 @@ class BrokerCore:
         response = ConsumerFetchResponse(r.partition, NONE, records, limit)
         if not records:
             return [Send(src, response)]
-        t = self._transition(r, "ConsumerServe", {}, f"{len(records)} records to {limit}",
+        t = self._transition(r, A.CONSUMER_SERVE, {},
+                             Outcome(Code.SERVED, records=len(records), limit=limit),
                              mid, {"records": [list(x) for x in records]})
         t.sends.append((src, response))
         return [t]
@@ -820,5 +838,5 @@ class BrokerCore:
         for r in self.replicas:
             if r.flushed < r.leo and r.alter is None:  # a partition waiting on its ISR waits
                 effects += self._flush(r)
-                effects.append(self._transition(r, "BrokerFlush", {}, "flushed"))
+                effects.append(self._transition(r, A.BROKER_FLUSH, {}, Outcome(Code.FLUSHED)))
         return effects

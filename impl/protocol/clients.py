@@ -37,6 +37,8 @@ from impl.protocol.messages import (
     Send,
     Transition,
 )
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
 
 RETRIABLE = (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS)
 
@@ -79,7 +81,8 @@ class ProducerCore:
             return []
         value, attempt = self.queue[p].popleft()
         dst = broker_node(self.leaders[p])
-        t = Transition("ProducerSend", {"partition": p}, f"v{value} to {dst}",
+        t = Transition(A.PRODUCER_SEND, {"partition": p}, Code.PRODUCE_SENT,
+                       {"value": value, "broker": self.leaders[p]},
                        detail={"value": value, "broker": self.leaders[p], "attempt": attempt})
         t.sends.append((dst, Produce(p, (value,), (self.payload,), self.acks)))
         effects: list = [t]

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
+from vocab.actions import ActionName
+from vocab.outcomes import Code, KafkaError, Outcome
+
 NO_LEADER = -1
 UNKNOWN = -1
 
-# Kafka error codes used on the wire and in traces.
+# Kafka error codes used on the wire (StrEnum members encode as their names); the ones a
+# trace line can carry as its outcome are `vocab.outcomes.KafkaError`.
 NONE = "NONE"
-NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
-UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
-NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
-OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
-REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_OR_FOLLOWER
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
+UNKNOWN_LEADER_EPOCH = KafkaError.UNKNOWN_LEADER_EPOCH
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE
+REQUEST_TIMED_OUT = KafkaError.REQUEST_TIMED_OUT
 INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
 STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
 INVALID_REQUEST = "INVALID_REQUEST"
@@ -283,15 +287,23 @@ def _decode(cls: str, name: str, annotation: str, value: object) -> object:
 class Transition:
     """One protocol transition, to be written as one trace `event` line by the driver.
 
-    `sends` are the messages this transition sent (the driver assigns their ids)."""
+    `outcome` and `outcome_args` are what it did as data: the code and fields the spec's
+    action of the same name returns (`vocab.outcomes`), never English. `sends` are the
+    messages this transition sent (the driver assigns their ids)."""
 
-    action: str
+    action: ActionName
     args: dict
-    outcome: str = "ok"
+    outcome: Code
+    outcome_args: dict = field(default_factory=dict)
     state: dict | None = None
     detail: dict | None = None
     recv: str | None = None
     sends: list[tuple[str, Message]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, action: ActionName, args: dict, outcome: Outcome, **rest) -> Transition:
+        """A transition whose outcome is given as one `Outcome` (code and fields)."""
+        return cls(action, args, outcome.code, dict(outcome.fields), **rest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,8 @@ from impl.protocol.messages import (
     Send,
     Transition,
 )
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
 
 MAX_REMEMBERED_ALTERS = 1024
 
@@ -167,9 +169,11 @@ class MetaCore:
 
     def _handle_broker_failure(self, now: int, b: int, recv: str | None) -> list:
         self.registered[b] = UNKNOWN
-        t = Transition("ControllerHandleBrokerFailure", {"broker": b}, recv=recv)
         changed = []
-        notes = []
+        changes = []  # [partition, leader, leader epoch, ISR] of each changed partition
+        elected = 0  # partitions whose leader changed (to a new one or to none)
+        t = Transition(A.CONTROLLER_HANDLE_BROKER_FAILURE, {"broker": b},
+                       Code.BROKER_FAILURE_HANDLED, recv=recv)
         for p, ps in enumerate(self.partitions):
             if b not in ps.isr and ps.leader != b:
                 continue
@@ -185,12 +189,14 @@ class MetaCore:
                 epoch += 1
             if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
                 continue
+            elected += leader != ps.leader
             ps.leader, ps.leader_epoch, ps.isr = leader, epoch, isr
             ps.partition_epoch += 1
             changed.append(p)
+            changes.append([p, leader, epoch, list(isr)])
             self._leader_and_isr(t, p)
-            notes.append(f"p{p}: leader={leader} epoch={epoch} isr={list(isr)}")
-        t.outcome = "; ".join(notes) or "no partition changed"
+        # The store does not know which acknowledged writes the failure lost: none excused.
+        t.outcome_args = {"changes": changes, "elected": elected, "excused": []}
         t.state = self._state(changed)
         return [t]
 
@@ -208,8 +214,10 @@ class MetaCore:
         self.registered[b] = self.broker_epochs[b]
         self.incarnations[b] = m.incarnation
         self.last_heartbeat[b] = now
-        action = "BrokerRestart" if new_process else "BrokerRegister"
-        t = Transition(action, {"broker": b}, f"broker epoch {self.registered[b]}", recv=mid)
+        action, code = ((A.BROKER_RESTART, Code.BROKER_UP) if new_process
+                        else (A.BROKER_REGISTER, Code.REGISTERED))
+        t = Transition(action, {"broker": b}, code, {"broker_epoch": self.registered[b]},
+                       recv=mid)
         t.sends.append((broker_node(b), RegisterBrokerResponse(b, self.registered[b])))
         for p in range(len(self.partitions)):
             self._leader_and_isr(t, p, to=(b,))
@@ -229,9 +237,9 @@ class MetaCore:
         ps.leader, ps.isr = leader, isr
         ps.leader_epoch += 1
         ps.partition_epoch += 1
-        t = Transition("ControllerElectLeader", {"partition": p},
-                       f"elected {leader} ({'unclean' if unclean else 'clean'}) "
-                       f"epoch {ps.leader_epoch}")
+        t = Transition(A.CONTROLLER_ELECT_LEADER, {"partition": p},
+                       Code.ELECTED_UNCLEAN if unclean else Code.ELECTED_CLEAN,
+                       {"leader": leader, "leader_epoch": ps.leader_epoch})
         self._leader_and_isr(t, p)
         t.state = self._state([p])
         return [t]
@@ -245,8 +253,8 @@ class MetaCore:
         ps.leader = preferred
         ps.leader_epoch += 1
         ps.partition_epoch += 1
-        t = Transition("ControllerElectPreferredLeader", {"partition": p},
-                       f"elected {preferred} (preferred) epoch {ps.leader_epoch}")
+        t = Transition(A.CONTROLLER_ELECT_PREFERRED_LEADER, {"partition": p},
+                       Code.ELECTED_PREFERRED, {"leader": preferred, "leader_epoch": ps.leader_epoch})
         self._leader_and_isr(t, p)
         t.state = self._state([p])
         return [t]
@@ -279,9 +287,10 @@ class MetaCore:
         ps.committed_alters[m.request_id] = response
         if len(ps.committed_alters) > MAX_REMEMBERED_ALTERS:
             del ps.committed_alters[next(iter(ps.committed_alters))]  # the oldest
-        action = "LeaderExpandIsr" if m.expand else "LeaderShrinkIsr"
+        action = A.LEADER_EXPAND_ISR if m.expand else A.LEADER_SHRINK_ISR
         t = Transition(action, {"partition": m.partition, "broker": m.leader,
-                                "follower": m.follower}, f"ISR {list(ps.isr)}", recv=mid)
+                                "follower": m.follower}, Code.ISR_CHANGED,
+                       {"isr": list(ps.isr)}, recv=mid)
         t.sends.append((src, response))
         t.state = self._state([m.partition])
         return [t]

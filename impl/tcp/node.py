@@ -74,6 +74,8 @@ from impl.tcp.framing import (
     encode_message,
 )
 from impl.tcp.tracefile import FileTrace
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
 
 HOST = "127.0.0.1"
 SUPERVISOR = "supervisor"
@@ -159,8 +161,8 @@ class Node:
                     mid = trace.message_id()
                     sends.append(mid)
                     self.send(dst, mid, message, now)
-                trace.event(now, effect.action, effect.args, effect.outcome, effect.state,
-                            sends, effect.recv, effect.detail)
+                trace.event(now, effect.action, effect.args, effect.outcome, effect.outcome_args,
+                            effect.state, sends, effect.recv, effect.detail)
                 self.stats["events"] += 1
                 if self.drops:
                     self._log_drops()
@@ -235,7 +237,7 @@ class Node:
                           partition_epoch=message.partition_epoch)
         elif hasattr(message, "partition"):
             detail["partition"] = message.partition
-        self.trace.event(self.now(), "NetworkDrop", {}, why, None, [], mid, detail)
+        self.trace.event(self.now(), A.NETWORK_DROP, {}, Code.DROPPED, {}, None, [], mid, detail)
         self.stats["events"] += 1
 
     async def _sender(self, dst: str, out: _Outbound, receive) -> None:

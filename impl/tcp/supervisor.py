@@ -51,7 +51,9 @@ from impl.storage import FileDisk
 from impl.tcp.framing import FrameDecoder, encode_frame
 from impl.tcp.node import HOST, SUPERVISOR, Node, wall_ms
 from impl.tcp.tracefile import FileTrace
-from impl.trace import dumps, header_config, reproduce_command
+from impl.trace import dumps, event_counts, header_config, reproduce_command
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,7 +197,7 @@ def crash_line(config: ClusterConfig, run_dir: Path, header: dict, node: str,
     torn_bytes = sum(r.torn_bytes for r in storage.reports)
     storage.disk.close()
     trace = FileTrace(node, header, run_dir / f"{node}.ndjson", resume=True)
-    trace.event(time_ms, "BrokerCrash", {"broker": broker}, "crashed", state, [], None,
+    trace.event(time_ms, A.BROKER_CRASH, {"broker": broker}, Code.CRASHED, {}, state, [], None,
                 {"torn_bytes": torn_bytes})
     trace.close()
 
@@ -412,20 +414,15 @@ class Cluster:
                 if body.get("kind") != "event":
                     continue
                 action = body["action"]
-                if action == "NetworkDrop":
+                if action == A.NETWORK_DROP:
                     counts["dropped_messages"] += 1
                     continue
-                if action == "BrokerCrash":
+                if action == A.BROKER_CRASH:
                     continue
                 counts["events"] += 1
-                if action in ("ControllerElectLeader", "ControllerElectPreferredLeader"):
-                    counts["elections"] += 1
-                elif action == "ControllerHandleBrokerFailure" and "leader=" in body["outcome"]:
-                    counts["elections"] += body["outcome"].count("leader=")
-                elif action == "LeaderShrinkIsr":
-                    counts["isr_shrinks"] += 1
-                elif action == "LeaderExpandIsr":
-                    counts["isr_expands"] += 1
+                outcome_args = body.get("outcome_args", {})
+                for key, n in event_counts(action, body["outcome"], outcome_args).items():
+                    counts[key] += n
                 if body["node"] == "meta":
                     for ps in (body.get("state") or {}).get("partitions", ()):
                         leaders[str(ps["partition"])] = ps["leader"]
