@@ -1,17 +1,32 @@
-"""The trace format: its name, the message-id codec and the causal merge (docs/traces.md).
+"""The trace format: its name, its line schema, the message-id codec and the causal merge.
 
 Every writer (impl/trace.py) and reader (model_check.replay, model_check.history, the Spark
-harness) takes the format's name, the spelling of message ids and the order in which one run's
-per-node lines are merged from here, so the two sides cannot drift apart.
+harness) takes from here the format's name, the fields and types of each kind of line, the
+spelling of message ids and the order in which one run's per-node lines are merged, so the two
+sides cannot drift apart. docs/traces.md describes the format for people; a test checks its
+field tables against the structs below, and the Spark schema is generated from them.
+
+A line is a JSON object whose `kind` says which struct it is (`HeaderLine`, `EventLine`,
+`HistoryLine`, `NemesisLine`). Readers keep the parsed object as a dict and use `check` to
+validate it: `check` raises `LineError` whose text is one line saying what is wrong (the
+reader prefixes `FILE:LINE: `).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
 
 FORMAT = "isrlab-trace/2"
 
+# Message ids ----------------------------------------------------------------------------------
+
 # A message id: the sending node's name, a colon, the letter m and the node's message count.
+MESSAGE_ID_PATTERN = r"^[^:\s]+:m(0|[1-9][0-9]*)$"
 _MESSAGE_ID = re.compile(r"([^:\s]+):m(0|[1-9][0-9]*)")
 
 
@@ -30,3 +45,262 @@ def parse_message_id(text: object) -> tuple[str, int]:
     if match is None:
         raise ValueError(f"bad message id {text!r} (expected <node>:m<k>)")
     return match.group(1), int(match.group(2))
+
+
+# The line schema --------------------------------------------------------------------------------
+
+# Outcome codes are UPPER_SNAKE (vocab.outcomes.Code); action names CamelCase (vocab.actions).
+CODE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+ACTION_PATTERN = r"^[A-Z][A-Za-z]*$"
+Code = Annotated[str, msgspec.Meta(pattern=CODE_PATTERN)]
+Action = Annotated[str, msgspec.Meta(pattern=ACTION_PATTERN)]
+# Free-form objects (an outcome's fields, implementation detail): Spark keeps their JSON text.
+Object = dict[str, Any]
+
+
+class HeaderConfig(msgspec.Struct, kw_only=True):
+    """The run's configuration, the same object in every file of a run. Further keys (the
+    reference broker's timing settings) are allowed and ignored by the readers."""
+
+    acks: str
+    brokers: int
+    partitions: int
+    variant: str
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    log_flush_interval_messages: int | None = None
+    replica_lag_time_max_ms: int | None = None
+    duration_ms: int | None = None
+    nemesis: list[str] | None = None
+    bugs: list[str] | None = None
+
+
+class HeaderLine(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
+    """The first line of every file."""
+
+    format: str
+    node: str
+    run: str
+    seed: int
+    mode: str
+    commit: str
+    config: HeaderConfig
+
+
+class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A spec action's arguments (absent where the action has no such argument)."""
+
+    partition: int | None = None
+    broker: int | None = None
+    follower: int | None = None
+    value: int | None = None
+    offset: int | None = None
+    leader_epoch: int | None = None
+    partition_epoch: int | None = None
+
+
+class PartitionState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One partition as the metadata store holds it."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+
+
+class ReplicaState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One replica as a broker holds it."""
+
+    partition: int
+    broker: int
+    log_end_offset: int
+    high_watermark: int
+    flushed_offset: int
+    last: list[int] | None
+    epoch_cache: list[list[int]]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+
+
+class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An event's post-state: a replica's fields; or the metadata store's changed partitions
+    and broker sessions; or, for a crash, what recovery kept of each replica."""
+
+    partition: int | None = None
+    broker: int | None = None
+    log_end_offset: int | None = None
+    high_watermark: int | None = None
+    flushed_offset: int | None = None
+    last: list[int] | None = None
+    epoch_cache: list[list[int]] | None = None
+    leader: int | None = None
+    leader_epoch: int | None = None
+    isr: list[int] | None = None
+    partition_epoch: int | None = None
+    partitions: list[PartitionState] | None = None
+    registered: list[int] | None = None
+    replicas: list[ReplicaState] | None = None
+
+
+class EventLine(msgspec.Struct, tag="event", tag_field="kind", kw_only=True,
+                forbid_unknown_fields=True):
+    """One protocol transition on one node."""
+
+    node: str
+    seq: int
+    time_ms: int
+    action: Action
+    args: Args
+    outcome: Code
+    outcome_args: Object | None = None
+    send: list[str]
+    recv: str | None = None
+    state: State | None = None
+    detail: Object | None = None
+
+
+class HistoryLine(msgspec.Struct, tag="history", tag_field="kind", kw_only=True,
+                  forbid_unknown_fields=True):
+    """What a client was told (Jepsen-style)."""
+
+    node: str
+    seq: int
+    time_ms: int
+    process: str
+    type: Literal["invoke", "ok", "fail", "info"]
+    f: str
+    partition: int | None = None
+    value: int | None = None
+    offset: int | None = None
+    acks: str | None = None
+    error: str | None = None
+    records: list[list[int]] | None = None
+
+
+class NemesisLine(msgspec.Struct, tag="nemesis", tag_field="kind", kw_only=True,
+                  forbid_unknown_fields=True):
+    """A fault the driver injected."""
+
+    node: str
+    seq: int
+    time_ms: int
+    f: str
+    target: str | None = None
+    groups: list[list[str]] | None = None
+    delay_ms: int | None = None
+
+
+Line = HeaderLine | EventLine | HistoryLine | NemesisLine
+LINES: dict[str, type[msgspec.Struct]] = {
+    "header": HeaderLine, "event": EventLine, "history": HistoryLine, "nemesis": NemesisLine}
+
+
+class LineError(ValueError):
+    """A line that does not fit the format: `str()` is one line saying what is wrong."""
+
+
+def check(body: object) -> Line:
+    """Validate one parsed line (a dict) against its kind's struct; return the struct.
+
+    Beyond types: a header names this format, and an event's message ids are well formed,
+    its sends made by its own node.
+    """
+    if not isinstance(body, dict):
+        raise LineError("not a JSON object")
+    kind = body.get("kind")
+    cls = LINES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise LineError("no `kind` field" if kind is None else f"unknown line kind {kind!r}")
+    try:
+        line = msgspec.convert(body, cls)
+    except msgspec.ValidationError as error:
+        raise LineError(f"{kind} line: {error}") from None
+    if cls is HeaderLine:
+        if line.format != FORMAT:
+            raise LineError(f"format {line.format!r}, expected {FORMAT!r}")
+    elif cls is EventLine:
+        try:
+            for mid in line.send:
+                if parse_message_id(mid)[0] != line.node:
+                    raise ValueError(f"sends {mid!r}, an id of another node than {line.node}")
+            if line.recv is not None:
+                parse_message_id(line.recv)
+        except ValueError as error:
+            raise LineError(str(error)) from None
+    return line
+
+
+# The causal merge ------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class CausalCycle(ValueError):
+    """No causal order exists: `item` (the earliest stuck line) receives `message`, whose
+    sending line can only come after it."""
+
+    def __init__(self, item: Any, message: str):
+        super().__init__(f"receives {message!r}, which no causal order sends first "
+                         "(a send after its receive)")
+        self.item = item
+        self.message = message
+
+
+def causal_merge(streams: Mapping[Hashable, Sequence[T]],
+                 sends: Callable[[T], Iterable[str]],
+                 recv: Callable[[T], str | None],
+                 key: Callable[[T], Any]) -> list[T]:
+    """One total order of the lines of several nodes.
+
+    `streams` holds each node's lines in its own order (`seq`). The result keeps each node's
+    order and puts every line that receives a message after the line that sends it; a receive
+    waits only for a message some line of the input sends (untraced messages, such as client
+    requests, order nothing). Among the nodes whose next line is ready, the smallest `key`
+    goes first (ties: node names in sorted order). Raises `CausalCycle` when lines wait for
+    each other.
+    """
+    names = sorted(streams, key=str)
+    lists = [streams[name] for name in names]
+    traced = {mid for items in lists for item in items for mid in sends(item)}
+    receives = traced and any(recv(item) in traced for items in lists for item in items)
+    if not receives:
+        # Nothing waits: a k-way merge by key.
+        merged = heapq.merge(*([(key(item), rank, n, item) for n, item in enumerate(items)]
+                               for rank, items in enumerate(lists)))
+        return [entry[3] for entry in merged]
+    heads = [0] * len(lists)
+    sent: set[str] = set()
+    waiting: dict[str, list[int]] = {}
+    ready: list[tuple[Any, int]] = []
+
+    def offer(rank: int) -> None:
+        items = lists[rank]
+        if heads[rank] < len(items):
+            item = items[heads[rank]]
+            mid = recv(item)
+            if mid is not None and mid in traced and mid not in sent:
+                waiting.setdefault(mid, []).append(rank)
+            else:
+                heapq.heappush(ready, (key(item), rank))
+
+    for rank in range(len(lists)):
+        offer(rank)
+    order: list[T] = []
+    while ready:
+        _, rank = heapq.heappop(ready)
+        item = lists[rank][heads[rank]]
+        heads[rank] += 1
+        order.append(item)
+        for mid in sends(item):
+            sent.add(mid)
+            for other in waiting.pop(mid, ()):
+                offer(other)
+        offer(rank)
+    stuck = [lists[rank][i] for rank, i in enumerate(heads) if i < len(lists[rank])]
+    if stuck:
+        first = min(stuck, key=key)
+        raise CausalCycle(first, recv(first))
+    return order
