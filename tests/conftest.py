@@ -22,6 +22,7 @@ from spec.actions import (
     ProducerSend,
 )
 from spec.state import Cluster
+from vocab.outcomes import Outcome, Refusal
 
 # Exploration bounds the tests rely on. Config's own defaults are tuned for the explorer and
 # change with it; tests set what they need here (only fields the Config has).
@@ -57,8 +58,8 @@ def run(config: Config, *actions) -> Cluster:
     return run_from(config, initial_state(config), *actions)
 
 
-def outcomes(config: Config, state: Cluster, *actions) -> tuple[Cluster, list[str]]:
-    """Apply the actions; return the final state and the outcome string of each."""
+def outcomes(config: Config, state: Cluster, *actions) -> tuple[Cluster, list[Outcome]]:
+    """Apply the actions; return the final state and the outcome (code and fields) of each."""
     said = []
     for action in _flatten(actions):
         state, outcome = step_with_outcome(config, state, action)
@@ -66,16 +67,22 @@ def outcomes(config: Config, state: Cluster, *actions) -> tuple[Cluster, list[st
     return state, said
 
 
-def outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, str]:
-    """Apply one action; return the next state and its outcome string."""
+def outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, Outcome]:
+    """Apply one action; return the next state and its outcome (code and fields)."""
     return step_with_outcome(config, state, action)
 
 
-def not_enabled(config: Config, state: Cluster, action: Action) -> str:
-    """Assert that `action` is not enabled in `state`; return the reason."""
+def not_enabled(config: Config, state: Cluster, action: Action) -> tuple[Refusal, dict]:
+    """Assert that `action` is not enabled in `state`; return the refusal code and fields
+    (compare with `refused(...)`; the English wording is free to change)."""
     with pytest.raises(NotEnabled) as info:
         step(config, state, action)
-    return str(info.value)
+    return info.value.code, dict(info.value.fields)
+
+
+def refused(code: Refusal, **fields: object) -> tuple[Refusal, dict]:
+    """The expected value of `not_enabled`: a refusal code and its fields."""
+    return code, fields
 
 
 def produce(value: int, leader: int = 0, partition: int = 0) -> tuple[Action, ...]:

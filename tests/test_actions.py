@@ -12,7 +12,17 @@ import pickle
 from dataclasses import replace
 
 import pytest
-from conftest import cfg, fetch, not_enabled, outcome, outcomes, produce, run, run_from
+from conftest import (
+    cfg,
+    fetch,
+    not_enabled,
+    outcome,
+    outcomes,
+    produce,
+    refused,
+    run,
+    run_from,
+)
 
 from spec import (
     ACTION_TYPES,
@@ -59,6 +69,7 @@ from spec.state import (
     Record,
     Replica,
 )
+from vocab.outcomes import Code, Outcome, Refusal
 
 
 def v(value: int, epoch: int = 0) -> Record:
@@ -93,7 +104,7 @@ def committed_v1(variant: str = "current", **changes):
 def test_elect_leader_not_enabled_while_the_partition_has_a_leader():
     config = cfg(brokers=2)
     assert not_enabled(config, initial_state(config), ControllerElectLeader(0)) == (
-        "partition 0 has leader 0"
+        refused(Refusal.HAS_LEADER, partition=0, leader=0)
     )
 
 
@@ -108,7 +119,7 @@ def test_elect_leader_clean_needs_a_live_isr_member():
     config, state = offline()
     state = run_from(config, state, BrokerRestart(1))  # 1 is alive but not in the ISR
     assert not_enabled(config, state, ControllerElectLeader(0)) == (
-        "no live replica in ISR and unclean election disabled"
+        refused(Refusal.NO_LIVE_ISR_REPLICA)
     )
 
 
@@ -117,7 +128,7 @@ def test_elect_leader_clean_picks_the_returning_isr_member():
     state = run_from(config, state, BrokerRestart(1), BrokerRestart(0))
     before = state.leader_and_isr
     state, said = outcome(config, state, ControllerElectLeader(0))
-    assert said == "elected 0 (clean) epoch 2"
+    assert said == Outcome(Code.ELECTED_CLEAN, leader=0, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(0, 2, (0,), 3)
     assert state.controller.unclean_elections == 0
     assert state.leader_and_isr - before == {
@@ -128,10 +139,10 @@ def test_elect_leader_clean_picks_the_returning_isr_member():
 
 def test_elect_leader_unclean_picks_any_live_replica_and_resets_the_isr():
     config, state = offline(unclean_leader_election_enable=True)
-    assert not_enabled(config, state, ControllerElectLeader(0)) == "no live replica"
+    assert not_enabled(config, state, ControllerElectLeader(0)) == refused(Refusal.NO_LIVE_REPLICA)
     state = run_from(config, state, BrokerRestart(1))
     state, said = outcome(config, state, ControllerElectLeader(0))
-    assert said == "elected 1 (unclean) epoch 2"
+    assert said == Outcome(Code.ELECTED_UNCLEAN, leader=1, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(1, 2, (1,), 3)
     assert state.controller.unclean_elections == 1
     assert LeaderAndIsr(1, 0, 1, 2, (1,), 3) in state.leader_and_isr
@@ -141,15 +152,21 @@ def test_elect_leader_respects_the_leader_epoch_bound():
     config, state = offline()
     config = config.replace(max_leader_epochs=2)  # epoch 1 exists; 2 would be out of bounds
     state = run_from(config, state, BrokerRestart(0))
-    assert not_enabled(config, state, ControllerElectLeader(0)) == "leader-epoch bound reached"
+    assert not_enabled(config, state, ControllerElectLeader(0)) == (
+        refused(Refusal.LEADER_EPOCH_BOUND)
+    )
 
 
 def test_actions_check_partition_and_broker_ranges():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, ControllerElectLeader(1)) == "no partition 1"
-    assert not_enabled(config, state, BrokerCrash(2)) == "no broker 2"
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 5)) == "no broker 5"
+    assert not_enabled(config, state, ControllerElectLeader(1)) == (
+        refused(Refusal.NO_SUCH_PARTITION, partition=1)
+    )
+    assert not_enabled(config, state, BrokerCrash(2)) == refused(Refusal.NO_SUCH_BROKER, broker=2)
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 5)) == (
+        refused(Refusal.NO_SUCH_BROKER, broker=5)
+    )
     with pytest.raises(TypeError, match="not an action"):
         step(config, state, "tick")  # type: ignore[arg-type]
 
@@ -162,11 +179,13 @@ def test_handle_failure_needs_a_session_and_bounds_live_expiries():
     config = cfg(brokers=2, max_crashes=1, max_session_expiries=0)
     state = initial_state(config)
     assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
-        "max.session.expiries reached"
+        refused(Refusal.SESSION_EXPIRIES_BOUND)
     )
     state = run_from(config, state, BrokerCrash(1), ControllerHandleBrokerFailure(1))
     assert state.expiries == 0  # the expiry after a crash is not bounded
-    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == "broker 1 has no session"
+    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+        refused(Refusal.NO_SESSION, broker=1)
+    )
 
 
 def test_handle_failure_of_a_live_leader_leaves_a_zombie():
@@ -175,7 +194,9 @@ def test_handle_failure_of_a_live_leader_leaves_a_zombie():
     config = cfg("current", brokers=3, max_session_expiries=1)
     state = run(config, produce(1))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
-    assert said == "p0: leader=1 epoch=1 isr=[1, 2]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1, 2]]], elected=1, excused=[])
+    )
     assert state.alive == (True, True, True)
     assert state.expiries == 1
     assert state.controller.registered == (-1, 0, 0)
@@ -188,32 +209,34 @@ def test_handle_failure_of_a_live_leader_leaves_a_zombie():
     assert (zombie.leader, zombie.leader_epoch, zombie.isr) == (0, 0, (0, 1, 2))
     assert zombie.purgatory == (PendingProduce(0, 1),)
     assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
-        "max.session.expiries reached"
+        refused(Refusal.SESSION_EXPIRIES_BOUND)
     )
 
 
 def test_broker_register_after_a_live_expiry():
     config = cfg("current", brokers=3, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, BrokerRegister(0)) == "broker 0 has a session"
+    assert not_enabled(config, state, BrokerRegister(0)) == refused(Refusal.HAS_SESSION, broker=0)
     state = run_from(config, state, ControllerHandleBrokerFailure(0))
     state, said = outcome(config, state, BrokerRegister(0))
-    assert said == "registered with broker epoch 1"
+    assert said == Outcome(Code.REGISTERED, broker_epoch=1)
     assert state.broker_epochs == (1, 0, 0)
     assert state.controller.registered == (1, 0, 0)
     assert LeaderAndIsr(0, 0, 1, 1, (1, 2), 1) in state.leader_and_isr
     state, said = outcome(config, state, BecomeFollower(0, 0, 1, 1))
-    assert said == "follower of 1 in epoch 1"
+    assert said == Outcome(Code.FOLLOWER, leader=1, leader_epoch=1)
     assert state.replica(0, 0).remote_log_end_offset == ()  # no longer a zombie leader
     crashed = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
-    assert not_enabled(config, crashed, BrokerRegister(0)) == "broker 0 is down"
+    assert not_enabled(config, crashed, BrokerRegister(0)) == refused(Refusal.BROKER_DOWN, broker=0)
 
 
 def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(2))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
-    assert said == "p0: leader=0 epoch=0 isr=[0, 1]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 0, [0, 1]]], elected=0, excused=[])
+    )
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
     assert state.controller.registered == (0, 0, -1)
     assert state.leader_and_isr == {
@@ -226,7 +249,9 @@ def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
     config = cfg("kip-320", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(2))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
-    assert said == "p0: leader=0 epoch=1 isr=[0, 1]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 1, [0, 1]]], elected=0, excused=[])
+    )
     assert state.controller.partitions[0] == PartitionState(0, 1, (0, 1), 1)
 
 
@@ -234,7 +259,9 @@ def test_handle_leader_failure_elects_the_first_live_isr_member():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(0))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
-    assert said == "p0: leader=1 epoch=1 isr=[1, 2]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1, 2]]], elected=1, excused=[])
+    )
     assert state.controller.partitions[0] == PartitionState(1, 1, (1, 2), 1)
     assert state.leader_and_isr == {
         LeaderAndIsr(1, 0, 1, 1, (1, 2), 1),
@@ -246,7 +273,9 @@ def test_handle_last_isr_member_failure_takes_the_partition_offline():
     config = cfg("current", brokers=2, max_crashes=2)
     state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerCrash(0))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
-    assert said == "p0: leader=-1 epoch=1 isr=[0]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, -1, 1, [0]]], elected=1, excused=[])
+    )
     assert state.controller.partitions[0] == PartitionState(-1, 1, (0,), 2)
 
 
@@ -255,7 +284,7 @@ def test_handle_failure_of_a_broker_outside_every_isr_changes_nothing():
     state = run_from(config, state, BrokerRestart(1), BrokerCrash(1))
     partitions = state.controller.partitions
     state, said = outcome(config, state, ControllerHandleBrokerFailure(1))
-    assert said == "no partition changed"
+    assert said == Outcome(Code.BROKER_FAILURE_HANDLED, changes=[], elected=0, excused=[])
     assert state.controller.partitions == partitions
     assert state.controller.registered == (-1, -1)
 
@@ -264,7 +293,10 @@ def test_handle_failure_changes_every_partition_in_one_batch():
     config = cfg("current", brokers=2, partitions=2, max_crashes=1)
     state = run(config, BrokerCrash(0))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
-    assert said == "p0: leader=1 epoch=1 isr=[1]; p1: leader=1 epoch=0 isr=[1]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1]], [1, 1, 0, [1]]], elected=1,
+                excused=[])
+    )
     assert state.controller.partitions == (
         PartitionState(1, 1, (1,), 1),
         PartitionState(1, 0, (1,), 1),
@@ -276,7 +308,9 @@ def test_handle_failure_with_unclean_election_counts_it():
     state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerRestart(1),
                 BrokerCrash(0))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
-    assert said == "p0: leader=1 epoch=1 isr=[1]"
+    assert said == (
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1]]], elected=1, excused=[])
+    )
     assert state.controller.unclean_elections == 1
 
 
@@ -284,7 +318,7 @@ def test_handle_failure_respects_the_leader_epoch_bound():
     config = cfg("kip-320", brokers=3, max_crashes=1, max_leader_epochs=1)
     state = run(config, BrokerCrash(2))
     assert not_enabled(config, state, ControllerHandleBrokerFailure(2)) == (
-        "leader-epoch bound reached"
+        refused(Refusal.LEADER_EPOCH_BOUND)
     )
 
 
@@ -312,36 +346,42 @@ def test_failover_then_rejoin_then_preferred_election():
     config = failback_config()
     state = failed_over(config)
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
-        "preferred replica 0 not in ISR"
+        refused(Refusal.PREFERRED_NOT_IN_ISR, broker=0)
     )
     state, said = outcomes(config, state, fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
-    assert said == ["fetch from 0", "0 records from 0, HW 0", "appended 0, HW 0", "ISR [0, 1]"]
+    assert said == [
+        Outcome(Code.FETCH_SENT, fetch_offset=0),
+        Outcome(Code.RECORDS_SENT, records=0, fetch_offset=0, high_watermark=0,
+                answer_high_watermark=0),
+        Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=0),
+        Outcome(Code.ISR_CHANGED, isr=[0, 1]),
+    ]
     assert state.controller.partitions[0] == PartitionState(1, 1, (0, 1), 2)
     state, said = outcome(config, state, ControllerElectPreferredLeader(0))
-    assert said == "elected 0 (preferred) epoch 2"
+    assert said == Outcome(Code.ELECTED_PREFERRED, leader=0, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(0, 2, (0, 1), 3)
     assert state.leader_and_isr == {
         LeaderAndIsr(0, 0, 0, 2, (0, 1), 3),
         LeaderAndIsr(1, 0, 0, 2, (0, 1), 3),
     }
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
-        "broker 0 already leads"
+        refused(Refusal.ALREADY_LEADS, broker=0)
     )
 
 
 def test_preferred_election_guards():
     config = cfg(brokers=2)
     assert not_enabled(config, initial_state(config), ControllerElectPreferredLeader(0)) == (
-        "broker 0 already leads"
+        refused(Refusal.ALREADY_LEADS, broker=0)
     )
     config, state = offline()
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
-        "broker 0 has no session"
+        refused(Refusal.NO_SESSION, broker=0)
     )
     config = failback_config().replace(max_leader_epochs=2)
     state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
-        "leader-epoch bound reached"
+        refused(Refusal.LEADER_EPOCH_BOUND)
     )
 
 
@@ -353,14 +393,14 @@ def test_drop_leader_and_isr():
     config = cfg("current", brokers=3, max_crashes=1, max_message_drops=1)
     state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
     assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 0)) == (
-        "no such LeaderAndIsr in flight"
+        refused(Refusal.NO_SUCH_LEADER_AND_ISR)
     )
     state, said = outcome(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 1))
-    assert said == "dropped"
+    assert said == Outcome(Code.DROPPED)
     assert state.leader_and_isr == {LeaderAndIsr(0, 0, 0, 0, (0, 1), 1)}
     assert state.drops == 1
     assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 0, 0, 1)) == (
-        "max.message.drops reached"
+        refused(Refusal.MESSAGE_DROPS_BOUND)
     )
 
 
@@ -371,9 +411,9 @@ def test_drop_leader_and_isr():
 def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw():
     config, state = committed_v1(max_crashes=1)
     state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0))
-    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == "request names another role"
+    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == refused(Refusal.OTHER_ROLE)
     state, said = outcome(config, state, BecomeLeader(0, 1, 1, 1))
-    assert said == "leader in epoch 1"
+    assert said == Outcome(Code.LEADER, leader_epoch=1)
     assert state.replica(0, 1) == Replica(
         log=(v(1),),
         high_watermark=0,  # stale: the old leader's HW was 1 (KAFKA-7128)
@@ -408,10 +448,12 @@ def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
     assert isinstance(state.fetches[0][0], FetchRequest)
     state = step(config, state, BecomeLeader(0, 0, 2, 3))
     assert isinstance(state.fetches[0][0], FetchRequest)  # still in flight to broker 1
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "broker 0 follows nobody"
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == (
+        refused(Refusal.FOLLOWS_NOBODY, broker=0)
+    )
     state = step(config, state, LeaderHandleFetch(0, 1, 0))  # 1 has not heard yet: it answers
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 0))
-    assert said == "dropped: from 1, not the leader"
+    assert said == Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=1)
     assert state.fetches[0] == (None, None)
     assert state.replica(0, 0).epoch_cache[-1] == (2, 0)
 
@@ -423,7 +465,7 @@ def test_become_leader_in_a_new_epoch_keeps_follower_state_purgatory_and_advance
     assert state.replica(0, 0).high_watermark == 0
     state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
     state, said = outcome(config, state, BecomeLeader(0, 0, 1, 1))
-    assert said == "still leader, now in epoch 1"
+    assert said == Outcome(Code.STILL_LEADER, leader_epoch=1)
     r = state.replica(0, 0)
     assert r.epoch_cache == ((0, 0), (1, 1))
     assert (r.leader_epoch, r.isr, r.partition_epoch) == (1, (0, 1), 1)
@@ -438,7 +480,7 @@ def test_become_leader_isr_only_change_updates_the_view():
                 ControllerHandleBrokerFailure(2))
     before = state.replica(0, 0)
     state, said = outcome(config, state, BecomeLeader(0, 0, 0, 1))
-    assert said == "ISR updated"
+    assert said == Outcome(Code.ISR_UPDATED)
     assert state.replica(0, 0) == replace(before, isr=(0, 1), partition_epoch=1, high_watermark=1)
 
 
@@ -447,15 +489,22 @@ def test_become_leader_rejects_a_stale_request():
     state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2), BrokerCrash(1),
                 ControllerHandleBrokerFailure(1), BecomeLeader(0, 0, 0, 2))
     assert state.replica(0, 0).isr == (0,)
-    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == "stale: epoch 0/1 <= view 0/2"
-    assert not_enabled(config, state, BecomeLeader(0, 0, 3, 3)) == "no such LeaderAndIsr in flight"
+    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == (
+        refused(Refusal.STALE_LEADER_AND_ISR, leader_epoch=0, partition_epoch=1,
+                view_leader_epoch=0, view_partition_epoch=2)
+    )
+    assert not_enabled(config, state, BecomeLeader(0, 0, 3, 3)) == (
+        refused(Refusal.NO_SUCH_LEADER_AND_ISR)
+    )
 
 
 def test_become_leader_needs_the_broker_up():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
     state = replace(state, alive=(False, True, False))  # a crash would have dropped the request
-    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == "broker 0 is down"
+    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == (
+        refused(Refusal.BROKER_DOWN, broker=0)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -469,7 +518,7 @@ def test_become_follower_drops_leader_side_state_and_purgatory():
                      ControllerElectPreferredLeader(0))
     assert state.replica(0, 1).purgatory == (PendingProduce(0, 1),)
     state, said = outcome(config, state, BecomeFollower(0, 1, 2, 3))
-    assert said == "follower of 0 in epoch 2"
+    assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=2)
     assert state.replica(0, 1) == Replica(
         log=(v(1, 1),),
         high_watermark=1,
@@ -485,13 +534,20 @@ def test_become_follower_drops_leader_side_state_and_purgatory():
 def test_become_follower_guards():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    assert not_enabled(config, state, BecomeLeader(0, 1, 0, 1)) == "request names another role"
-    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == "no such LeaderAndIsr in flight"
+    assert not_enabled(config, state, BecomeLeader(0, 1, 0, 1)) == refused(Refusal.OTHER_ROLE)
+    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == (
+        refused(Refusal.NO_SUCH_LEADER_AND_ISR)
+    )
     state = run_from(config, state, BecomeFollower(0, 1, 0, 1))
     state = replace(state, leader_and_isr=state.leader_and_isr | {LeaderAndIsr(1, 0, 0, 0, (0, 1), 0)})
-    assert not_enabled(config, state, BecomeFollower(0, 1, 0, 0)) == "stale: epoch 0/0 <= view 0/1"
+    assert not_enabled(config, state, BecomeFollower(0, 1, 0, 0)) == (
+        refused(Refusal.STALE_LEADER_AND_ISR, leader_epoch=0, partition_epoch=0,
+                view_leader_epoch=0, view_partition_epoch=1)
+    )
     crashed = replace(state, alive=(True, False, False))
-    assert not_enabled(config, crashed, BecomeFollower(0, 1, 0, 0)) == "broker 1 is down"
+    assert not_enabled(config, crashed, BecomeFollower(0, 1, 0, 0)) == (
+        refused(Refusal.BROKER_DOWN, broker=1)
+    )
 
 
 def test_become_follower_isr_change_in_the_same_epoch_is_not_a_new_leadership():
@@ -502,7 +558,7 @@ def test_become_follower_isr_change_in_the_same_epoch_is_not_a_new_leadership():
     config = config.replace(variant=config.variant.with_rules(isr_shrink_bumps_leader_epoch=False))
     state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
     state, said = outcome(config, state, BecomeFollower(0, 1, 0, 1))
-    assert said == "follower of 0 in epoch 0"
+    assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=0)
     assert state.replica(0, 1).log == (v(1),)
     assert state.replica(0, 1).high_watermark == 0
 
@@ -514,41 +570,43 @@ def test_become_follower_isr_change_in_the_same_epoch_is_not_a_new_leadership():
 def test_producer_send():
     config = cfg(brokers=2, max_records=1)
     state, said = outcome(config, initial_state(config), ProducerSend(0))
-    assert said == "v1 to broker 0"
+    assert said == Outcome(Code.PRODUCE_SENT, value=1, broker=0)
     assert state.produce_requests == {ProduceRequest(0, 0, 1)}
     assert state.next_value == 2
-    assert not_enabled(config, state, ProducerSend(0)) == "max.records writes sent"
+    assert not_enabled(config, state, ProducerSend(0)) == refused(Refusal.RECORDS_BOUND)
 
 
 def test_producer_send_needs_a_leader():
     config, state = offline()
-    assert not_enabled(config, state, ProducerSend(0)) == "partition 0 has no leader"
+    assert not_enabled(config, state, ProducerSend(0)) == refused(Refusal.NO_LEADER, partition=0)
 
 
 def test_producer_send_uses_the_controllers_leader_even_before_it_leads():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
     state, said = outcome(config, state, ProducerSend(0))
-    assert said == "v1 to broker 1"
+    assert said == Outcome(Code.PRODUCE_SENT, value=1, broker=1)
 
 
 def test_consumer_read():
     config, state = committed_v1()
     state, said = outcome(config, state, ConsumerRead(0))
-    assert said == "read 1 records from 0"
+    assert said == Outcome(Code.READ, records=1, broker=0)
     assert state.consumed == {Acked(0, 0, 1)}
-    assert not_enabled(config, state, ConsumerRead(0)) == "nothing new below HW"
+    assert not_enabled(config, state, ConsumerRead(0)) == refused(Refusal.NOTHING_NEW)
 
 
 def test_consumer_read_guards():
     config = cfg(brokers=2)
-    assert not_enabled(config, initial_state(config), ConsumerRead(0)) == "nothing new below HW"
+    assert not_enabled(config, initial_state(config), ConsumerRead(0)) == (
+        refused(Refusal.NOTHING_NEW)
+    )
     config, state = committed_v1(max_crashes=1)
     crashed = run_from(config, state, BrokerCrash(0))
-    assert not_enabled(config, crashed, ConsumerRead(0)) == "no live leader"
+    assert not_enabled(config, crashed, ConsumerRead(0)) == refused(Refusal.NO_LIVE_LEADER)
     failed_over_ = run_from(config, crashed, ControllerHandleBrokerFailure(0))
     assert not_enabled(config, failed_over_, ConsumerRead(0)) == (
-        "broker 1 does not lead in its view"
+        refused(Refusal.DOES_NOT_LEAD_IN_VIEW, broker=1)
     )
 
 
@@ -559,7 +617,10 @@ def test_consumer_read_guards():
 def test_leader_append_acks_all_parks_the_write():
     config = cfg(brokers=2, acks="all")
     state, said = outcomes(config, initial_state(config), produce(1))
-    assert said == ["v1 to broker 0", "appended at 0"]
+    assert said == [
+        Outcome(Code.PRODUCE_SENT, value=1, broker=0),
+        Outcome(Code.APPENDED, offset=0),
+    ]
     r = state.replica(0, 0)
     assert r.log == (v(1),)
     assert (r.log_end_offset, r.high_watermark, r.flushed_offset) == (1, 0, 0)
@@ -571,7 +632,7 @@ def test_leader_append_acks_all_parks_the_write():
 def test_leader_append_acks_1_acknowledges_at_once():
     config = cfg(brokers=2, acks="1")
     state, said = outcomes(config, initial_state(config), produce(1))
-    assert said[1] == "appended at 0, acknowledged (acks=1)"
+    assert said[1] == Outcome(Code.APPENDED_ACKNOWLEDGED, offset=0)
     assert state.acked == {Acked(0, 0, 1)}
     assert state.replica(0, 0).purgatory == ()
 
@@ -579,7 +640,7 @@ def test_leader_append_acks_1_acknowledges_at_once():
 def test_leader_append_acks_0_answers_nothing():
     config = cfg(brokers=2, acks="0")
     state, said = outcomes(config, initial_state(config), produce(1))
-    assert said[1] == "appended at 0"
+    assert said[1] == Outcome(Code.APPENDED, offset=0)
     assert state.acked == frozenset()
     assert state.replica(0, 0).purgatory == ()
     assert state.replica(0, 0).log == (v(1),)
@@ -590,7 +651,7 @@ def test_leader_append_alone_in_the_isr_commits_at_once():
     state = run(config, produce(1))
     assert state.replica(0, 0).high_watermark == 1
     state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
-    assert said == "acknowledged"
+    assert said == Outcome(Code.ACKNOWLEDGED)
     assert state.acked == {Acked(0, 0, 1)}
 
 
@@ -606,7 +667,7 @@ def test_leader_append_not_leader_or_follower():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0), ProducerSend(0))
     state, said = outcome(config, state, LeaderAppend(0, 1, 1))
-    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.replica(0, 1).log == ()
     assert state.produce_requests == frozenset()
 
@@ -624,7 +685,10 @@ def test_leader_append_not_enough_replicas():
     config, state = lagging_follower()
     before = state.replica(0, 0)
     state, said = outcomes(config, state, produce(3))
-    assert said == ["v3 to broker 0", "NOT_ENOUGH_REPLICAS"]
+    assert said == [
+        Outcome(Code.PRODUCE_SENT, value=3, broker=0),
+        Outcome(Code.NOT_ENOUGH_REPLICAS),
+    ]
     assert state.replica(0, 0) == before
     assert state.produce_requests == frozenset()
 
@@ -632,17 +696,19 @@ def test_leader_append_not_enough_replicas():
 def test_leader_append_acks_1_ignores_min_insync_replicas():
     config, state = lagging_follower(acks="1")
     state, said = outcomes(config, state, produce(3))
-    assert said[1] == "appended at 2, acknowledged (acks=1)"
+    assert said[1] == Outcome(Code.APPENDED_ACKNOWLEDGED, offset=2)
     assert state.replica(0, 0).log == (v(1), v(2), v(3))
 
 
 def test_leader_append_guards():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, LeaderAppend(0, 0, 1)) == "no such produce request in flight"
+    assert not_enabled(config, state, LeaderAppend(0, 0, 1)) == refused(Refusal.NO_SUCH_PRODUCE)
     state = run_from(config, state, ProducerSend(0))
     crashed = replace(state, alive=(False, True))
-    assert not_enabled(config, crashed, LeaderAppend(0, 0, 1)) == "broker 0 is down"
+    assert not_enabled(config, crashed, LeaderAppend(0, 0, 1)) == (
+        refused(Refusal.BROKER_DOWN, broker=0)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -652,13 +718,15 @@ def test_leader_append_guards():
 def test_leader_ack_produce_waits_for_the_hw():
     config = cfg(brokers=2)
     state = run(config, produce(1), fetch(1))
-    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == "HW 0 has not passed 0"
+    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == (
+        refused(Refusal.HW_NOT_PAST, high_watermark=0, offset=0)
+    )
     assert not_enabled(config, state, LeaderAckProduce(0, 0, 1)) == (
-        "no write at offset 1 in purgatory"
+        refused(Refusal.NO_PENDING_WRITE, offset=1)
     )
     state = run_from(config, state, fetch(1))
     state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
-    assert said == "acknowledged"
+    assert said == Outcome(Code.ACKNOWLEDGED)
     assert state.acked == {Acked(0, 0, 1)}
     assert state.replica(0, 0).purgatory == ()
 
@@ -671,7 +739,7 @@ def test_leader_ack_produce_not_enough_replicas_after_append(variant, hw):
     assert [w.offset for w in state.replica(0, 0).purgatory] == [0, 1]
     assert state.replica(0, 0).high_watermark == hw
     state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
-    assert said == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    assert said == Outcome(Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
     assert state.acked == frozenset()
     assert state.replica(0, 0).purgatory == (PendingProduce(1, 2),)
 
@@ -679,7 +747,9 @@ def test_leader_ack_produce_not_enough_replicas_after_append(variant, hw):
 def test_leader_ack_produce_needs_the_leader():
     config, state = committed_v1()
     state = state.with_replica(0, 0, replace(state.replica(0, 0), leader=1))
-    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == "broker 0 does not lead"
+    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == (
+        refused(Refusal.DOES_NOT_LEAD, broker=0)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -691,7 +761,10 @@ def test_leader_handle_fetch_records_the_follower_and_answers_with_records():
     state = run(config, produce(1), produce(2), FollowerSendFetch(0, 1))
     assert state.fetches[0][1] == FetchRequest(0, 0, -1, 0, 0)
     state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
-    assert said == "2 records from 0, HW 0"
+    assert said == (
+        Outcome(Code.RECORDS_SENT, records=2, fetch_offset=0, high_watermark=0,
+                answer_high_watermark=0)
+    )
     r = state.replica(0, 0)
     assert r.remote_log_end_offset == (-1, 0, -1)
     assert r.remote_broker_epoch == (-1, 0, -1)
@@ -705,28 +778,45 @@ def test_leader_handle_fetch_advances_hw_to_the_isr_minimum():
     state = run(config, produce(1), fetch(1), fetch(2), fetch(1))
     assert state.replica(0, 0).high_watermark == 0  # broker 2 reported offset 0 last
     state, said = outcomes(config, state, FollowerSendFetch(0, 2), LeaderHandleFetch(0, 0, 2))
-    assert said == ["fetch from 1", "0 records from 1, HW 1 (the answer carries 0)"]
+    assert said == [
+        Outcome(Code.FETCH_SENT, fetch_offset=1),
+        Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                answer_high_watermark=0),
+    ]
     assert state.replica(0, 0).high_watermark == 1
     # The answer carries the HW read before this fetch moved it: the follower learns of the
     # commit one round trip later.
     assert state.fetches[0][2] == FetchResponse(0, 0, "records", high_watermark=0,
                                                 fetch_offset=1)
     state, said = outcomes(config, state, FollowerHandleFetchResponse(0, 2), fetch(2))
-    assert said == ["appended 0, HW 0", "fetch from 1", "0 records from 1, HW 1",
-                    "appended 0, HW 1"]
+    assert said == [
+        Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=0),
+        Outcome(Code.FETCH_SENT, fetch_offset=1),
+        Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                answer_high_watermark=1),
+        Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+    ]
     assert state.replica(0, 2).high_watermark == 1
 
 
 def test_leader_handle_fetch_guards():
     config = cfg(brokers=3)
     state = initial_state(config)
-    assert not_enabled(config, state, LeaderHandleFetch(0, 0, 1)) == "no request in flight"
+    assert not_enabled(config, state, LeaderHandleFetch(0, 0, 1)) == (
+        refused(Refusal.NO_REQUEST_IN_FLIGHT)
+    )
     state = run_from(config, state, FollowerSendFetch(0, 1))
-    assert not_enabled(config, state, LeaderHandleFetch(0, 2, 1)) == "request is for broker 0"
+    assert not_enabled(config, state, LeaderHandleFetch(0, 2, 1)) == (
+        refused(Refusal.REQUEST_FOR_OTHER_BROKER, broker=0)
+    )
     crashed = replace(state, alive=(False, True, True))
-    assert not_enabled(config, crashed, LeaderHandleFetch(0, 0, 1)) == "broker 0 is down"
+    assert not_enabled(config, crashed, LeaderHandleFetch(0, 0, 1)) == (
+        refused(Refusal.BROKER_DOWN, broker=0)
+    )
     answered = run_from(config, state, LeaderHandleFetch(0, 0, 1))
-    assert not_enabled(config, answered, LeaderHandleFetch(0, 0, 1)) == "no request in flight"
+    assert not_enabled(config, answered, LeaderHandleFetch(0, 0, 1)) == (
+        refused(Refusal.NO_REQUEST_IN_FLIGHT)
+    )
 
 
 def stale_follower_view(variant: str):
@@ -741,12 +831,12 @@ def stale_follower_view(variant: str):
 def test_leader_handle_fetch_not_leader_or_follower():
     config, state = stale_follower_view("hw-truncation")
     state, said = outcome(config, state, LeaderHandleFetch(0, 0, 2))
-    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.fetches[0][2] == FetchResponse(0, 1, "error", error="NOT_LEADER_OR_FOLLOWER")
     # Without fencing the follower sees the error code; it changes nothing.
     before = state.replica(0, 2)
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
-    assert said == "NOT_LEADER_OR_FOLLOWER"
+    assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.replica(0, 2) == before
     assert state.fetches[0][2] is None
 
@@ -754,7 +844,10 @@ def test_leader_handle_fetch_not_leader_or_follower():
 def test_leader_handle_fetch_not_leader_answer_is_dropped_across_epochs_with_fencing():
     config, state = stale_follower_view("current")
     state, said = outcomes(config, state, LeaderHandleFetch(0, 0, 2), FollowerHandleFetchResponse(0, 2))
-    assert said == ["NOT_LEADER_OR_FOLLOWER", "dropped: epoch 1 is not 0"]
+    assert said == [
+        Outcome(Code.NOT_LEADER_OR_FOLLOWER),
+        Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=1, current_leader_epoch=0),
+    ]
 
 
 def test_leader_handle_fetch_offset_out_of_range_on_old_variants():
@@ -764,12 +857,12 @@ def test_leader_handle_fetch_offset_out_of_range_on_old_variants():
     follower = replace(state.replica(0, 1), log=(v(1), v(9)), epoch_cache=((0, 0),))
     state = run_from(config, state.with_replica(0, 1, follower), FollowerSendFetch(0, 1))
     state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
-    assert said == "OFFSET_OUT_OF_RANGE"
+    assert said == Outcome(Code.OFFSET_OUT_OF_RANGE)
     assert state.fetches[0][1] == FetchResponse(0, 0, "error", end_offset=1,
                                                 error="OFFSET_OUT_OF_RANGE")
     assert state.replica(0, 0).remote_log_end_offset == (-1, -1)  # nothing recorded
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
-    assert said == "out of range, truncated to 1"
+    assert said == Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=1)
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -780,28 +873,38 @@ def test_leader_handle_fetch_offset_out_of_range_on_old_variants():
 def test_leader_shrink_isr_after_the_lag_time():
     config = cfg("current", brokers=3)
     state = run(config, produce(1), fetch(1), fetch(1))
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 is not lagging"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+        refused(Refusal.NOT_LAGGING, follower=2)
+    )
     state = run_from(config, state, Tick())
     assert state.replica(0, 0).lag_ticks == (0, 1, 1)
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 is not lagging"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+        refused(Refusal.NOT_LAGGING, follower=2)
+    )
     state = run_from(config, state, Tick())
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 has caught up"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+        refused(Refusal.CAUGHT_UP, follower=1)
+    )
     state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 2))
-    assert said == "ISR [0, 1]"
+    assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
     r = state.replica(0, 0)
     assert (r.isr, r.partition_epoch) == ((0, 1), 1)
     assert r.high_watermark == 1  # the remaining ISR has v1 everywhere
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == "2 not in ISR"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+        refused(Refusal.NOT_IN_ISR, follower=2)
+    )
 
 
 def test_leader_shrink_isr_by_message_lag():
     config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
     state = run(config, produce(1), fetch(1))  # broker 1 reported offset 0: one behind
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 is not lagging"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+        refused(Refusal.NOT_LAGGING, follower=1)
+    )
     state = run_from(config, state, produce(2))  # now two behind
     state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
-    assert said == "ISR [0]"
+    assert said == Outcome(Code.ISR_CHANGED, isr=[0])
     assert state.replica(0, 0).high_watermark == 2
 
 
@@ -810,22 +913,28 @@ def test_leader_shrink_isr_by_message_lag_ignores_a_follower_not_yet_heard_from(
     # 1 record behind (the leader has 1), which is not more than replica.lag.max.messages=1.
     config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
     state = run(config, produce(1))
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == "1 is not lagging"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+        refused(Refusal.NOT_LAGGING, follower=1)
+    )
 
 
 def test_leader_isr_change_guards():
     config = cfg("current", brokers=3, max_crashes=1)
     state = run(config, produce(1), Tick(), Tick())
     assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 0)) == (
-        "a leader does not change its own membership"
+        refused(Refusal.OWN_MEMBERSHIP)
     )
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 1, 2)) == "broker 1 does not lead"
+    assert not_enabled(config, state, LeaderShrinkIsr(0, 1, 2)) == (
+        refused(Refusal.DOES_NOT_LEAD, broker=1)
+    )
     state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
     assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
-        "compare-and-set fails: view 0/0, store 0/1"
+        refused(Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=0, view_partition_epoch=0,
+                leader_epoch=0, partition_epoch=1)
     )
     assert not_enabled(config, state, LeaderExpandIsr(0, 0, 2)) == (
-        "compare-and-set fails: view 0/0, store 0/1"
+        refused(Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=0, view_partition_epoch=0,
+                leader_epoch=0, partition_epoch=1)
     )
 
 
@@ -837,15 +946,21 @@ def test_leader_expand_isr_once_the_follower_reaches_the_hw():
     config = cfg("kip-320", brokers=2, max_records=2)
     state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
     assert state.replica(0, 0).high_watermark == 1
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
+    )
     state = run_from(config, state, fetch(1))  # reports offset 0: still below HW 1
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
+    )
     state = run_from(config, state, fetch(1))
     state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
-    assert said == "ISR [0, 1]"
+    assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 2)
     assert (state.replica(0, 0).isr, state.replica(0, 0).partition_epoch) == ((0, 1), 2)
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 already in ISR"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.ALREADY_IN_ISR, follower=1)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -856,9 +971,9 @@ def test_follower_send_fetch_carries_offset_epochs_and_broker_epoch():
     config = failback_config()
     state = failed_over(config)
     state, said = outcome(config, state, FollowerSendFetch(0, 0))
-    assert said == "fetch from 0"
+    assert said == Outcome(Code.FETCH_SENT, fetch_offset=0)
     assert state.fetches[0][0] == FetchRequest(1, 0, -1, 1, 1)
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "a request or response is in flight"
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == refused(Refusal.CONNECTION_BUSY)
 
 
 def test_follower_send_fetch_last_fetched_epoch_is_the_last_records_epoch():
@@ -870,14 +985,22 @@ def test_follower_send_fetch_last_fetched_epoch_is_the_last_records_epoch():
 def test_follower_send_fetch_guards():
     config = cfg(brokers=3, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == "broker 0 follows nobody"
+    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == (
+        refused(Refusal.FOLLOWS_NOBODY, broker=0)
+    )
     crashed = run_from(config, state, BrokerCrash(0))
-    assert not_enabled(config, crashed, FollowerSendFetch(0, 1)) == "leader 0 is down"
-    assert not_enabled(config, crashed, FollowerSendFetch(0, 0)) == "broker 0 is down"
+    assert not_enabled(config, crashed, FollowerSendFetch(0, 1)) == (
+        refused(Refusal.LEADER_DOWN, leader=0)
+    )
+    assert not_enabled(config, crashed, FollowerSendFetch(0, 0)) == (
+        refused(Refusal.BROKER_DOWN, broker=0)
+    )
     config, state = offline()
     state = run_from(config, state, BrokerRestart(1), BecomeFollower(0, 1, 1, 2))
     assert state.replica(0, 1).leader == -1
-    assert not_enabled(config, state, FollowerSendFetch(0, 1)) == "broker 1 follows nobody"
+    assert not_enabled(config, state, FollowerSendFetch(0, 1)) == (
+        refused(Refusal.FOLLOWS_NOBODY, broker=1)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -888,7 +1011,7 @@ def test_follower_handle_fetch_response_appends_and_takes_the_leaders_hw():
     config, state = committed_v1()
     state = run_from(config, state, FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
-    assert said == "appended 0, HW 1"
+    assert said == Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1)
     r = state.replica(0, 1)
     assert (r.log, r.high_watermark, r.epoch_cache, r.flushed_offset) == ((v(1),), 1, ((0, 0),), 0)
 
@@ -907,7 +1030,7 @@ def test_follower_drops_an_answer_for_an_old_fetch_offset():
     state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
     state = state.with_replica(0, 1, state.replica(0, 1).truncated_to(0))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
-    assert said == "dropped: fetched from 1, LEO now 0"
+    assert said == Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=1, log_end_offset=0)
     assert state.replica(0, 1).log == ()
     assert state.fetches[0][1] is None
 
@@ -919,18 +1042,24 @@ def test_follower_drops_an_answer_from_a_broker_it_no_longer_follows():
     state = replace(state, leader_and_isr=frozenset({LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}))
     state = run_from(config, state, BecomeFollower(0, 2, 1, 1))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
-    assert said == "dropped: from 0, not the leader"
+    assert said == Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=0)
 
 
 def test_follower_handle_fetch_response_guards():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == "no response in flight"
+    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == (
+        refused(Refusal.NO_RESPONSE_IN_FLIGHT)
+    )
     state = run_from(config, state, FollowerSendFetch(0, 1))
-    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == "no response in flight"
+    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == (
+        refused(Refusal.NO_RESPONSE_IN_FLIGHT)
+    )
     state = run_from(config, state, LeaderHandleFetch(0, 0, 1))
     crashed = replace(state, alive=(True, False))
-    assert not_enabled(config, crashed, FollowerHandleFetchResponse(0, 1)) == "broker 1 is down"
+    assert not_enabled(config, crashed, FollowerHandleFetchResponse(0, 1)) == (
+        refused(Refusal.BROKER_DOWN, broker=1)
+    )
 
 
 def test_follower_drops_an_epoch_answer_when_no_truncation_is_due():
@@ -938,7 +1067,7 @@ def test_follower_drops_an_epoch_answer_when_no_truncation_is_due():
     state = run(config, produce(1), fetch(1))
     state = state.with_fetch(0, 1, FetchResponse(0, 0, "epoch", epoch=0, end_offset=0))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
-    assert said == "dropped: no truncation due"
+    assert said == Outcome(Code.DROPPED_NO_TRUNCATION_DUE)
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -949,17 +1078,17 @@ def test_follower_drops_an_epoch_answer_when_no_truncation_is_due():
 def test_broker_flush():
     config = cfg(brokers=2, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, BrokerFlush(0, 0)) == "nothing to flush"
+    assert not_enabled(config, state, BrokerFlush(0, 0)) == refused(Refusal.NOTHING_TO_FLUSH)
     no_crashes = config.replace(max_crashes=0)
     assert not_enabled(no_crashes, run(no_crashes, produce(1)), BrokerFlush(0, 0)) == (
-        "no crash left in the bounds: flushing is moot"
+        refused(Refusal.FLUSH_MOOT)
     )
     state = run_from(config, state, produce(1))
     state, said = outcome(config, state, BrokerFlush(0, 0))
-    assert said == "flushed"
+    assert said == Outcome(Code.FLUSHED)
     assert state.replica(0, 0).flushed_offset == 1
     crashed = replace(state, alive=(False, True))
-    assert not_enabled(config, crashed, BrokerFlush(0, 0)) == "broker 0 is down"
+    assert not_enabled(config, crashed, BrokerFlush(0, 0)) == refused(Refusal.BROKER_DOWN, broker=0)
 
 
 def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
@@ -969,7 +1098,7 @@ def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
     leader = state.replica(0, 0)
     assert (leader.log_end_offset, leader.high_watermark, leader.flushed_offset) == (2, 0, 1)
     state, said = outcome(config, state, BrokerCrash(0))
-    assert said == "crashed"
+    assert said == Outcome(Code.CRASHED, excused=[])
     assert state.alive == (False, True, True)
     assert state.crashes == 1
     assert state.replica(0, 0) == Replica(log=(v(1),), high_watermark=0, flushed_offset=1,
@@ -977,8 +1106,8 @@ def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
     assert state.fetches[0] == (None, None, None)  # request from 2 to 0 lost
     assert state.produce_requests == frozenset()
     assert state.controller.registered == (0, 0, 0)  # the session has not expired yet
-    assert not_enabled(config, state, BrokerCrash(0)) == "broker 0 is down"
-    assert not_enabled(config, state, BrokerCrash(1)) == "max.crashes reached"
+    assert not_enabled(config, state, BrokerCrash(0)) == refused(Refusal.BROKER_DOWN, broker=0)
+    assert not_enabled(config, state, BrokerCrash(1)) == refused(Refusal.CRASHES_BOUND)
 
 
 def test_broker_crash_excuses_committed_writes_once_every_isr_member_is_down():
@@ -986,9 +1115,9 @@ def test_broker_crash_excuses_committed_writes_once_every_isr_member_is_down():
     state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0),
                 BrokerFlush(0, 1))
     state, said = outcome(config, state, BrokerCrash(1))
-    assert said == "crashed"  # broker 0 is alive and in the ISR
+    assert said == Outcome(Code.CRASHED, excused=[])  # broker 0 is alive and in the ISR
     state, said = outcome(config, state, BrokerCrash(0))
-    assert said == "crashed; every ISR replica is down, excused v1"
+    assert said == Outcome(Code.CRASHED, excused=[1])
     assert state.excused == {1}
     assert state.replica(0, 0).log == ()
     assert state.replica(0, 1).log == (v(1),)
@@ -998,19 +1127,24 @@ def test_broker_crash_excuses_nothing_when_every_isr_member_kept_the_write():
     config = cfg("current", brokers=2, max_crashes=2, log_flush_interval_messages=1)
     state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0))
     state, said = outcomes(config, state, BrokerCrash(1), BrokerCrash(0))
-    assert said == ["crashed", "crashed"]
+    assert said == [
+        Outcome(Code.CRASHED, excused=[]),
+        Outcome(Code.CRASHED, excused=[]),
+    ]
     assert state.excused == frozenset()
 
 
 def test_broker_restart():
     config = cfg(brokers=2, partitions=2, max_crashes=1)
     state = run(config, BrokerCrash(1))
-    assert not_enabled(config, state, BrokerRestart(1)) == "broker 1's old session is not expired"
-    assert not_enabled(config, state, BrokerRestart(0)) == "broker 0 is up"
+    assert not_enabled(config, state, BrokerRestart(1)) == (
+        refused(Refusal.SESSION_NOT_EXPIRED, broker=1)
+    )
+    assert not_enabled(config, state, BrokerRestart(0)) == refused(Refusal.ALREADY_UP, broker=0)
     state = run_from(config, state, ControllerHandleBrokerFailure(1))
     known = state.leader_and_isr
     state, said = outcome(config, state, BrokerRestart(1))
-    assert said == "up with broker epoch 1"
+    assert said == Outcome(Code.BROKER_UP, broker_epoch=1)
     assert state.alive == (True, True)
     assert state.broker_epochs == (0, 1)
     assert state.controller.registered == (0, 1)
@@ -1024,14 +1158,14 @@ def test_tick_ages_every_leaders_lag_clock_up_to_the_cap():
     config = cfg(brokers=3, partitions=2, max_ticks=3, max_crashes=1)
     state = run(config, BrokerCrash(1))
     state, said = outcome(config, state, Tick())
-    assert said == "tick 1"
+    assert said == Outcome(Code.TICK, ticks=1)
     assert state.ticks == 1
     assert state.replica(0, 0).lag_ticks == (0, 1, 1)
     assert state.replica(1, 1).lag_ticks == ()  # its leader crashed and lost its clocks
     assert state.replica(0, 2).lag_ticks == ()  # followers keep no clocks
     state = run_from(config, state, Tick(), Tick())
     assert state.replica(0, 0).lag_ticks == (0, 2, 2)  # capped at replica.lag.time.max.ms + 1
-    assert not_enabled(config, state, Tick()) == "max.ticks reached"
+    assert not_enabled(config, state, Tick()) == refused(Refusal.TICKS_BOUND)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1063,7 +1197,7 @@ def test_epoch_request_carries_the_latest_cached_epoch():
     state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2),
                 BecomeFollower(0, 1, 1, 1))
     state, said = outcome(config, state, FollowerSendFetch(0, 1))
-    assert said == "OffsetsForLeaderEpoch(0)"
+    assert said == Outcome(Code.EPOCH_REQUEST_SENT, epoch=0)
     assert state.fetches[0][1] == EpochRequest(0, 0, 1)
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import cfg, fetch, not_enabled, outcome, outcomes, produce, run, run_from
+from conftest import (
+    cfg,
+    fetch,
+    not_enabled,
+    outcome,
+    outcomes,
+    produce,
+    refused,
+    run,
+    run_from,
+)
 
 from spec import VARIANTS, violations
 from spec.actions import (
@@ -28,6 +38,7 @@ from spec.actions import (
     Tick,
 )
 from spec.state import FetchResponse, PartitionState, Record, Replica
+from vocab.outcomes import Code, Outcome, Refusal
 
 ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
 
@@ -101,16 +112,38 @@ def diverged_follower(variant: str):
 @pytest.mark.parametrize(
     ("variant", "become", "said"),
     [
-        ("hw-truncation", "follower of 1 in epoch 1, truncated to HW 0",
-         ["fetch from 0", "1 records from 0, HW 0", "appended 1, HW 0"]),
-        ("kip-101", "follower of 1 in epoch 1",
-         ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 2 -> 1"]),
-        ("kip-279", "follower of 1 in epoch 1",
-         ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 2 -> 1"]),
-        ("kip-320", "follower of 1 in epoch 1",
-         ["fetch from 2", "diverging epoch 0 ends at 1", "diverged: LEO 2 -> 1"]),
-        ("current", "follower of 1 in epoch 1",
-         ["fetch from 2", "diverging epoch 0 ends at 1", "diverged: LEO 2 -> 1"]),
+        ("hw-truncation", Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=1, leader_epoch=1,
+                                  high_watermark=0),
+         [
+             Outcome(Code.FETCH_SENT, fetch_offset=0),
+             Outcome(Code.RECORDS_SENT, records=1, fetch_offset=0, high_watermark=0,
+                     answer_high_watermark=0),
+             Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0),
+         ]),
+        ("kip-101", Outcome(Code.FOLLOWER, leader=1, leader_epoch=1),
+         [
+             Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+             Outcome(Code.EPOCH_END, epoch=0, end_offset=1),
+             Outcome(Code.TRUNCATED, before=2, after=1),
+         ]),
+        ("kip-279", Outcome(Code.FOLLOWER, leader=1, leader_epoch=1),
+         [
+             Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+             Outcome(Code.EPOCH_END, epoch=0, end_offset=1),
+             Outcome(Code.TRUNCATED, before=2, after=1),
+         ]),
+        ("kip-320", Outcome(Code.FOLLOWER, leader=1, leader_epoch=1),
+         [
+             Outcome(Code.FETCH_SENT, fetch_offset=2),
+             Outcome(Code.DIVERGING_EPOCH, epoch=0, end_offset=1),
+             Outcome(Code.DIVERGED, before=2, after=1),
+         ]),
+        ("current", Outcome(Code.FOLLOWER, leader=1, leader_epoch=1),
+         [
+             Outcome(Code.FETCH_SENT, fetch_offset=2),
+             Outcome(Code.DIVERGING_EPOCH, epoch=0, end_offset=1),
+             Outcome(Code.DIVERGED, before=2, after=1),
+         ]),
     ],
 )
 def test_follower_removes_the_suffix_the_new_leader_lacks(variant, become, said):
@@ -133,7 +166,7 @@ def test_truncation_round_blocks_records_until_done():
     state = state.with_fetch(0, 2, FetchResponse(1, 1, "records", records=(v(9, 1),),
                                                  fetch_offset=2))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
-    assert said == "dropped: truncation pending"
+    assert said == Outcome(Code.DROPPED_TRUNCATION_PENDING)
     assert state.replica(0, 2).log == (v(1), v(2))
 
 
@@ -142,7 +175,9 @@ def test_kip_101_truncation_is_due_only_with_a_log():
     state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2),
                 BecomeFollower(0, 1, 1, 1))
     assert state.replica(0, 1).truncation_pending is False
-    assert outcome(config, state, FollowerSendFetch(0, 1))[1] == "fetch from 0"
+    assert outcome(config, state, FollowerSendFetch(0, 1))[1] == (
+        Outcome(Code.FETCH_SENT, fetch_offset=0)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -157,7 +192,9 @@ def test_hw_truncation_on_leader_change_loses_a_committed_record():
     state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0),
                      BecomeLeader(0, 1, 1, 1))
     state, said = outcome(config, state, BecomeFollower(0, 2, 1, 1))
-    assert said == "follower of 1 in epoch 1, truncated to HW 0"
+    assert said == (
+        Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=1, leader_epoch=1, high_watermark=0)
+    )
     r = state.replica(0, 2)
     assert (r.log, r.high_watermark, r.epoch_cache) == ((), 0, ())
 
@@ -168,7 +205,7 @@ def test_hw_truncation_keeps_the_log_when_only_the_epoch_changes():
     config = cfg("hw-truncation", brokers=3, max_crashes=1)
     state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
     state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
-    assert said == "follower of 0 in epoch 1"
+    assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=1)
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -182,21 +219,53 @@ def test_hw_truncation_after_a_restart():
     r = state.replica(0, 1)
     assert (r.log, r.high_watermark, r.leader) == ((v(1),), 0, -1)
     state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
-    assert said == "follower of 0 in epoch 1, truncated to HW 0"
+    assert said == (
+        Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=0, leader_epoch=1, high_watermark=0)
+    )
     assert state.replica(0, 1).log == ()
 
 
 @pytest.mark.parametrize(
     ("variant", "said"),
     [
-        ("kip-101", ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
-                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
-        ("kip-279", ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
-                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
-        ("kip-320", ["fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1",
-                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
-        ("current", ["fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1",
-                     "fetch from 1", "0 records from 1, HW 1", "appended 0, HW 1"]),
+        ("kip-101", [
+            Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+            Outcome(Code.EPOCH_END, epoch=0, end_offset=1),
+            Outcome(Code.TRUNCATED, before=1, after=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+        ]),
+        ("kip-279", [
+            Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+            Outcome(Code.EPOCH_END, epoch=0, end_offset=1),
+            Outcome(Code.TRUNCATED, before=1, after=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+        ]),
+        ("kip-320", [
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+        ]),
+        ("current", [
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
+                    answer_high_watermark=1),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1),
+        ]),
     ],
 )
 def test_restart_then_follow_keeps_the_log_under_epoch_rules(variant, said):
@@ -220,7 +289,7 @@ def test_hw_truncation_not_to_an_offline_partition():
                 BrokerCrash(0), ControllerHandleBrokerFailure(0), BrokerRestart(1))
     assert state.controller.partitions[0] == PartitionState(-1, 2, (0,), 2)
     state, said = outcome(config, state, BecomeFollower(0, 1, 2, 2))
-    assert said == "follower of -1 in epoch 2"
+    assert said == Outcome(Code.FOLLOWER, leader=-1, leader_epoch=2)
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -237,8 +306,12 @@ def test_hw_truncation_out_of_range_after_the_leader_lost_data():
     state = run_from(config, state, ControllerElectLeader(0), BecomeLeader(0, 0, 3, 3),
                      BrokerRestart(1))
     state, said = outcomes(config, state, BecomeFollower(0, 1, 3, 3), fetch(1))
-    assert said == ["follower of 0 in epoch 3, truncated to HW 1", "fetch from 1",
-                    "OFFSET_OUT_OF_RANGE", "out of range, truncated to 0"]
+    assert said == [
+        Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=0, leader_epoch=3, high_watermark=1),
+        Outcome(Code.FETCH_SENT, fetch_offset=1),
+        Outcome(Code.OFFSET_OUT_OF_RANGE),
+        Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=0),
+    ]
     assert state.replica(0, 1).log == ()
 
 
@@ -264,18 +337,46 @@ def fast_failover(variant: str):
     ("variant", "said", "log"),
     [
         # KIP-101 answers the start of the next epoch the leader has (2): v3 stays. B4.
-        ("kip-101", ["OffsetsForLeaderEpoch(1)", "epoch 1 ends at 2", "truncation: LEO 2 -> 2",
-                     "fetch from 2", "0 records from 2, HW 2", "appended 0, HW 2"],
+        ("kip-101", [
+            Outcome(Code.EPOCH_REQUEST_SENT, epoch=1),
+            Outcome(Code.EPOCH_END, epoch=1, end_offset=2),
+            Outcome(Code.TRUNCATED, before=2, after=2),
+            Outcome(Code.FETCH_SENT, fetch_offset=2),
+            Outcome(Code.RECORDS_SENT, records=0, fetch_offset=2, high_watermark=2,
+                    answer_high_watermark=2),
+            Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=2),
+        ],
          (v(1), v(3, 1))),
         # KIP-279 answers (0, 2); the follower's epoch 0 ends at 1: cut there, fetch v2.
-        ("kip-279", ["OffsetsForLeaderEpoch(1)", "epoch 0 ends at 2", "truncation: LEO 2 -> 1",
-                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+        ("kip-279", [
+            Outcome(Code.EPOCH_REQUEST_SENT, epoch=1),
+            Outcome(Code.EPOCH_END, epoch=0, end_offset=2),
+            Outcome(Code.TRUNCATED, before=2, after=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=1, fetch_offset=1, high_watermark=2,
+                    answer_high_watermark=2),
+            Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=2),
+        ],
          (v(1), v(2))),
-        ("kip-320", ["fetch from 2", "diverging epoch 0 ends at 2", "diverged: LEO 2 -> 1",
-                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+        ("kip-320", [
+            Outcome(Code.FETCH_SENT, fetch_offset=2),
+            Outcome(Code.DIVERGING_EPOCH, epoch=0, end_offset=2),
+            Outcome(Code.DIVERGED, before=2, after=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=1, fetch_offset=1, high_watermark=2,
+                    answer_high_watermark=2),
+            Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=2),
+        ],
          (v(1), v(2))),
-        ("current", ["fetch from 2", "diverging epoch 0 ends at 2", "diverged: LEO 2 -> 1",
-                     "fetch from 1", "1 records from 1, HW 2", "appended 1, HW 2"],
+        ("current", [
+            Outcome(Code.FETCH_SENT, fetch_offset=2),
+            Outcome(Code.DIVERGING_EPOCH, epoch=0, end_offset=2),
+            Outcome(Code.DIVERGED, before=2, after=1),
+            Outcome(Code.FETCH_SENT, fetch_offset=1),
+            Outcome(Code.RECORDS_SENT, records=1, fetch_offset=1, high_watermark=2,
+                    answer_high_watermark=2),
+            Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=2),
+        ],
          (v(1), v(2))),
     ],
 )
@@ -322,13 +423,22 @@ def lacks_epoch(variant):
 def test_kip_279_steps_back_and_asks_again():
     config, state = lacks_epoch("kip-279")
     state, said = outcomes(config, state, fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(2)", "epoch 1 ends at 2",
-                    "truncation: LEO 2 -> 1, another round due"]
+    assert said == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=2),
+        Outcome(Code.EPOCH_END, epoch=1, end_offset=2),
+        Outcome(Code.TRUNCATED_ROUND_DUE, before=2, after=1),
+    ]
     assert state.replica(0, 1).truncation_pending is True
     state, said = outcomes(config, state, fetch(1), fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 1", "truncation: LEO 1 -> 1",
-                    "fetch from 1", "1 records from 1, HW 1 (the answer carries 0)",
-                    "appended 1, HW 0"]
+    assert said == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+        Outcome(Code.EPOCH_END, epoch=0, end_offset=1),
+        Outcome(Code.TRUNCATED, before=1, after=1),
+        Outcome(Code.FETCH_SENT, fetch_offset=1),
+        Outcome(Code.RECORDS_SENT, records=1, fetch_offset=1, high_watermark=1,
+                answer_high_watermark=0),
+        Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0),
+    ]
     r = state.replica(0, 1)
     assert (r.log, r.epoch_cache, r.truncation_pending) == ((v(1), v(3, 1)), ((0, 0), (1, 1)),
                                                             False)
@@ -338,7 +448,11 @@ def test_kip_101_keeps_the_record_of_an_epoch_the_leader_never_had():
     # KAFKA-6361: epoch 2 is unknown to the leader, which answers the start of epoch 3.
     config, state = lacks_epoch("kip-101")
     state, said = outcomes(config, state, fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(2)", "epoch 2 ends at 2", "truncation: LEO 2 -> 2"]
+    assert said == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=2),
+        Outcome(Code.EPOCH_END, epoch=2, end_offset=2),
+        Outcome(Code.TRUNCATED, before=2, after=2),
+    ]
     assert state.replica(0, 1).log == (v(1), v(2, 2))
 
 
@@ -347,7 +461,7 @@ def test_kip_279_follower_truncates_to_its_hw_on_an_undefined_answer():
     state = run_from(config, state, FollowerSendFetch(0, 1))
     state = state.with_fetch(0, 1, FetchResponse(0, 3, "epoch", epoch=-1, end_offset=-1))
     state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
-    assert said == "truncation: LEO 2 -> 1"
+    assert said == Outcome(Code.TRUNCATED, before=2, after=1)
     assert state.replica(0, 1).log == (v(1),)
     assert state.replica(0, 1).truncation_pending is False
 
@@ -361,14 +475,22 @@ def below_all_epochs(variant):
 def test_kip_279_leader_answers_below_its_first_epoch_with_its_start():
     config, state = below_all_epochs("kip-279")
     state, said = outcomes(config, state, fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 0", "truncation: LEO 2 -> 0"]
+    assert said == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+        Outcome(Code.EPOCH_END, epoch=0, end_offset=0),
+        Outcome(Code.TRUNCATED, before=2, after=0),
+    ]
     assert state.replica(0, 1).log == ()
 
 
 def test_kip_101_leader_answers_undefined_below_its_first_epoch():
     config, state = below_all_epochs("kip-101")
     state, said = outcomes(config, state, fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at -1", "truncation: LEO 2 -> 1"]
+    assert said == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+        Outcome(Code.EPOCH_END, epoch=0, end_offset=-1),
+        Outcome(Code.TRUNCATED, before=2, after=1),
+    ]
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -379,12 +501,15 @@ def above_all_epochs(variant):
                                (v(1), v(3, 2)), ((0, 0), (2, 1)))
 
 
-@pytest.mark.parametrize(("variant", "answer"), [("kip-101", "epoch 2 ends at -1"),
-                                                  ("kip-279", "epoch -1 ends at -1")])
+@pytest.mark.parametrize(("variant", "answer"), [("kip-101", Outcome(Code.EPOCH_END, epoch=2,
+                                                                     end_offset=-1)),
+                                                  ("kip-279", Outcome(Code.EPOCH_END, epoch=-1,
+                                                                      end_offset=-1))])
 def test_leader_answers_undefined_above_its_latest_epoch(variant, answer):
     config, state = above_all_epochs(variant)
     state, said = outcomes(config, state, fetch(1))
-    assert said == ["OffsetsForLeaderEpoch(2)", answer, "truncation: LEO 2 -> 1"]
+    assert said == [Outcome(Code.EPOCH_REQUEST_SENT, epoch=2), answer, Outcome(Code.TRUNCATED,
+                                                                               before=2, after=1)]
     assert state.replica(0, 1).log == (v(1),)
 
 
@@ -403,8 +528,12 @@ def test_fenced_leader_epoch():
     config, state = epoch_bump("kip-320")
     state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
                            LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
-    assert said == ["fetch from 0", "still leader, now in epoch 1", "FENCED_LEADER_EPOCH",
-                    "dropped: epoch 1 is not 0"]
+    assert said == [
+        Outcome(Code.FETCH_SENT, fetch_offset=0),
+        Outcome(Code.STILL_LEADER, leader_epoch=1),
+        Outcome(Code.FENCED_LEADER_EPOCH),
+        Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=1, current_leader_epoch=0),
+    ]
     assert state.replica(0, 0).remote_log_end_offset == (-1, -1, -1)  # nothing recorded
     assert state.replica(0, 1).log == ()
 
@@ -413,8 +542,12 @@ def test_unknown_leader_epoch():
     config, state = epoch_bump("kip-320")
     state, said = outcomes(config, state, BecomeFollower(0, 1, 1, 1), FollowerSendFetch(0, 1),
                            LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
-    assert said == ["follower of 0 in epoch 1", "fetch from 0", "UNKNOWN_LEADER_EPOCH",
-                    "dropped: epoch 0 is not 1"]
+    assert said == [
+        Outcome(Code.FOLLOWER, leader=0, leader_epoch=1),
+        Outcome(Code.FETCH_SENT, fetch_offset=0),
+        Outcome(Code.UNKNOWN_LEADER_EPOCH),
+        Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=0, current_leader_epoch=1),
+    ]
     assert state.fetches[0][1] is None
     assert state.replica(0, 1).log == ()
 
@@ -424,17 +557,22 @@ def test_without_fencing_a_stale_epoch_fetch_is_served(variant):
     config, state = epoch_bump(variant)
     state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
                            LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
-    assert said == ["fetch from 0", "still leader, now in epoch 1", "1 records from 0, HW 0",
-                    "appended 1, HW 0"]
+    assert said == [
+        Outcome(Code.FETCH_SENT, fetch_offset=0),
+        Outcome(Code.STILL_LEADER, leader_epoch=1),
+        Outcome(Code.RECORDS_SENT, records=1, fetch_offset=0, high_watermark=0,
+                answer_high_watermark=0),
+        Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0),
+    ]
     assert state.replica(0, 1).log == (v(1),)
 
 
 @pytest.mark.parametrize(
     ("variant", "said", "log"),
     [
-        ("kip-320", "dropped: epoch 0 is not 1", ()),
-        ("kip-101", "appended 1, HW 0", (v(1),)),
-        ("hw-truncation", "appended 1, HW 0", (v(1),)),
+        ("kip-320", Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=0, current_leader_epoch=1), ()),
+        ("kip-101", Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0), (v(1),)),
+        ("hw-truncation", Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0), (v(1),)),
     ],
 )
 def test_an_answer_from_the_previous_epoch(variant, said, log):
@@ -452,8 +590,13 @@ def test_current_controller_keeps_the_leader_epoch_on_isr_shrink():
     config, state = epoch_bump("current")
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
     state, said = outcomes(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
-    assert said == ["follower of 0 in epoch 0", "fetch from 0", "1 records from 0, HW 0",
-                    "appended 1, HW 0"]
+    assert said == [
+        Outcome(Code.FOLLOWER, leader=0, leader_epoch=0),
+        Outcome(Code.FETCH_SENT, fetch_offset=0),
+        Outcome(Code.RECORDS_SENT, records=1, fetch_offset=0, high_watermark=0,
+                answer_high_watermark=0),
+        Outcome(Code.RECORDS_APPENDED, records=1, high_watermark=0),
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -479,15 +622,19 @@ def stale_hw_leader(variant: str):
 def test_stale_hw_admits_a_replica_missing_committed_data(variant):
     config, state = stale_hw_leader(variant)
     state, said = outcome(config, state, LeaderExpandIsr(0, 1, 3))
-    assert said == "ISR [1, 2, 3]"  # B5: broker 3 has nothing of v1 v2 yet
+    assert said == Outcome(Code.ISR_CHANGED, isr=[1, 2, 3])  # B5: broker 3 has nothing of v1 v2 yet
 
 
 @pytest.mark.parametrize("variant", ["kip-320", "current"])
 def test_expansion_waits_for_the_epoch_start(variant):
     config, state = stale_hw_leader(variant)
-    assert not_enabled(config, state, LeaderExpandIsr(0, 1, 3)) == "3 is below the epoch start 2"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 1, 3)) == (
+        refused(Refusal.BELOW_EPOCH_START, follower=3, offset=2)
+    )
     state = run_from(config, state, FollowerHandleFetchResponse(0, 3), fetch(3, leader=1))
-    assert outcome(config, state, LeaderExpandIsr(0, 1, 3))[1] == "ISR [1, 2, 3]"
+    assert outcome(config, state, LeaderExpandIsr(0, 1, 3))[1] == (
+        Outcome(Code.ISR_CHANGED, isr=[1, 2, 3])
+    )
 
 
 def stale_broker_epoch(variant: str):
@@ -505,21 +652,29 @@ def stale_broker_epoch(variant: str):
 
 def test_current_rejects_an_expansion_from_a_stale_broker_epoch():
     config, state = stale_broker_epoch("current")
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
+    )
     state = run_from(config, state, BrokerRestart(1))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
+    )
     # The restarted broker (epoch 1) catches up and is admitted on its own fetches.
     state = run_from(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "1 is below HW"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
+    )
     state = run_from(config, state, fetch(1))
     assert state.replica(0, 0).remote_broker_epoch == (-1, 1)
-    assert outcome(config, state, LeaderExpandIsr(0, 0, 1))[1] == "ISR [0, 1]"
+    assert outcome(config, state, LeaderExpandIsr(0, 0, 1))[1] == (
+        Outcome(Code.ISR_CHANGED, isr=[0, 1])
+    )
 
 
 def test_kip_320_readmits_a_crashed_replica_from_its_stale_fetch():
     config, state = stale_broker_epoch("kip-320")
     state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
-    assert said == "ISR [0, 1]"  # B7
+    assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])  # B7
     state = run_from(config, state, BrokerRestart(1))
     assert violations(config, state) == [
         ("NoCommittedDataLoss",
@@ -530,7 +685,9 @@ def test_kip_320_readmits_a_crashed_replica_from_its_stale_fetch():
 def test_broker_epoch_rule_alone_fixes_kip_320():
     config, state = stale_broker_epoch("kip-320")
     config = config.replace(variant=VARIANTS["kip-320"].with_rules(broker_epochs=True))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == "stale broker epoch 0 for 1"
+    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+        refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -542,7 +699,7 @@ def test_hw_does_not_advance_below_min_isr_in_current(variant, hw):
     config = cfg(variant, brokers=2, min_insync_replicas=2)
     state = run(config, produce(1), Tick(), Tick())
     state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
-    assert said == "ISR [0]"
+    assert said == Outcome(Code.ISR_CHANGED, isr=[0])
     assert state.replica(0, 0).high_watermark == hw
     # The lagging follower catches up and rejoins: with min ISR met again, HW moves.
     state = run_from(config, state, fetch(1), fetch(1))
@@ -555,7 +712,10 @@ def test_hw_does_not_advance_below_min_isr_in_current(variant, hw):
 def test_every_variant_rejects_acks_all_writes_below_min_isr(variant):
     config = cfg(variant, brokers=2, min_insync_replicas=2)
     state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
-    assert outcomes(config, state, produce(2))[1] == ["v2 to broker 0", "NOT_ENOUGH_REPLICAS"]
+    assert outcomes(config, state, produce(2))[1] == [
+        Outcome(Code.PRODUCE_SENT, value=2, broker=0),
+        Outcome(Code.NOT_ENOUGH_REPLICAS),
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -590,7 +750,8 @@ def test_b2_total_loss_converges_with_diverging_epochs(variant):
     # is pinned.)
     config, state = b2_total_loss(variant)
     state, said = converge(config, state)
-    assert (said[0], said[2]) == ("fetch from 1", "diverged: LEO 1 -> 0")
+    assert (said[0], said[2]) == (Outcome(Code.FETCH_SENT, fetch_offset=1), Outcome(Code.DIVERGED,
+                                                                                    before=1, after=0))
     assert state.replica(0, 0).log == (v(2, 3),)
     assert violations(config, state) == []
 
@@ -598,6 +759,10 @@ def test_b2_total_loss_converges_with_diverging_epochs(variant):
 def test_b2_total_loss_converges_under_kip_279():
     config, state = b2_total_loss("kip-279")
     state, said = converge(config, state)
-    assert said[:3] == ["OffsetsForLeaderEpoch(0)", "epoch 0 ends at 0", "truncation: LEO 1 -> 0"]
+    assert said[:3] == [
+        Outcome(Code.EPOCH_REQUEST_SENT, epoch=0),
+        Outcome(Code.EPOCH_END, epoch=0, end_offset=0),
+        Outcome(Code.TRUNCATED, before=1, after=0),
+    ]
     assert state.replica(0, 0).log == (v(2, 3),)
     assert violations(config, state) == []
