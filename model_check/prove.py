@@ -94,7 +94,8 @@ class ActionVerdict:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The result of `isrlab prove`: proved | violation | cti | unknown."""
+    """The result of `isrlab prove`: proved | violation | cti | unknown (a BMC run that
+    finds nothing is `proved` here but printed as "ok": no violation within `depth` steps)."""
 
     result: str
     mode: str  # bmc | induction
@@ -632,7 +633,7 @@ def _step_json(s: Step) -> dict[str, Any]:
 def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
     """The `--json` object of `isrlab prove` (sorted keys when printed)."""
     out: dict[str, Any] = {
-        "result": outcome.result,
+        "result": _result_word(outcome),
         "mode": outcome.mode,
         "variant": config.variant.name,
         "config": config.to_properties(),
@@ -661,6 +662,12 @@ def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
     return out
 
 
+def _result_word(outcome: Outcome) -> str:
+    """The verdict as printed: a BMC run that found nothing is "ok" (no violation within its
+    depth, as `isrlab check` says of a finished search), never "proved": only induction proves."""
+    return "ok" if outcome.mode == "bmc" and outcome.result == "proved" else outcome.result
+
+
 # ------------------------------------------------------------------------------------------
 # Text
 
@@ -687,13 +694,13 @@ def summary(outcome: Outcome, config: Config) -> str:
         lines += ["    " + x for x in render(config, c.post).splitlines()]
         lines.append(c.evidence)
     verdict = {
-        "proved": "PROVED" if outcome.mode == "induction" else "OK: no violation",
+        "proved": "PROVED", "ok": f"OK: no violation within {outcome.depth} steps",
         "violation": "VIOLATION", "cti": "CTI", "unknown": "UNKNOWN",
-    }[outcome.result]
+    }[_result_word(outcome)]
     lines.append(f"{verdict} ({outcome.mode}, variant {config.variant.name}, "
                  f"{config.brokers} brokers, {outcome.seconds:.2f} s): "
                  f"{', '.join(outcome.invariants)}")
-    lines += list(outcome.notes)
+    lines += [n for n in outcome.notes if n not in verdict]  # the bound is in the verdict
     failing = [v for v in outcome.actions if v.verdict != "inductive"]
     if failing:
         lines.append("not yet inductive: " + "; ".join(

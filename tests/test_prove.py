@@ -15,7 +15,7 @@ import spec.actions as actions
 from isrlab.cli import main
 from model_check.explorer import explore
 from model_check.model import KafkaModel
-from model_check.prove import bmc, induction, replay
+from model_check.prove import bmc, induction, replay, summary
 from spec import VARIANTS, Config, initial_state, step
 from spec.invariants import violations
 from spec.lemmas import LEMMAS
@@ -111,6 +111,9 @@ def test_induction_reports_a_verdict_for_every_action_instance():
     config = Config(brokers=3, variant=VARIANTS["current"])
     outcome = induction(config, list(TARGETS), list(Z3_LEMMAS), classify=False)
     assert outcome.result == "cti" and outcome.notes == ("inductive for 31 of 64 action instances",)
+    text = summary(outcome, config)  # an incomplete proof shows the fraction, never PROVED
+    assert "inductive for 31 of 64 action instances" in text.splitlines()
+    assert "PROVED" not in text
     verdicts = {v.action: v for v in outcome.actions}
     assert len(verdicts) == len(outcome.actions) == 64
     inductive = {a for a, v in verdicts.items() if v.verdict == "inductive"}
@@ -176,8 +179,14 @@ def test_cli_bmc_violation_exits_1_with_a_replayable_trace(capsys):
 
 
 def test_cli_bmc_no_violation_exits_0(capsys):
+    # A bounded search that finds nothing is "ok" within its depth, never "proved".
     code, data = run_json(capsys, "--variant", "current", "--bmc", "2")
-    assert (code, data["result"], data["depth"]) == (0, "proved", 2)
+    assert (code, data["result"], data["depth"]) == (0, "ok", 2)
+    assert data["notes"] == ["no violation within 2 steps"]
+    assert main(["prove", "--variant", "current", "--bmc", "2"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("OK: no violation within 2 steps (bmc, variant current, 2 brokers")
+    assert "proved" not in text.lower()
 
 
 def test_cli_cti_unreachable_exits_3(capsys):
@@ -188,6 +197,8 @@ def test_cli_cti_unreachable_exits_3(capsys):
     verdicts = {v["action"]: v["verdict"] for v in data["actions"]}
     assert "cti" in verdicts.values() and "inductive" in verdicts.values()
     assert set(verdicts.values()) <= {"inductive", "cti", "unknown"} and len(verdicts) > 20
+    proved = sum(v == "inductive" for v in verdicts.values())
+    assert data["notes"][0] == f"inductive for {proved} of {len(verdicts)} action instances"
 
 
 @pytest.mark.parametrize("argv", [
