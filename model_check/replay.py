@@ -1,11 +1,13 @@
 """Trace replay: check a reference-broker run against the spec, event by event.
 
 Theory of operation.
-1. Load: every `isrlab-trace/1` file of a run (one per node), checking each line; an unreadable
-   line is a `TraceError` naming file:line (exit 2 at the CLI).
-2. Merge: one total order that keeps each node's `seq` order and puts every receive after its
-   send (message ids), taking the earliest `time_ms` among the nodes whose next event is ready.
-   That is a causal order, so traces from separate processes merge too.
+1. Load: every trace file of a run (one per node), each line checked against its kind's
+   struct in `vocab.trace` and each node's `seq` numbering checked for gaps and repeats; an
+   unreadable line is a `TraceError` naming file:line (exit 2 at the CLI).
+2. Merge: `vocab.trace.causal_merge`: one total order that keeps each node's `seq` order and
+   puts every receive after its send (message ids), taking the earliest `time_ms` among the
+   nodes whose next event is ready. That is a causal order, so traces from separate processes
+   merge too.
 3. Map and step: the refinement mapping below (`_HANDLERS`, one function per implementation
    action, all of it in this file) turns each event into zero or more spec actions, applies
    them with `spec.step`, and compares the spec's projected state with the event's post-state.
@@ -38,6 +40,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from spec import VARIANTS, Config, initial_state
 from spec.actions import (
     BecomeFollower,
@@ -68,8 +72,8 @@ from spec.invariants import violations
 from spec.state import NO_LEADER, Acked
 from vocab.actions import ActionName as A
 from vocab.outcomes import Code, Outcome, Refusal, render
+from vocab.trace import FORMAT, CausalCycle, LineError, causal_merge, check
 
-FORMAT = "isrlab-trace/1"
 UNBOUNDED = 1 << 40
 MAX_SILENT_TICKS = 3
 HISTORY_TAIL = 8
@@ -201,11 +205,7 @@ def load_run(paths: list[str | Path]) -> Run:
         nodes.setdefault(node, []).extend(events[1:])
     if header is None:
         raise TraceError(f"{paths[0] if paths else '<none>'}: no trace lines")
-    for node, events in nodes.items():
-        events.sort(key=lambda e: e.seq)
-        for a, b in zip(events, events[1:], strict=False):
-            if a.seq == b.seq:
-                raise TraceError(f"{b.where}: node {node} repeats seq {b.seq}")
+    _check_numbering(nodes)
     return Run(header, nodes, run_json)
 
 
@@ -222,7 +222,22 @@ def load_texts(texts: dict[str, str], run_json: dict | None = None) -> Run:
         nodes.setdefault(events[0].node, []).extend(events[1:])
     if header is None:
         raise TraceError("<memory>: no trace lines")
+    _check_numbering(nodes)
     return Run(header, nodes, run_json)
+
+
+def _check_numbering(nodes: dict[str, list[Event]]) -> None:
+    """Sort each node's lines by `seq`, which must run 0, 1, 2, ... (a gap is a lost line)."""
+    for node, events in nodes.items():
+        events.sort(key=lambda e: e.seq)
+        expected = 0
+        for e in events:
+            if e.seq != expected:
+                what = (f"repeats seq {e.seq}" if e.seq < expected else
+                        f"skips seq {expected}" + (f"..{e.seq - 1}" if e.seq - 1 > expected
+                                                   else "") + " (a line is missing)")
+                raise TraceError(f"{e.where}: node {node} {what}")
+            expected += 1
 
 
 def _load_file(path: Path) -> list[Event]:
@@ -234,88 +249,57 @@ def _load_file(path: Path) -> list[Event]:
         return _parse_lines(str(path), handle)
 
 
+_decode = msgspec.json.Decoder().decode
+
+
 def _parse_lines(path: str, lines) -> list[Event]:
+    """The lines of one node's file, each checked against `vocab.trace` (header first)."""
     events: list[Event] = []
     for number, line in enumerate(lines, 1):
         where = f"{path}:{number}"
         if not line.strip():
             continue
         try:
-            body = json.loads(line)
-        except ValueError as error:
-            raise TraceError(f"{where}: not JSON ({error.msg})") from None
-        if not isinstance(body, dict):
-            raise TraceError(f"{where}: not a JSON object")
-        kind = body.get("kind")
-        if number == 1 or kind == "header":
-            if kind != "header" or body.get("format") != FORMAT:
-                raise TraceError(f"{where}: first line must be a {FORMAT} header")
-            if not isinstance(body.get("config"), dict) or not isinstance(body.get("node"), str):
-                raise TraceError(f"{where}: header lacks node or config")
-            if events:
-                raise TraceError(f"{where}: a second header in one file")
+            body = _decode(line)
+        except msgspec.DecodeError as error:
+            raise TraceError(f"{where}: not JSON ({error})") from None
+        kind = body.get("kind") if isinstance(body, dict) else None
+        if not events and kind != "header":
+            raise TraceError(f"{where}: first line must be a {FORMAT} header")
+        if events and kind == "header":
+            raise TraceError(f"{where}: a second header in one file")
+        try:
+            check(body)
+        except LineError as error:
+            raise TraceError(f"{where}: {error}") from None
+        if kind == "header":
             events.append(Event(body["node"], -1, 0, "header", body, where))
             continue
-        node, seq, t = body.get("node"), body.get("seq"), body.get("time_ms")
-        if kind not in ("event", "history", "nemesis"):
-            raise TraceError(f"{where}: unknown line kind {kind!r}")
-        if not isinstance(node, str) or type(seq) is not int or type(t) is not int:
-            raise TraceError(f"{where}: node, seq and time_ms must be a string and integers")
+        node = body["node"]
         if node != events[0].node:
             raise TraceError(f"{where}: line of node {node!r} in the file of {events[0].node!r}")
-        if kind == "event":
-            if not isinstance(body.get("action"), str) or not isinstance(body.get("args"), dict):
-                raise TraceError(f"{where}: event lacks action or args")
-            if not isinstance(body.get("send", []), list):
-                raise TraceError(f"{where}: send must be a list")
-        events.append(Event(node, seq, t, kind, body, where))
+        events.append(Event(node, body["seq"], body["time_ms"], kind, body, where))
     return events
+
+
+def _sends(e: Event):
+    return e.body.get("send", ()) if e.kind == "event" else ()
+
+
+def _recv(e: Event) -> str | None:
+    return e.body.get("recv") if e.kind == "event" else None
+
+
+def _time(e: Event) -> int:
+    return e.time_ms
 
 
 def merge(run: Run) -> list[Event]:
     """A total order: per-node seq order, receives after sends, earliest time first."""
-    import heapq
-
-    heads = {node: 0 for node in run.nodes}
-    sent: set[str] = set()
-    waiting: dict[str, list[str]] = {}
-    ready: list[tuple] = []
-    order: list[Event] = []
-
-    def offer(node: str) -> None:
-        i = heads[node]
-        events = run.nodes[node]
-        if i >= len(events):
-            return
-        e = events[i]
-        recv = e.body.get("recv") if e.kind == "event" else None
-        if recv is not None and recv not in sent and recv in traced:
-            waiting.setdefault(recv, []).append(node)
-            return
-        heapq.heappush(ready, (e.time_ms, node, e.seq))
-
-    # Only messages some line sends order anything (client requests are not trace events).
-    traced = {mid for events in run.nodes.values() for e in events if e.kind == "event"
-              for mid in e.body.get("send", ())}
-    for node in sorted(run.nodes):
-        offer(node)
-    while ready:
-        _, node, _ = heapq.heappop(ready)
-        e = run.nodes[node][heads[node]]
-        heads[node] += 1
-        order.append(e)
-        if e.kind == "event":
-            for mid in e.body.get("send", ()):
-                sent.add(mid)
-                for other in waiting.pop(mid, ()):
-                    offer(other)
-        offer(node)
-    for node, i in heads.items():
-        if i < len(run.nodes[node]):
-            e = run.nodes[node][i]
-            raise TraceError(f"{e.where}: receives message {e.body.get('recv')!r}, which no "
-                             "causal order sends first (a missing or out-of-order send)")
-    return order
+    try:
+        return causal_merge(run.nodes, _sends, _recv, _time)
+    except CausalCycle as cycle:
+        raise TraceError(f"{cycle.item.where}: {cycle}") from None
 
 
 # The refinement mapping ------------------------------------------------------------------------
@@ -796,27 +780,17 @@ class IncrementalReplay:
 
 def _causal_batch(bodies: list[dict]) -> list[dict]:
     """The batch in write order, each receive moved after its send (see IncrementalReplay)."""
-    sent_here = {mid for b in bodies if b.get("kind") == "event" for mid in b.get("send", ())}
-    done: set[str] = set()
-    order: list[dict] = []
-    pending = list(bodies)
-    while pending:
-        blocked: set[str] = set()
-        rest = []
-        for body in pending:
-            recv = body.get("recv") if body.get("kind") == "event" else None
-            if body["node"] in blocked or (recv in sent_here and recv not in done):
-                blocked.add(body["node"])
-                rest.append(body)
-                continue
-            order.append(body)
-            if body.get("kind") == "event":
-                done.update(body.get("send", ()))
-        if len(rest) == len(pending):
-            raise TraceError(f"<{rest[0]['node']}>:{rest[0]['seq']}: waits for a send that "
-                             "waits for it (a cycle)")
-        pending = rest
-    return order
+    position = {id(body): i for i, body in enumerate(bodies)}
+    streams: dict[str, list[dict]] = {}
+    for body in bodies:
+        streams.setdefault(body["node"], []).append(body)
+    try:
+        return causal_merge(
+            streams, lambda b: b.get("send", ()) if b.get("kind") == "event" else (),
+            lambda b: b.get("recv") if b.get("kind") == "event" else None,
+            lambda b: position[id(b)])
+    except CausalCycle as cycle:
+        raise TraceError(f"<{cycle.item['node']}>:{cycle.item['seq']}: {cycle}") from None
 
 
 def replay_paths(paths: list[str | Path], check_invariants: bool = True) -> ReplayResult:

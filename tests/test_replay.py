@@ -4,6 +4,7 @@ seeded bug), unreadable traces, causal merge of separately written files, and th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main
 from model_check.replay import TraceError, load_run, merge, replay_paths
+from vocab.trace import FORMAT
 
 FAULTS = ("crash", "partition", "pause", "slow")
 
@@ -81,10 +83,19 @@ def test_a_changed_high_watermark_is_a_divergence_naming_the_field(run_dir, tmp_
                                                            ).format_result(result)
 
 
-def test_a_missing_append_is_a_divergence_at_the_next_event_that_needs_it(run_dir, tmp_path):
+def test_a_missing_append_is_a_gap_and_renumbered_a_divergence(run_dir, tmp_path):
     run = copy_run(run_dir, tmp_path)
-    rewrite(run / "b0.ndjson", lambda b: "delete" if b.get("action") == "LeaderAppend"
-            and b["outcome"].startswith("appended at 3") else None)
+    path = run / "b0.ndjson"
+    number = rewrite(path, lambda b: "delete" if b.get("action") == "LeaderAppend"
+                     and b["outcome"] == "APPENDED" and b["outcome_args"]["offset"] == 3 else None)
+    # The line that took the deleted one's place says a seq is missing.
+    with pytest.raises(TraceError, match=re.escape(f"{path}:{number}: node b0 skips seq")):
+        load_run([run])
+    # Renumbered so that no gap shows, the next event that needs the append diverges.
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for seq, body in enumerate(lines[1:]):
+        body["seq"] = seq
+    path.write_text("".join(json.dumps(b, sort_keys=True) + "\n" for b in lines))
     result = replay_paths([run])
     assert result.verdict == "divergence"
     assert result.divergence.event.node == "b0"
@@ -100,20 +111,44 @@ def test_a_seeded_bug_is_a_divergence():
     assert "high_watermark" in [f for f, _, _ in replayed.divergence.differences]
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda text: text.replace("\n", "\n{not json\n", 1), "not JSON"),
-    (lambda text: text.split("\n", 1)[1], "first line must be a isrlab-trace/1 header"),
-    (lambda text: text.replace('"seq":3,', '"seq":"3",', 1), "integers"),
+def _first_event(text: str, change) -> str:
+    """`text` with the first event line (line 2) changed by `change(body)`."""
+    header, line, rest = text.split("\n", 2)
+    body = json.loads(line)
+    change(body)
+    return "\n".join([header, json.dumps(body, sort_keys=True), rest])
+
+
+@pytest.mark.parametrize("damage, line, message", [
+    (lambda text: text.replace("\n", "\n{not json\n", 1), 2, "not JSON"),
+    (lambda text: text.split("\n", 1)[1], 1, f"first line must be a {FORMAT} header"),
+    (lambda text: text.replace(FORMAT, "isrlab-trace/1", 1), 1,
+     f"format 'isrlab-trace/1', expected '{FORMAT}'"),
+    (lambda text: text.replace('"seq":3,', '"seq":"3",', 1), 5,
+     "event line: Expected `int`, got `str` - at `$.seq`"),
+    (lambda text: _first_event(text, lambda b: b.update(send=["b2:3"])), 2,
+     "bad message id 'b2:3' (expected <node>:m<k>)"),
+    (lambda text: _first_event(text, lambda b: b.update(recv="b0:m")), 2,
+     "bad message id 'b0:m' (expected <node>:m<k>)"),
+    (lambda text: _first_event(text, lambda b: b.update(send=["b0:m1"])), 2,
+     "sends 'b0:m1', an id of another node than b2"),
+    (lambda text: _first_event(text, lambda b: b.update(outcome="fetch from 0")), 2,
+     "event line: Expected `str` matching regex"),
+    (lambda text: _first_event(text, lambda b: b.update(gossip=1)), 2,
+     "event line: Object contains unknown field `gossip`"),
+    (lambda text: _first_event(text, lambda b: b["args"].update(partition=True)), 2,
+     "event line: Expected `int | null`, got `bool` - at `$.args.partition`"),
 ])
-def test_unreadable_traces_exit_2_with_file_and_line(run_dir, tmp_path, capsys, damage, message):
+def test_unreadable_traces_exit_2_with_file_and_line(run_dir, tmp_path, capsys, damage, line,
+                                                      message):
     run = copy_run(run_dir, tmp_path)
     path = run / "b2.ndjson"
     path.write_text(damage(path.read_text()))
-    with pytest.raises(TraceError, match=message):
+    with pytest.raises(TraceError, match=re.escape(f"{path}:{line}: {message}")):
         load_run([run])
     assert main(["replay", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(path) in err[0] and message in err[0]
+    assert len(err) == 1 and f"{path}:{line}: " in err[0] and message in err[0]
 
 
 def test_an_answer_the_spec_never_sent_is_a_divergence(run_dir, tmp_path):
@@ -130,9 +165,10 @@ def test_a_receive_of_a_traced_message_before_it_is_sent_cannot_be_ordered(run_d
     run = copy_run(run_dir, tmp_path)
     last_send = [json.loads(line) for line in (run / "b0.ndjson").read_text().splitlines()
                  if '"action":"LeaderHandleFetch"' in line and '"follower":1' in line][-1]
-    rewrite(run / "b1.ndjson", lambda b: {**b, "recv": last_send["send"][0]}
-            if b.get("action") == "FollowerHandleFetchResponse" else None)
-    with pytest.raises(TraceError, match="which no causal order sends first"):
+    line = rewrite(run / "b1.ndjson", lambda b: {**b, "recv": last_send["send"][0]}
+                   if b.get("action") == "FollowerHandleFetchResponse" else None)
+    where = f"{run / 'b1.ndjson'}:{line}: receives {last_send['send'][0]!r}, which no causal order"
+    with pytest.raises(TraceError, match=re.escape(where)):
         merge(load_run([run]))
 
 

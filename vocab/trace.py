@@ -299,8 +299,24 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
             for other in waiting.pop(mid, ()):
                 offer(other)
         offer(rank)
-    stuck = [lists[rank][i] for rank, i in enumerate(heads) if i < len(lists[rank])]
-    if stuck:
-        first = min(stuck, key=key)
-        raise CausalCycle(first, recv(first))
+    if len(order) < sum(map(len, lists)):
+        raise _cycle(lists, heads, sends, recv, key)
     return order
+
+
+def _cycle(lists, heads, sends, recv, key) -> CausalCycle:
+    """The stuck receive most likely at fault: the one whose send is furthest behind its
+    node's next line (the others typically wait for a message sent just behind a stuck head)."""
+    sender: dict[str, tuple[int, int]] = {}
+    for rank, items in enumerate(lists):
+        for i in range(heads[rank], len(items)):
+            for mid in sends(items[i]):
+                sender.setdefault(mid, (rank, i))
+    stuck = []
+    for rank, i in enumerate(heads):
+        if i < len(lists[rank]):
+            item = lists[rank][i]
+            where, at = sender[recv(item)]
+            stuck.append((-(at - heads[where]), key(item), rank, item))
+    item = min(stuck, key=lambda entry: entry[:3])[3]
+    return CausalCycle(item, recv(item))
