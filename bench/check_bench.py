@@ -2,7 +2,7 @@
 
     python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
     python bench/check_bench.py --million  # also a one-million-state run of the default model
-    python bench/check_bench.py --done-when  # only issue 3's done-when pair at 3/2/3, 2 workers
+    python bench/check_bench.py --done-when  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
     TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
 
 TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
@@ -68,7 +68,8 @@ def main() -> int:
     parser.add_argument("--million", action="store_true",
                         help="also explore one million states of the default model, 1 and 2 workers")
     parser.add_argument("--done-when", action="store_true",
-                        help="only the done-when pair: hw-truncation and kip-320 at 3 brokers, "
+                        help="only the pair that separates a broken and a fixed variant: "
+                        "hw-truncation and kip-320 at 3 brokers, "
                         "2 records, 3 epochs, 2 workers (kip-320 explores 3.5M states)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")

@@ -1,5 +1,5 @@
 """How many campaign runs each seeded implementation bug needs before replay or the history
-checker catches it (issue 6's evidence that the checks check something).
+checker catches it (evidence that the checks check something).
 
     .venv/bin/python bench/mutants_bench.py [--max-runs 200] [--duration 20s] [--bug NAME]
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replay_bench.py [--durations 15,30,60,120]
 
-Target (issue 6): >= 100,000 events/s on one core, growing linearly with trace length. Each
+Target: >= 100,000 events/s on one core, growing linearly with trace length. Each
 line: the simulated duration, events, parse + merge + replay seconds, events/s.
 """
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sim_bench.py [--runs 1000] [--duration 60] [--workers 2] [--no-trace]
 
-Target (issue 5): 1,000 runs of 60 simulated seconds with a 3-broker cluster under the full
+Target: 1,000 runs of 60 simulated seconds with a 3-broker cluster under the full
 nemesis in under 5 minutes on 2 cores. Prints the per-run figures and the batch wall time.
 """
 

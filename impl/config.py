@@ -3,8 +3,9 @@
 The impl has its own table of protocol variants (it never imports `spec/`); the names match the
 spec's so traces, CLI flags and Spark columns agree. Times are integer milliseconds.
 
-Seeded bugs (`bugs`) are switches, off by default, each named after the mistake it plants. Issue 6
-requires that trace replay or the history checker catches every one of them.
+Seeded bugs (`bugs`) are switches, off by default, each named after the mistake it plants. Trace
+replay or the history checker must catch every one of them (tests/test_campaign.py): a check
+that never fails would check nothing.
 """
 
 from __future__ import annotations

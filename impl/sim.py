@@ -400,7 +400,7 @@ class Simulation:
     def _torn_bytes(self) -> int:
         """How many bytes of the unflushed tail a crash leaves on disk. A torn tail is part of
         one frame: the OS got some bytes of the buffer, never a whole record (a crash loses
-        exactly the unflushed records, PROTOCOL.md rule 7)."""
+        exactly the unflushed records: docs/protocol.md, "Crashes and flushing")."""
         return self.rng.randint(0, HEADER_BYTES - 1) if self.options.torn_writes else 0
 
     def _restart(self, node: str) -> None:

@@ -860,7 +860,8 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     if offset >= r.log_end_offset:
         lag[a.follower] = 0
     # The answer carries the HW read before this fetch moved it (as Kafka's readRecords does),
-    # so a follower learns of a commit one fetch round trip after the leader (PROTOCOL rule 2).
+    # so a follower learns of a commit one fetch round trip after the leader (docs/protocol.md,
+    # "Fetch and the high watermark").
     high_watermark = r.high_watermark
     r = replace(r, remote_log_end_offset=tuple(remote), remote_broker_epoch=tuple(broker_epochs),
                 lag_ticks=tuple(lag))

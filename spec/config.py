@@ -168,7 +168,9 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def assignment(self, partition: int) -> tuple[int, ...]:
-        """Replica placement of seed 003: replica j of partition i on broker (i + j) mod n."""
+        """Replica j of partition i on broker (i + j) mod n: Kafka's rack-unaware assignment
+        (AdminUtils) from start index 0, without its per-round shift (docs/protocol.md,
+        "Placement and preferred leaders")."""
         n = self.brokers
         return tuple((partition + j) % n for j in range(n))
 

@@ -9,9 +9,10 @@ What each part stands for:
   ISR, partition epoch) from the last LeaderAndIsr it applied, and, when it is leader, its
   per-follower state (remote LEO and broker epoch from the last fetch, lag age in ticks) and its
   produce purgatory.
-- `PartitionState` and `Controller`: the metadata store as the controller keeps it (ZooKeeper in
-  the seeds): per partition leader, leader epoch, ISR and partition epoch (the ISR-change
-  version used for compare-and-set), and the registered broker epoch of each live session.
+- `PartitionState` and `Controller`: the metadata store as the controller keeps it (ZooKeeper,
+  or the KRaft metadata log): per partition leader, leader epoch, ISR and partition epoch (the
+  ISR-change version used for compare-and-set), and the registered broker epoch of each live
+  session.
 - Messages in flight: LeaderAndIsr requests (a set: delayed, reordered, lost), at most one fetch
   request or response per (partition, follower) connection, and produce requests.
 - Clients: the producer's acknowledged writes and the consumer's reads, plus `excused`: ghost

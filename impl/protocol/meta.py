@@ -1,10 +1,10 @@
 """The metadata store and the controller logic that runs beside it: a sans-I/O core.
 
-Theory of operation. One `MetaCore` plays the seeds' ZooKeeper and the controller: it keeps
-broker sessions (registration with a per-broker epoch, heartbeats, expiry), the versioned state
-of every partition (leader, leader epoch, ISR, partition epoch), and applies the controller's
-decisions atomically with the store writes they need, as a KRaft controller does with its
-metadata log. Its transitions:
+Theory of operation. One `MetaCore` plays the metadata store (ZooKeeper, or the KRaft quorum)
+and the controller: it keeps broker sessions (registration with a per-broker epoch, heartbeats,
+expiry), the versioned state of every partition (leader, leader epoch, ISR, partition epoch),
+and applies the controller's decisions atomically with the store writes they need, as a KRaft
+controller does with its metadata log. Its transitions:
 
 - a broker's session expires (no heartbeat for `session.timeout.ms`), or the broker starts again
   while its old session lingers: `ControllerHandleBrokerFailure`, one batch over every

@@ -1,6 +1,7 @@
 """Disks with the broker's own write buffer: a crash keeps exactly what was flushed.
 
-Kafka acknowledges writes before they are on disk (PROTOCOL.md rule 7). The write buffer is
+Kafka acknowledges writes before they are on disk (docs/protocol.md, "Crashes and
+flushing"). The write buffer is
 modelled explicitly: `append` puts bytes into a per-file buffer inside this process and `flush`
 makes them durable. A crash keeps every file's durable bytes and, to model a write cut off
 half-way, the first `torn_bytes` of each file's buffer; everything else in the buffers is lost.
