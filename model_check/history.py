@@ -7,8 +7,9 @@ judges the implementation from the outside, independently of trace replay. It im
 `impl` nor `spec`.
 
 Order. Lines are grouped by `node`, each node's lines taken in `seq` order, and the nodes merged
-by `time_ms` (ties: nodes by name). "Later" below means later in this order. Across processes
-in TCP mode it is only as good as the nodes' clocks.
+by `time_ms` (ties: nodes by name) with `vocab.trace.causal_merge`, as replay and Spark merge
+theirs (history lines send no messages, so nothing waits). "Later" below means later in this
+order. Across processes in TCP mode it is only as good as the nodes' clocks.
 
 Operations. `f == "send"`: an `invoke` (`value`, `partition`, `acks`) completed by at most one
 `ok` (`offset`), `fail` or `info` of the same process and value. An `ok` is an acknowledged
@@ -56,12 +57,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import heapq
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
+
+from vocab.trace import LineError, causal_merge, check
 
 KINDS = (
     "lost_write",
@@ -182,7 +185,9 @@ class History(list):
 def load_history(paths: Iterable[str | Path]) -> History:
     """The `kind == "history"` lines of NDJSON trace files (a directory means its `*.ndjson`).
 
-    Raise `HistoryError` naming file:line for a line that is not a JSON object with a `kind`.
+    Raise `HistoryError` naming file:line for a line that is not a JSON object of a known
+    kind, a header of another format, or a history line that does not fit its struct in
+    `vocab.trace` (a missing field, a wrong type).
     """
     history = History()
     files: list[Path] = []
@@ -206,15 +211,22 @@ def _load_file(history: History, path: Path) -> None:
         if not raw:
             continue
         try:
-            line = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise HistoryError(f"{path}:{number}: not JSON: {e.msg} (column {e.colno})") \
-                from None
-        if not isinstance(line, dict) or "kind" not in line:
-            raise HistoryError(f"{path}:{number}: not a trace line: no `kind` field")
-        if line["kind"] == "history":
+            line = _decode(raw)
+        except msgspec.DecodeError as e:
+            raise HistoryError(f"{path}:{number}: not JSON: {e}") from None
+        kind = line.get("kind") if isinstance(line, dict) else None
+        try:
+            # Event lines are the bulk and not read here: only their kind is checked.
+            if kind != "event":
+                check(line)
+        except LineError as e:
+            raise HistoryError(f"{path}:{number}: {e}") from None
+        if kind == "history":
             history.append(line)
             history._line_numbers.append(number)
+
+
+_decode = msgspec.json.Decoder().decode
 
 
 def _acks_level(acks: Any) -> str:
@@ -241,26 +253,27 @@ class _Write:
 
 def _merged_order(lines: Sequence[dict]) -> list[int]:
     """Indices of the history lines: each node's in `seq` order, nodes merged by `time_ms`."""
-    keys = [(line["time_ms"], str(line.get("node", line.get("process"))), line["seq"], i)
-            for i, line in enumerate(lines) if line.get("kind", "history") == "history"]
-    keys.sort()
-    # Sorting by time keeps each node's `seq` order unless a node's clock went back (a restarted
-    # process in TCP mode); then merge the nodes' streams, each kept in `seq` order.
-    last: dict[str, int] = {}
-    for _, node, seq, _ in keys:
-        if last.get(node, seq) > seq:
-            break
-        last[node] = seq
-    else:
-        return [key[3] for key in keys]
     by_node: dict[str, list[tuple[int, int, int]]] = {}
-    for t, node, seq, i in keys:
-        by_node.setdefault(node, []).append((seq, t, i))
-    streams = []
-    for rank, node in enumerate(sorted(by_node)):
-        group = sorted(by_node[node])
-        streams.append([(t, rank, i) for _, t, i in group])
-    return [i for _, _, i in heapq.merge(*streams)]
+    for i, line in enumerate(lines):
+        if line.get("kind", "history") == "history":
+            node = str(line.get("node", line.get("process")))
+            by_node.setdefault(node, []).append((line["seq"], line["time_ms"], i))
+    for stream in by_node.values():
+        stream.sort()
+    merged = causal_merge(by_node, _no_sends, _no_receive, _time_of)
+    return [i for _, _, i in merged]
+
+
+def _no_sends(_: tuple) -> tuple:
+    return ()
+
+
+def _no_receive(_: tuple) -> None:
+    return None
+
+
+def _time_of(entry: tuple[int, int, int]) -> int:
+    return entry[1]
 
 
 def check_history(

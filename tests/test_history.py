@@ -5,6 +5,7 @@ corrupts random clean histories and asserts the matching anomaly is reported."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import event, given, settings
@@ -18,6 +19,7 @@ from model_check.history import (
     check_history,
     load_history,
 )
+from vocab.trace import FORMAT
 
 
 class H:
@@ -320,13 +322,19 @@ def _write(path, lines):
     path.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
 
 
+def _header(node: str) -> dict:
+    config = {"acks": "all", "brokers": 1, "partitions": 1, "variant": "current",
+              "min_insync_replicas": 1, "unclean_leader_election_enable": False}
+    return {"kind": "header", "format": FORMAT, "node": node, "run": "seed-1", "seed": 1,
+            "mode": "sim", "commit": "test", "config": config}
+
+
 def test_load_history_selects_history_lines_from_files_and_directories(tmp_path):
     h = H()
     h.send(0, 1, 0)
     h.read(5, [(0, 1)])
-    header = {"kind": "header", "format": "isrlab-trace/1"}
-    _write(tmp_path / "producer.ndjson", [header, *h.lines[:2]])
-    _write(tmp_path / "consumer.ndjson", [header, h.lines[2]])
+    _write(tmp_path / "producer.ndjson", [_header("producer"), *h.lines[:2]])
+    _write(tmp_path / "consumer.ndjson", [_header("consumer"), h.lines[2]])
     loaded = load_history([tmp_path])
     assert sorted(loaded, key=lambda line: line["node"]) == sorted(h.lines,
                                                                    key=lambda line: line["node"])
@@ -336,15 +344,31 @@ def test_load_history_selects_history_lines_from_files_and_directories(tmp_path)
 
 def test_load_history_names_file_and_line(tmp_path):
     path = tmp_path / "producer.ndjson"
-    path.write_text('{"kind":"header"}\n{"kind":"history",\n')
-    with pytest.raises(HistoryError, match=rf"^{path}:2: not JSON: "):
-        load_history([path])
-    path.write_text('{"kind":"header"}\n[1]\n')
-    with pytest.raises(HistoryError, match=rf"^{path}:2: not a trace line"):
+    header = json.dumps(_header("producer"))
+    h = H()
+    h.invoke(0, 1)
+    invoke = h.lines[0]
+    cases = [
+        ('{"kind":"history",', "not JSON: "),
+        ("[1]", "not a JSON object"),
+        ('{"kind":"gossip"}', "unknown line kind 'gossip'"),
+        (json.dumps({**invoke, "seq": "0"}), "history line: Expected `int`, got `str` - at `$.seq`"),
+        (json.dumps({k: v for k, v in invoke.items() if k != "process"}),
+         "history line: Object missing required field `process`"),
+        (json.dumps({**invoke, "type": "maybe"}), "history line: Invalid enum value 'maybe' - at "
+                                                  "`$.type`"),
+        (json.dumps({**invoke, "value": "1"}), "history line: Expected `int | null`, got `str`"),
+    ]
+    for line, message in cases:
+        path.write_text(f"{header}\n{line}\n")
+        with pytest.raises(HistoryError, match="^" + re.escape(f"{path}:2: {message}")):
+            load_history([path])
+    path.write_text(header.replace(FORMAT, "isrlab-trace/1") + "\n")
+    with pytest.raises(HistoryError, match=re.escape(f"{path}:1: format 'isrlab-trace/1'")):
         load_history([path])
     h = H()
     h.ok(0, 1, 0)
-    _write(path, [{"kind": "header"}, *h.lines])
+    _write(path, [_header("producer"), *h.lines])
     with pytest.raises(HistoryError, match=rf"^{path}:2 \(producer seq 0\): ok of send 1"):
         check_history(load_history([path]))
 

@@ -267,10 +267,15 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     traced = {mid for items in lists for item in items for mid in sends(item)}
     receives = traced and any(recv(item) in traced for items in lists for item in items)
     if not receives:
-        # Nothing waits: a k-way merge by key.
-        merged = heapq.merge(*([(key(item), rank, n, item) for n, item in enumerate(items)]
-                               for rank, items in enumerate(lists)))
-        return [entry[3] for entry in merged]
+        # Nothing waits: a k-way merge by key (one sort when every node's keys are in order).
+        streams_by_key = [[(key(item), rank, n) for n, item in enumerate(items)]
+                          for rank, items in enumerate(lists)]
+        if all(all(a[0] <= b[0] for a, b in zip(keyed, keyed[1:], strict=False))
+               for keyed in streams_by_key):
+            merged = sorted(entry for keyed in streams_by_key for entry in keyed)
+        else:
+            merged = heapq.merge(*streams_by_key)
+        return [lists[rank][n] for _, rank, n in merged]
     heads = [0] * len(lists)
     sent: set[str] = set()
     waiting: dict[str, list[int]] = {}
