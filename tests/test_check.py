@@ -197,8 +197,8 @@ def test_collision_probability():
 
 
 def test_three_brokers_hw_truncation_violates_and_kip_320_holds(capsys):
-    # The acceptance pair at one record: the same bounds separate the variant with the
-    # bug from the one with the fix (3 brokers, 1 record, 2 leader epochs, one live expiry).
+    # hw-truncation against kip-320 at one record: the same bounds separate the variant with
+    # the bug from the one with the fix (3 brokers, 1 record, 2 leader epochs, one live expiry).
     bounds = ["--brokers", "3", "--records", "1", "--epochs", "2", "--workers", "2"]
     code, bad = run_json(capsys, "--variant", "hw-truncation", *bounds)
     assert (code, bad["violation"]["invariant"], bad["depth"]) == (1, "NoCommittedDataLoss", 19)

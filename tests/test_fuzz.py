@@ -24,11 +24,12 @@ from model_check.scenario import parse, run_file, run_text
 from spec import ACTION_TYPES, INVARIANTS, VARIANTS, Config
 from spec.actions import LeaderShrinkIsr, ProducerSend, Tick
 
-# The brief's bounds for B1: three brokers, two records, three leader epochs, one expiry.
+# Three brokers, two records, three leader epochs, one session expiry and no crash: hw-truncation
+# loses a committed record by truncating to a stale HW (B1 in docs/protocol.md).
 HW_TRUNCATION = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2,
                        max_leader_epochs=3, max_session_expiries=1)
-# Seeds to try, first one first: seed 2 finds B1 within this budget today (fuzz is
-# deterministic per seed); the others only keep the tests meaningful if the spec changes.
+# Seeds to try, first one first: seed 2 finds B1 within this budget (fuzz is deterministic per
+# seed); the others keep the tests meaningful if the spec changes.
 HW_SEEDS, HW_EXAMPLES, HW_STEPS = (2, 0, 1, 3), 200, 50
 
 

@@ -1,5 +1,5 @@
-"""Rediscovery suite: the explorer finds every known bug of PROTOCOL.md again, with the shortest
-counterexample, in the variant that lacks its fix, and not in the variant that has it.
+"""Rediscovery suite: the explorer finds every known bug of docs/protocol.md again, with the
+shortest counterexample, in the variant that lacks its fix, and not in the variant that has it.
 
 Each case pins, so that a change in the model shows up as a reviewable diff: the verdict, the
 invariant that fires, the counterexample length (steps after the initial state), the action
@@ -109,8 +109,7 @@ class Case:
 # elected in epoch 3 and wrote v2 at offset 0. Broker 0 is still down with v1 at offset 0 and
 # HW 1. Every ISR member went down and one lost v1, so v1's loss is excused and this state
 # violates nothing, in any variant (test_b2_divergence_before_the_return_...); the bug is what
-# happens when broker 0 returns. (This was once `b2_logmatching`'s counterexample, when the
-# excused ghost missed v1; see test_b2_divergence_is_found_by_log_matching.)
+# happens when broker 0 returns.
 B2_DIVERGENCE = (
     ProducerSend(0),
     LeaderAppend(0, 0, 1),
@@ -281,7 +280,7 @@ def _mutant_old_assign_epoch():
 
 def _mutant_epoch_cache_kept_on_truncation_old_assign():
     """Truncation (and crash recovery) cuts the log but not the leader-epoch cache, and the
-    cache uses the old append-only rule. (Truncation alone no longer breaks the cache: assign
+    cache uses the old append-only rule. (Truncation alone does not break the cache: assign
     drops the stale entries at the next epoch start, the way Kafka's assign does.)"""
     import spec.state
 
@@ -473,13 +472,12 @@ def test_b2_divergence_is_found_by_log_matching(explored):
 
 @pytest.mark.parametrize("variant", ["kip-101", "kip-279", "kip-320", "current"])
 def test_b2_divergence_before_the_return_is_not_a_violation_of_the_fixes(variant):
-    # Fixed (it was an xfail, "SPEC ISSUE: the excused ghost misses v1"): v1 was committed by
-    # leader 0 (HW 1); 0 crashed and left the ISR, then 1, the only ISR member left, crashed
-    # and lost it, so Kafka no longer promises v1. _excuse_lost_writes used to take
-    # "committed" from the ISR members' HWs only, and broker 1's HW was still 0 (followers
-    # learn the HW a round trip late), so LogMatching fired on these 17 steps in every variant.
-    # It now counts anything below any replica's HW (leader 0's HW 1), v1 is excused, and
-    # nothing fires, as when both crashes come before the controller handles either
+    # v1 was committed by leader 0 (HW 1); 0 crashed and left the ISR, then 1, the only ISR
+    # member left, crashed and lost it, so Kafka no longer promises v1. Broker 1's HW was
+    # still 0 (followers learn the HW a round trip late), so "committed" must count anything
+    # below any replica's HW (leader 0's HW 1), not only the ISR members' HWs: otherwise v1
+    # would not be excused and LogMatching would fire on these 17 steps in every variant.
+    # Nothing fires, as when both crashes come before the controller handles either
     # (tests/testdata/b2_divergence_after_hard_failures.txt).
     config = CASES["b2_logmatching"].config().replace(variant=VARIANTS[variant])
     state = initial_state(config)
@@ -800,11 +798,11 @@ def _transcript_actions(name: str) -> tuple:
 
 
 def test_old_epoch_cache_rule_truncates_a_committed_record():
-    # The bug `isrlab fuzz` found in `current` (tests/testdata/epoch_cache_assign.txt): broker
-    # 0 briefly leads epoch 2 without writing (cache 0:0 2:0), then takes v1@e1 at offset 0
-    # from leader 1. Kafka's assign replaces 2:0 by 1:0; the old append-only rule kept
-    # 0:0 2:0, answered broker 2's diverging-epoch fetch with (0, 0) once 0 led epoch 4, and
-    # broker 2 truncated the committed v1. Replayed concretely (3 brokers, 5 leader epochs:
+    # tests/testdata/epoch_cache_assign.txt, a `current` run of `isrlab fuzz`: broker 0
+    # briefly leads epoch 2 without writing (cache 0:0 2:0), then takes v1@e1 at offset 0
+    # from leader 1. Kafka's assign replaces 2:0 by 1:0; an append-only rule keeps 0:0 2:0,
+    # answers broker 2's diverging-epoch fetch with (0, 0) once 0 leads epoch 4, and broker 2
+    # truncates the committed v1. Replayed concretely (3 brokers, 5 leader epochs:
     # too large to search here): clean as is, NoCommittedDataLoss on the last step with the
     # old rule.
     config = Config(variant=VARIANTS["current"], **_bounds(
@@ -850,8 +848,8 @@ def test_no_case_hit_its_state_bound(explored):
 
 def test_pinned_traces_do_not_depend_on_the_hash_seed(explored):
     # Another process with another PYTHONHASHSEED reports the same counterexample (B3's run
-    # holds fetch answers, error codes and unknown values: everything that once hashed
-    # differently per process).
+    # holds fetch answers, error codes and unknown values: everything whose hash could differ
+    # per process).
     env = dict(os.environ, PYTHONHASHSEED="12345")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, str(HERE), "b3"], cwd=ROOT, env=env, check=True,
