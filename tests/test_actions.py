@@ -440,7 +440,7 @@ def test_become_leader_stops_the_brokers_own_fetcher():
 
 
 def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
-    # Found by trace replay: the old leader can still handle the new leader's last fetch (and
+    # On a real network the old leader can still handle the new leader's last fetch (and
     # count its LEO); the explorer's abstraction deletes that fetch, which no network does.
     config = failback_config().replace(leader_keeps_last_fetch=True)
     state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
@@ -1302,7 +1302,7 @@ def test_enabled_in_the_initial_state():
 
 
 def test_recovery_forgets_an_epoch_that_began_at_the_log_end_when_asked_to():
-    # Found by trace replay: Kafka's log loading truncates the epoch cache to the recovered LEO.
+    # Kafka's log loading truncates the epoch cache to the recovered LEO (truncateFromEnd).
     for faithful, cache in ((False, ((0, 0), (1, 1))), (True, ((0, 0),))):
         config = cfg("current", brokers=2, max_crashes=1, recovery_truncates_epoch_cache=faithful)
         state = initial_state(config)
