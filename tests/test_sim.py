@@ -290,10 +290,9 @@ def test_session_expiry_reelects_every_partition_of_the_broker_in_one_batch():
 
 
 def test_a_retried_isr_change_gets_its_committed_answer_after_later_changes():
-    # Campaign seed 24919 (10,000-run campaign, session 3): b1's answer to a committed ISR
-    # expansion was lost in a partition; by the time it retried, the store had committed
-    # another change, and it answered NOT_LEADER, so b1 never learned the ISR it had
-    # committed and replay diverged. A retry must get the original answer.
+    # b1's answer to a committed ISR expansion is lost in a partition, and the store commits
+    # another change before b1 retries. The retry must get the original answer: NOT_LEADER
+    # would leave b1 never learning the ISR it committed, and replay would diverge.
     from impl.protocol.messages import NONE, AlterIsr, AlterIsrResponse
 
     meta = MetaCore(ClusterConfig())
