@@ -152,10 +152,11 @@ def _bmc_solver() -> z3.Solver:
     Each unrolled step is a set of definitions (post.f == If(act == i, ..., pre.f)), so
     Gaussian-style elimination (`solve-eqs`) and value propagation remove most of the post-state
     variables first. Every integer left has explicit bounds (`_int_bounds`), so `nla2bv` turns
-    the arithmetic into bit-vectors of a few bits and the query becomes propositional. On B1
-    the depth-6 query went from 21 s (the SMT core over integers) to 5.6 s, and to 4 s with the
-    partial-order constraints. The model converter restores the eliminated variables, so
-    decoding is unchanged; every trace still replays through `spec.step`.
+    the arithmetic into bit-vectors of a few bits and the query becomes propositional. On the
+    README's hw-truncation run (B7, docs/protocol.md) the depth-6 query went from 21 s (the
+    SMT core over integers) to 5.6 s, and to 4 s with the partial-order constraints. The
+    model converter restores the eliminated variables, so decoding is unchanged; every trace
+    still replays through `spec.step`.
     """
     return z3.Then(
         "simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify",

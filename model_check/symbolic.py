@@ -179,7 +179,7 @@ class FArr:
     In bounded mode every index an action writes is small (offsets < max.records, values <=
     max.records, partition epochs <= `Shape.pe_cells`), so a Z3 array is more than BMC needs.
     Cells are plain terms, so the preprocessing (solve-eqs, propagate-values) sees through
-    them and the SMT core never instantiates array axioms: on the B1 queries this is the
+    them and the SMT core never instantiates array axioms: on the depth-12 B7 queries this is the
     difference between minutes and seconds. Reads at a symbolic index are If-chains; a write
     at a symbolic index outside the cells is dropped (no reachable state makes one).
     """
