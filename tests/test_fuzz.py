@@ -25,7 +25,8 @@ from spec import ACTION_TYPES, INVARIANTS, VARIANTS, Config
 from spec.actions import LeaderShrinkIsr, ProducerSend, Tick
 
 # Three brokers, two records, three leader epochs, one session expiry and no crash: hw-truncation
-# loses a committed record by truncating to a stale HW (B1 in docs/protocol.md).
+# loses a committed record (the explorer's shortest run here, 19 steps, is B1 of docs/protocol.md:
+# a follower truncates to its stale HW).
 HW_TRUNCATION = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2,
                        max_leader_epochs=3, max_session_expiries=1)
 # Seeds to try, first one first: seed 2 finds B1 within this budget (fuzz is deterministic per
