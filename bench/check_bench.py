@@ -2,7 +2,7 @@
 
     python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
     python bench/check_bench.py --million  # also a one-million-state run of the default model
-    python bench/check_bench.py --done-when  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
+    python bench/check_bench.py --pair  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
     TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
 
 TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
@@ -67,14 +67,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--million", action="store_true",
                         help="also explore one million states of the default model, 1 and 2 workers")
-    parser.add_argument("--done-when", action="store_true",
+    parser.add_argument("--pair", action="store_true",
                         help="only the pair that separates a broken and a fixed variant: "
                         "hw-truncation and kip-320 at 3 brokers, "
                         "2 records, 3 epochs, 2 workers (kip-320 explores 3.5M states)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    if args.done_when:
-        return done_when()
+    if args.pair:
+        return pair()
 
     tla = TlaCompatModel("kip-320", **TLA_CONSTANTS)
     one = explore(tla, symmetry=False, workers=1)
@@ -125,7 +125,7 @@ def main() -> int:
     return 0
 
 
-def done_when() -> int:
+def pair() -> int:
     """`isrlab check --variant V --brokers 3 --records 2 --epochs 3 --workers 2` for both V."""
     for variant, expect in (("hw-truncation", "violation"), ("kip-320", "ok")):
         config = Config(variant=VARIANTS[variant], brokers=3, max_records=2, max_leader_epochs=3)
