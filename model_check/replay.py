@@ -319,8 +319,7 @@ def spec_config(trace_config: dict) -> Config:
             replica_lag_time_max_ticks=1,
             max_records=UNBOUNDED, max_leader_epochs=UNBOUNDED, max_crashes=UNBOUNDED,
             max_session_expiries=UNBOUNDED, max_ticks=UNBOUNDED, max_message_drops=UNBOUNDED,
-            max_partition_epoch=UNBOUNDED, leader_keeps_last_fetch=True,
-            recovery_truncates_epoch_cache=True,
+            max_partition_epoch=UNBOUNDED,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise TraceError(f"header config: bad or missing {error}") from None
