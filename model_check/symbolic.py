@@ -651,7 +651,8 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
 
 
 def ControllerElectPreferredLeader(shape: Shape, s: SState, a: StepArgs):
-    guard = z3.And(s.c_leader != 0, s.c_isr[0], s.registered[0] != UNKNOWN,
+    guard = z3.And(s.c_leader != NO_LEADER, s.c_leader != 0, s.c_isr[0],
+                   s.registered[0] != UNKNOWN,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
     pe = s.c_pe + 1
     t = dataclasses.replace(s, c_leader=z3.IntVal(0), c_epoch=s.c_epoch + 1, c_pe=pe)

@@ -140,7 +140,8 @@ class ControllerHandleBrokerFailure(Action):
 class ControllerElectPreferredLeader(Action):
     """Preferred-leader election: move leadership back to replica 0 of the assignment.
 
-    Guard: replica 0 is registered, in the ISR and not the leader; epoch bound allows one more.
+    Guard: the partition has a leader; replica 0 is registered, in the ISR and not the leader;
+    epoch bound allows one more.
     Effect: it becomes leader with leader epoch + 1; LeaderAndIsr to registered replicas.
     Abstracts: the imbalance threshold and timer of `auto.leader.rebalance.enable`.
     """
@@ -192,12 +193,12 @@ class BecomeLeader(Action):
     is newer than the broker's view.
     Effect: the view is updated. For a new leadership, the leader-epoch cache gets
     (epoch, LEO), remote follower state is reset (LEOs unknown, ISR members counted as caught
-    up) and the broker's own fetcher for the partition stops (a fetch it had in flight is
-    dropped, or with `leader_keeps_last_fetch` stays in flight: the old leader may still handle
-    it, and its answer is dropped). A leader re-appointed in a new
-    epoch keeps its follower state and purgatory and starts the epoch at its LEO. A request
-    that only changes the ISR of the current leadership updates the view and keeps the rest. The HW is left as it was:
-    a new leader's HW may be stale (that is what KAFKA-7128 is about).
+    up) and the broker's own fetcher for the partition stops: a fetch it had in flight stays
+    in flight (`leader_keeps_last_fetch`; off, it is dropped), the old leader may still handle
+    it, and its answer is dropped. A leader re-appointed in a new epoch keeps its follower
+    state and purgatory and starts the epoch at its LEO. A request that only changes the ISR of
+    the current leadership updates the view and keeps the rest. The HW is left as it was: a
+    new leader's HW may be stale (that is what KAFKA-7128 is about).
     Abstracts: the controller epoch check (one controller).
     """
 
@@ -639,6 +640,11 @@ def _controller_elect_preferred_leader(config: Config, s: Cluster, a: Controller
     _check_partition(config, a.partition)
     ps = s.controller.partitions[a.partition]
     preferred = config.assignment(a.partition)[0]
+    # Rebalancing moves leadership between live replicas; an offline partition is the
+    # offline-partition election's (ControllerElectLeader), as in Kafka, where a returning ISR
+    # replica brings it back through that election (ZooKeeper controller: onBrokerStartup;
+    # KRaft: the broker's unfencing), which picks replica 0 first anyway.
+    _require(ps.leader != NO_LEADER, Refusal.NO_LEADER, partition=a.partition)
     _require(ps.leader != preferred, Refusal.ALREADY_LEADS, broker=preferred)
     _require(preferred in ps.isr, Refusal.PREFERRED_NOT_IN_ISR, broker=preferred)
     _require(s.controller.registered[preferred] != UNKNOWN, Refusal.NO_SESSION, broker=preferred)
@@ -704,8 +710,7 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
             purgatory=r.purgatory if r.leader == a.broker else (),
         )
         if not config.leader_keeps_last_fetch:
-            # The explorer's abstraction: the broker's own last fetch vanishes. Otherwise it
-            # stays in flight; the old leader may still count it, and the answer is dropped.
+            # The smaller abstraction (see Config): the broker's own last fetch vanishes.
             s = s.with_fetch(a.partition, a.broker, None)
         outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
     return s.with_replica(a.partition, a.broker, _advance_high_watermark(config, r, a.broker)), outcome
