@@ -30,6 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from vocab.outcomes import Code  # noqa: E402
+from vocab.trace import FORMAT, message_id  # noqa: E402
+
+# The outcome code each synthetic transition reports (it always succeeds).
+OUTCOME = {
+    "ControllerHandleBrokerFailure": Code.BROKER_FAILURE_HANDLED,
+    "ControllerElectLeader": Code.ELECTED_CLEAN,
+    "FollowerSendFetch": Code.FETCH_SENT,
+    "LeaderHandleFetch": Code.RECORDS_SENT,
+    "FollowerHandleFetchResponse": Code.RECORDS_APPENDED,
+    "LeaderExpandIsr": Code.ISR_CHANGED,
+    "LeaderAppend": Code.APPENDED,
+}
+
 CONFIGS = (  # variant, acks, min.insync.replicas, unclean, flush interval, nemesis
     ("current", "all", 2, False, None, ["crash"]),
     ("current", "1", 1, False, None, ["crash"]),
@@ -76,7 +90,7 @@ class _Run:
         handle = self.files.get(node)
         if handle is None:
             handle = open(self.out / f"{node}.ndjson", "w", encoding="utf-8")  # noqa: SIM115
-            header = {"commit": "bench", "config": self.config, "format": "isrlab-trace/1",
+            header = {"commit": "bench", "config": self.config, "format": FORMAT,
                       "kind": "header", "mode": "sim", "node": node, "run": self.run_id,
                       "seed": self.seed}
             handle.write(json.dumps(header, sort_keys=True, separators=(",", ":")) + "\n")
@@ -99,13 +113,14 @@ class _Run:
                 f'"log_end_offset":{leo},"partition":{p},'
                 f'"partition_epoch":{self.partition_epoch[p]}}}')
 
-    def _event(self, node: str, action: str, args: str, state: str, outcome: str = "ok",
+    def _event(self, node: str, action: str, args: str, state: str,
                recv: str | None = None) -> int:
         seq = self._next_seq(node)
         recv_part = f'"recv":"{recv}",' if recv else ""
         self._file(node).write(
             f'{{"action":"{action}","args":{{{args}}},"kind":"event","node":"{node}",'
-            f'"outcome":"{outcome}",{recv_part}"send":["{node}:{seq}:0"],"seq":{seq},'
+            f'"outcome":"{OUTCOME[action]}",{recv_part}"send":["{message_id(node, seq)}"],'
+            f'"seq":{seq},'
             f'"state":{state},"time_ms":{self.t}}}\n')
         self.events += 1
         return seq
@@ -185,10 +200,10 @@ class _Run:
         s1 = self._event(f_node, "FollowerSendFetch", args, self._replica_state(p, follower))
         s2 = self._event(node, "LeaderHandleFetch",
                          f'"broker":{leader},"follower":{follower},"partition":{p}',
-                         self._replica_state(p, leader), recv=f"{f_node}:{s1}:0")
+                         self._replica_state(p, leader), recv=message_id(f_node, s1))
         self.leo[p][follower] = self.leo[p][leader]
         self._event(f_node, "FollowerHandleFetchResponse", args,
-                    self._replica_state(p, follower), recv=f"{node}:{s2}:0")
+                    self._replica_state(p, follower), recv=message_id(node, s2))
         if follower not in self.isr[p]:
             self.expand(p, follower)
 
@@ -217,7 +232,7 @@ class _Run:
         self.leo[p][leader] = offset + 1
         node = f"b{leader}"
         self._event(node, "LeaderAppend", f'"broker":{leader},"partition":{p},"value":{value}',
-                    self._replica_state(p, leader), recv=f"producer:{invoke}")
+                    self._replica_state(p, leader), recv=message_id("producer", invoke))
         # Followers fetch: always before an acks=all answer, now and then otherwise.
         for follower in range(BROKERS):
             if follower == leader or not self.alive[follower]:

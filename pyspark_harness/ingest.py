@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pyspark_harness import schemas as S
+from vocab import trace as T
 
 HEADER_PATTERN = r'"kind"\s*:\s*"header"'
 PARSE_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": S.CORRUPT}
@@ -120,6 +121,28 @@ def _wrong_type(line: Column, parsed: Column) -> Column:
     )
 
 
+def _event_reason(p: Column) -> Column:
+    """What `vocab.trace.check` rejects in a parsed event beyond types, or null: a missing
+    field, an action name or outcome code of the wrong form, a bad message id, or a send id of
+    another node."""
+    def bad(field: str, pattern: str, what: str) -> Column:
+        return F.when(~p[field].rlike(pattern),
+                      F.concat(F.lit(f"field {field}: {what} "), p[field]))
+
+    bad_sends = F.filter(p["send"], lambda mid: ~mid.rlike(T.MESSAGE_ID_PATTERN))
+    foreign = F.filter(p["send"], lambda mid: F.substring_index(mid, ":", 1) != p["node"])
+    return F.coalesce(
+        _missing(p, S.REQUIRED["event"]),
+        bad("action", T.ACTION_PATTERN, "not an action name:"),
+        bad("outcome", T.CODE_PATTERN, "not an outcome code:"),
+        bad("recv", T.MESSAGE_ID_PATTERN, "bad message id"),
+        F.when(F.size(bad_sends) > 0,
+               F.concat(F.lit("field send: bad message id "), bad_sends[0])),
+        F.when(F.size(foreign) > 0,
+               F.concat(F.lit("field send: an id of another node: "), foreign[0])),
+    )
+
+
 def _kind_reason(p: Column) -> Column:
     """Missing required fields of a parsed line of a known kind, or null."""
     history = F.coalesce(
@@ -130,7 +153,7 @@ def _kind_reason(p: Column) -> Column:
         F.when((p["f"] == "send") & (p["type"] == "ok"), _missing(p, ("offset",))),
         F.when((p["f"] == "read") & (p["type"] == "ok"), _missing(p, ("partition", "records"))),
     )
-    return (F.when(p["kind"] == "event", _missing(p, S.REQUIRED["event"]))
+    return (F.when(p["kind"] == "event", _event_reason(p))
             .when(p["kind"] == "history", history)
             .when(p["kind"] == "nemesis", _missing(p, S.REQUIRED["nemesis"])))
 

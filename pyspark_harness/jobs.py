@@ -25,21 +25,24 @@ Availability, per partition of a run (from the metadata store's `partitions` sta
   latency: from a nemesis `crash` or `controller-kill` of the broker that led the partition
   just before it, to the first later state with a live leader and a higher leader epoch (null
   when none came before the run ended). ISR shrinks and expands: `LeaderShrinkIsr` and
-  `LeaderExpandIsr` events with outcome `ok` on brokers (a metadata store's echo of the same
-  change is not counted twice).
+  `LeaderExpandIsr` events with outcome code `ISR_CHANGED` where they commit, at the metadata
+  store (the leader's later `LeaderApplyIsr` is not counted).
 
 Balance: leaders per broker at every change, time-weighted leadership, and for each
-`ControllerElectPreferredLeader` the leader counts just before it and once its partition's
-new state is installed.
+`ControllerElectPreferredLeader` with outcome code `ELECTED_PREFERRED` the leader counts just
+before it and once its partition's new state is installed.
+
+Jobs select events by action name and outcome code (`vocab.actions`, `vocab.outcomes`) and read
+fields, never outcome text.
 
 Distributed replay: `distributed_replay(events, fn)` groups the event lines by run inside
 Spark and calls `fn(run_id, events)` once per run on the executors, with the events as dicts
-in causal order; what `fn` checks is up to it (the spec replay, model_check.replay).
+in causal order (`vocab.trace.causal_merge`, as replay merges); what `fn` checks is up to it
+(the spec replay, model_check.replay).
 """
 
 from __future__ import annotations
 
-import heapq
 import inspect
 import json
 import traceback
@@ -50,7 +53,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pyspark_harness import schemas as S
-from pyspark_harness.ingest import read_stored
+from pyspark_harness.ingest import local_path, read_stored
+from vocab.actions import ActionName as A
+from vocab.outcomes import Code
+from vocab.trace import CausalCycle, causal_merge
 
 ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
                  "inconsistent_offset")
@@ -88,7 +94,7 @@ def load(spark: SparkSession, path: str) -> Tables:
 def relevant_events(events: DataFrame, metadata_node: str = METADATA_NODE) -> DataFrame:
     """The event lines and columns the availability and balance jobs read (a small part of a
     corpus: metadata-store transitions, ISR changes, preferred-leader elections)."""
-    actions = ("LeaderShrinkIsr", "LeaderExpandIsr", "ControllerElectPreferredLeader")
+    actions = (A.LEADER_SHRINK_ISR, A.LEADER_EXPAND_ISR, A.CONTROLLER_ELECT_PREFERRED_LEADER)
     return events.where((F.col("node") == metadata_node) | F.col("action").isin(*actions)) \
         .select("run", "node", "seq", "time_ms", "action", "outcome", "args", "state")
 
@@ -179,14 +185,17 @@ def partition_timeline(events: DataFrame, ends: DataFrame,
 
 
 def isr_changes(events: DataFrame, metadata_node: str = METADATA_NODE) -> DataFrame:
-    """(run, partition, isr_shrinks, isr_expands): LeaderShrinkIsr/LeaderExpandIsr events where
-    they commit, at the metadata store (the leader's later LeaderApplyIsr is not counted)."""
+    """(run, partition, isr_shrinks, isr_expands): LeaderShrinkIsr/LeaderExpandIsr events that
+    commit (`ISR_CHANGED`) at the metadata store (the leader's later LeaderApplyIsr is not
+    counted)."""
     changes = events.where(
-        F.col("action").isin("LeaderShrinkIsr", "LeaderExpandIsr")
-        & (F.col("node") == metadata_node))
+        F.col("action").isin(A.LEADER_SHRINK_ISR, A.LEADER_EXPAND_ISR)
+        & (F.col("outcome") == Code.ISR_CHANGED) & (F.col("node") == metadata_node))
     return changes.groupBy("run", F.col("args.partition").alias("partition")).agg(
-        F.sum(F.when(F.col("action") == "LeaderShrinkIsr", 1).otherwise(0)).alias("isr_shrinks"),
-        F.sum(F.when(F.col("action") == "LeaderExpandIsr", 1).otherwise(0)).alias("isr_expands"),
+        F.sum(F.when(F.col("action") == A.LEADER_SHRINK_ISR, 1).otherwise(0))
+        .alias("isr_shrinks"),
+        F.sum(F.when(F.col("action") == A.LEADER_EXPAND_ISR, 1).otherwise(0))
+        .alias("isr_expands"),
     )
 
 
@@ -280,11 +289,12 @@ def leadership(timeline: DataFrame, run_table: DataFrame) -> DataFrame:
 
 def preferred_leader_effect(events: DataFrame, timeline: DataFrame,
                             spread: DataFrame) -> DataFrame:
-    """Per `ok` ControllerElectPreferredLeader: run, time_ms, partition, leaders_before,
-    imbalance_before (just before it), leaders_after, imbalance_after (once its partition's
-    next state is installed). Null where the store reported no such state."""
-    elections = events.where((F.col("action") == "ControllerElectPreferredLeader")
-                             & (F.col("outcome") == "ok")).select(
+    """Per ControllerElectPreferredLeader that elected (`ELECTED_PREFERRED`): run, time_ms,
+    partition, leaders_before, imbalance_before (just before it), leaders_after,
+    imbalance_after (once its partition's next state is installed). Null where the store
+    reported no such state."""
+    elections = events.where((F.col("action") == A.CONTROLLER_ELECT_PREFERRED_LEADER)
+                             & (F.col("outcome") == Code.ELECTED_PREFERRED)).select(
         "run", "time_ms", F.col("args.partition").alias("partition")).distinct()
     s = spread.select("run", F.col("time_ms").alias("at_ms"), "leaders", "imbalance")
     before = elections.join(s, "run").where(F.col("at_ms") < F.col("time_ms")).groupBy(
@@ -480,66 +490,27 @@ ReplayFn = Callable[[str, list[dict]], dict]
 
 
 def causal_order(events: Iterable[dict]) -> list[dict]:
-    """Merge one run's events into one order that respects each node's `seq` and causality.
-
-    Each node's events stay in seq order; among the nodes' next events the earliest time_ms
-    (then node, seq) goes first, unless it receives a message whose sending event (the
-    `<node>:<seq>` a `recv` id starts with) is an event of this run not yet placed: then it
-    waits. Receives from nodes without events (clients write history lines) never wait. If
-    every node waits (a corrupt trace), the earliest goes anyway, so this always terminates.
-    """
+    """One run's events in one order that respects each node's `seq` and causality:
+    `vocab.trace.causal_merge` by `time_ms` (a receive waits for its send when some event of
+    the run sends it). Raises `vocab.trace.CausalCycle` when no such order exists."""
     by_node: dict[str, list[dict]] = {}
     for event in events:
         by_node.setdefault(str(event.get("node")), []).append(event)
     for queue in by_node.values():
         queue.sort(key=lambda e: e.get("seq", 0))
-    known = {node: {e.get("seq") for e in queue} for node, queue in by_node.items()}
-    placed: dict[str, int] = {}  # per node: how many of its events are placed
-    sent_upto: dict[str, int] = {}  # per node: highest seq placed
+    return causal_merge(by_node, _sends, _recv, _time)
 
-    def waits_for(event: dict) -> bool:
-        recv = event.get("recv")
-        if not isinstance(recv, str):
-            return False
-        parts = recv.split(":")
-        if len(parts) < 2 or parts[0] not in known:
-            return False
-        try:
-            seq = int(parts[1])
-        except ValueError:
-            return False
-        return seq in known[parts[0]] and sent_upto.get(parts[0], -1) < seq
 
-    def key(node: str) -> tuple:
-        head = by_node[node][placed.get(node, 0)]
-        return (head.get("time_ms", 0), node, head.get("seq", 0))
+def _sends(event: dict) -> list[str]:
+    return event.get("send") or []
 
-    heads = [key(node) + (node,) for node in by_node if by_node[node]]
-    heapq.heapify(heads)
-    out: list[dict] = []
-    while heads:
-        blocked = []
-        chosen = None
-        while heads:
-            candidate = heapq.heappop(heads)
-            node = candidate[-1]
-            if not waits_for(by_node[node][placed.get(node, 0)]):
-                chosen = candidate
-                break
-            blocked.append(candidate)
-        if chosen is None:
-            chosen = min(blocked)
-            blocked.remove(chosen)
-        for item in blocked:
-            heapq.heappush(heads, item)
-        node = chosen[-1]
-        event = by_node[node][placed.get(node, 0)]
-        out.append(event)
-        placed[node] = placed.get(node, 0) + 1
-        sent_upto[node] = max(sent_upto.get(node, -1), event.get("seq", -1))
-        if placed[node] < len(by_node[node]):
-            heapq.heappush(heads, key(node) + (node,))
-    return out
+
+def _recv(event: dict) -> str | None:
+    return event.get("recv")
+
+
+def _time(event: dict) -> int:
+    return event.get("time_ms", 0)
 
 
 def _event_dict(row) -> dict:
@@ -547,15 +518,29 @@ def _event_dict(row) -> dict:
     if row["raw"] is not None:
         return json.loads(row["raw"])
     event = {k: v for k, v in row.asDict(recursive=True).items() if v is not None}
-    event.pop("raw", None)
+    for name in ("raw", "file", "line"):
+        event.pop(name, None)
+    for name in ("outcome_args", "detail"):  # kept as JSON text
+        if name in event:
+            event[name] = json.loads(event[name])
     return event
 
 
 def replay_one(fn: ReplayFn, run: str, rows: Iterable,
                config: dict | None = None) -> tuple[str, str, int, str]:
     """Call `fn` on one run (with the run's header config when `fn` takes three arguments);
-    any exception becomes verdict `error` with its last line."""
-    events = causal_order(_event_dict(row) for row in rows)
+    a run with no causal order is `unreadable` naming the line, and any exception of `fn`
+    becomes verdict `error` with its last line."""
+    where: dict[int, str] = {}
+    events = []
+    for row in rows:
+        event = _event_dict(row)
+        where[id(event)] = f"{local_path(row['file']) or row['file']}:{row['line']}"
+        events.append(event)
+    try:
+        events = causal_order(events)
+    except CausalCycle as cycle:
+        return run, "unreadable", len(events), f"{where[id(cycle.item)]}: {cycle}"
     try:
         takes_config = len(inspect.signature(fn).parameters) >= 3
         result = fn(run, events, config) if takes_config else fn(run, events)
@@ -577,7 +562,7 @@ def distributed_replay(events: DataFrame, fn: ReplayFn,
     `fn` must be picklable (a module-level function) and return a dict with `verdict` and
     optionally `events` (how many it replayed) and `detail`.
     """
-    columns = [f.name for f in S.EVENT.fields] + ["raw"]
+    columns = [f.name for f in S.EVENT.fields] + ["raw", "file", "line"]
     configs = dict(configs or {})
     rows = events.select("run", *columns).rdd.map(lambda row: (row["run"], row))
     results = rows.groupByKey().map(

@@ -1,10 +1,14 @@
-"""Explicit Spark schemas for `isrlab-trace/1` lines (docs/traces.md) and for the stored tables.
+"""Explicit Spark schemas for trace lines, generated from `vocab.trace`, and the stored tables.
 
 Nothing is inferred: a corpus of millions of lines must not be scanned twice to guess types, and
 a line whose field has the wrong type must be caught as malformed rather than widen a column.
-Every integer is a LongType. Free-form objects (`detail`, a metadata store's `registered`) are
-kept as their raw JSON text. `acks` is a string ("all", "1", "0"): a number in the JSON is kept
-as its text.
+The line schemas (`HEADER`, `EVENT`, `HISTORY`, `NEMESIS`, and their nested `CONFIG`, `ARGS`,
+`STATE`) are generated from the structs of `vocab.trace` by `spark_struct`, so a field added to
+the format reaches Spark with its type: every integer is a LongType, a string or a literal a
+StringType, a list an ArrayType, a nested struct a StructType, and a free-form object (`detail`,
+`outcome_args`) is kept as its raw JSON text. `acks` is a string ("all", "1", "0"): a number in
+the JSON is kept as its text. Which fields a line must have (`REQUIRED`) and the values of a
+history line's `type` come from the same structs.
 
 `LINE` is the union of the four kinds, used to parse every line once; `_corrupt` receives the
 text of a line Spark could not parse into it. `STORED` is what ingest writes: the parsed fields,
@@ -13,6 +17,7 @@ where the line came from, and the partition columns `table`, `config_key` and `r
 
 from __future__ import annotations
 
+import msgspec
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -24,9 +29,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-FORMAT = "isrlab-trace/1"
-KINDS = ("header", "event", "history", "nemesis")
-HISTORY_TYPES = ("invoke", "ok", "fail", "info")
+from vocab import trace as T
+
+FORMAT = T.FORMAT
+KINDS = tuple(T.LINES)
 
 # The `table` partition value each valid kind is stored under; invalid lines go to MALFORMED.
 TABLE_OF_KIND = {"header": "headers", "event": "events", "history": "history",
@@ -37,100 +43,59 @@ MALFORMED = "malformed"
 CONFIG_DIMENSIONS = ("variant", "acks", "min_insync_replicas", "unclean_leader_election_enable",
                      "log_flush_interval_messages", "nemesis")
 
-
-def _struct(*fields: tuple[str, DataType]) -> StructType:
-    return StructType([StructField(name, kind, True) for name, kind in fields])
-
-
 LONG = LongType()
 TEXT = StringType()
 
-CONFIG = _struct(
-    ("acks", TEXT),
-    ("brokers", LONG),
-    ("duration_ms", LONG),
-    ("log_flush_interval_messages", LONG),
-    ("min_insync_replicas", LONG),
-    ("nemesis", ArrayType(TEXT)),
-    ("partitions", LONG),
-    ("replica_lag_time_max_ms", LONG),
-    ("unclean_leader_election_enable", BooleanType()),
-    ("variant", TEXT),
-)
 
-ARGS = _struct(*((name, LONG) for name in (
-    "partition", "broker", "follower", "value", "offset", "leader_epoch", "partition_epoch")))
+def spark_type(t: msgspec.inspect.Type) -> DataType:
+    """The Spark type of one field type of a `vocab.trace` struct (see the module docstring)."""
+    i = msgspec.inspect
+    if isinstance(t, i.UnionType):
+        members = [m for m in t.types if not isinstance(m, i.NoneType)]
+        if len(members) == 1:
+            return spark_type(members[0])
+    elif isinstance(t, i.IntType):
+        return LONG
+    elif isinstance(t, i.BoolType):
+        return BooleanType()
+    elif isinstance(t, i.StrType) or (isinstance(t, i.LiteralType)
+                                      and all(isinstance(v, str) for v in t.values)):
+        return TEXT
+    elif isinstance(t, i.ListType):
+        return ArrayType(spark_type(t.item_type))
+    elif isinstance(t, i.StructType):
+        return _fields(t)
+    elif isinstance(t, i.DictType) and isinstance(t.value_type, i.AnyType):
+        return TEXT
+    raise TypeError(f"no Spark type for the trace field type {t!r}")
 
-PARTITION_STATE = _struct(
-    ("partition", LONG),
-    ("leader", LONG),
-    ("leader_epoch", LONG),
-    ("isr", ArrayType(LONG)),
-    ("partition_epoch", LONG),
-)
 
-STATE = _struct(
-    # A replica's post-state.
-    ("partition", LONG),
-    ("broker", LONG),
-    ("log_end_offset", LONG),
-    ("high_watermark", LONG),
-    ("flushed_offset", LONG),
-    ("last", ArrayType(LONG)),
-    ("epoch_cache", ArrayType(ArrayType(LONG))),
-    ("leader", LONG),
-    ("leader_epoch", LONG),
-    ("isr", ArrayType(LONG)),
-    ("partition_epoch", LONG),
-    # A metadata-store transition's post-state: the changed partitions, and broker sessions.
-    ("partitions", ArrayType(PARTITION_STATE)),
-    ("registered", TEXT),
-)
+def _fields(info: msgspec.inspect.StructType) -> StructType:
+    tag = [StructField(info.tag_field, TEXT, True)] if info.tag_field else []
+    return StructType(tag + [StructField(f.encode_name, spark_type(f.type), True)
+                             for f in info.fields])
 
-COMMON = (("kind", TEXT), ("node", TEXT), ("seq", LONG), ("time_ms", LONG))
 
-HEADER = _struct(
-    ("commit", TEXT),
-    ("config", CONFIG),
-    ("format", TEXT),
-    ("kind", TEXT),
-    ("mode", TEXT),
-    ("node", TEXT),
-    ("run", TEXT),
-    ("seed", LONG),
-)
+def spark_struct(cls: type) -> StructType:
+    """The Spark schema of a `vocab.trace` struct (a line kind's struct starts with `kind`)."""
+    return _fields(msgspec.inspect.type_info(cls))
 
-EVENT = _struct(
-    *COMMON,
-    ("action", TEXT),
-    ("args", ARGS),
-    ("outcome", TEXT),
-    ("recv", TEXT),
-    ("send", ArrayType(TEXT)),
-    ("state", STATE),
-    ("detail", TEXT),
-)
 
-HISTORY = _struct(
-    *COMMON,
-    ("process", TEXT),
-    ("type", TEXT),
-    ("f", TEXT),
-    ("partition", LONG),
-    ("value", LONG),
-    ("offset", LONG),
-    ("acks", TEXT),
-    ("error", TEXT),
-    ("records", ArrayType(ArrayType(LONG))),
-)
+def required(cls: type) -> tuple[str, ...]:
+    """The fields a struct of `vocab.trace` must have."""
+    return tuple(f.encode_name for f in msgspec.inspect.type_info(cls).fields if f.required)
 
-NEMESIS = _struct(
-    *COMMON,
-    ("f", TEXT),
-    ("target", TEXT),
-    ("groups", ArrayType(ArrayType(TEXT))),
-    ("delay_ms", LONG),
-)
+
+HEADER = spark_struct(T.HeaderLine)
+EVENT = spark_struct(T.EventLine)
+HISTORY = spark_struct(T.HistoryLine)
+NEMESIS = spark_struct(T.NemesisLine)
+CONFIG = spark_struct(T.HeaderConfig)
+ARGS = spark_struct(T.Args)
+STATE = spark_struct(T.State)
+# The values of a history line's `type` (invoke, ok, fail, info).
+HISTORY_TYPES = next(tuple(f.type.values) for f in msgspec.inspect.type_info(T.HistoryLine).fields
+                     if f.name == "type")
 
 CORRUPT = "_corrupt"
 
@@ -148,17 +113,10 @@ def _union(*schemas: StructType) -> StructType:
 LINE = StructType(_union(HEADER, EVENT, HISTORY, NEMESIS).fields
                   + [StructField(CORRUPT, TEXT, True)])
 
-# Fields each kind must have, checked after parsing (a missing one makes the line malformed).
-REQUIRED = {
-    "header": ("format", "node", "run", "config"),
-    "event": ("node", "seq", "time_ms", "action", "outcome"),
-    "history": ("node", "seq", "time_ms", "type", "f"),
-    "nemesis": ("time_ms", "f"),
-}
-# The config fields a header must have: the ones the config key is made of (a null flush
-# interval means "never flush"; a null nemesis list means none).
-REQUIRED_CONFIG = ("variant", "acks", "min_insync_replicas", "unclean_leader_election_enable",
-                   "brokers")
+# Fields each kind must have, checked after parsing (a missing one makes the line malformed),
+# and the config fields a header must have.
+REQUIRED = {kind: required(cls) for kind, cls in T.LINES.items()}
+REQUIRED_CONFIG = required(T.HeaderConfig)
 
 # What ingest writes, one row per line, in this column order. Columns a line's kind does not
 # have are null. `raw` is the line's text for events (the replay reads it) and malformed lines
@@ -181,4 +139,5 @@ TABLE_COLUMNS = {
     "malformed": ("file", "line", "reason", "raw"),
 }
 
-REPLAY = _struct(("run", TEXT), ("verdict", TEXT), ("events", LONG), ("detail", TEXT))
+REPLAY = StructType([StructField(name, kind, True) for name, kind in (
+    ("run", TEXT), ("verdict", TEXT), ("events", LONG), ("detail", TEXT))])
