@@ -10,8 +10,10 @@ parsed once with the union schema `schemas.LINE`.
 A line that cannot be used is never dropped and never stops the job: it is stored in the
 `malformed` table with its file, line number, a one-line reason and (up to 2,000 characters
 of) its text. Reasons: a blank line, not a JSON object, not valid JSON, a field of the wrong
-type, an unknown or missing `kind`, a missing required field, no header above the line, or a
-header above it that is itself invalid. A final "\\n" does not make an empty last line.
+type, an unknown or missing `kind`, a missing required field, what `vocab.trace.check` also
+rejects in an event (an action or outcome not in the form of a name or code, a bad message
+id, a send id of another node), no header above the line, or a header above it that is
+itself invalid. A final "\\n" does not make an empty last line.
 
 Limits: a file is one JVM string, so one file must stay well under 2 GB (a node's file of a
 run is a few MB). Keys other than the format's are ignored by the parser.
