@@ -15,6 +15,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from vocab.config import MODEL_KEYS, Key, Kind, Layer
+from vocab.properties import Pair, PropertiesError, load_pairs, problem, read_pairs, settings
+
 
 class ConfigError(ValueError):
     """A config value or key is wrong. `str()` is one line fit for the user."""
@@ -63,8 +66,6 @@ class Variant:
         return dataclasses.replace(self, name=f"{self.name}+{suffix}", **rules)
 
 
-TRUNCATION_RULES = ("high-watermark", "epoch-end", "epoch-end-279", "diverging-epoch")
-
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
@@ -88,8 +89,6 @@ VARIANTS: dict[str, Variant] = {
         ),
     )
 }
-
-ACKS_LEVELS = ("0", "1", "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,37 +133,17 @@ class Config:
     recovery_truncates_epoch_cache: bool = True
 
     def __post_init__(self) -> None:
-        checks = (
-            (1 <= self.brokers <= 9, "brokers", "must be between 1 and 9"),
-            (1 <= self.partitions <= 16, "partitions", "must be between 1 and 16"),
-            (self.acks in ACKS_LEVELS, "acks", "must be 0, 1 or all"),
-            (
-                1 <= self.min_insync_replicas <= self.brokers,
-                "min.insync.replicas",
-                f"must be between 1 and the number of brokers ({self.brokers})",
-            ),
-            (self.replica_lag_time_max_ticks >= 0, "replica.lag.time.max.ms", "must be >= 0"),
-            (
-                self.replica_lag_max_messages is None or self.replica_lag_max_messages >= 1,
-                "replica.lag.max.messages",
-                "must be >= 1",
-            ),
-            (
-                self.log_flush_interval_messages is None or self.log_flush_interval_messages >= 1,
-                "log.flush.interval.messages",
-                "must be >= 1",
-            ),
-            (self.max_records >= 0, "max.records", "must be >= 0"),
-            (self.max_leader_epochs >= 1, "max.leader.epochs", "must be >= 1"),
-            (self.max_crashes >= 0, "max.crashes", "must be >= 0"),
-            (self.max_session_expiries >= 0, "max.session.expiries", "must be >= 0"),
-            (self.max_message_drops >= 0, "max.message.drops", "must be >= 0"),
-            (self.max_partition_epoch >= 0, "max.partition.epoch", "must be >= 0"),
-            (self.max_ticks >= 0, "max.ticks", "must be >= 0"),
-        )
-        for ok, key, why in checks:
-            if not ok:
-                raise ConfigError(f"{key}: {why}", key=key)
+        # Types and ranges from the key table (`vocab.config`); a variant is checked by
+        # construction (mutants carry names of their own).
+        def value_of(name: str) -> object:
+            return getattr(self, _KEYS[name][0])
+
+        for key in MODEL_KEYS:
+            if key.kind is Kind.VARIANT:
+                continue
+            why = problem(key, key.model, getattr(self, key.model.field), value_of)
+            if why:
+                raise ConfigError(f"{key.name}: {why}", key=key.name)
 
     def replace(self, **changes: object) -> Config:
         """A copy with some fields changed (validated again)."""
@@ -216,59 +195,8 @@ def _setting(value: object) -> str:
     return "none" if value is None else str(value)
 
 
-def _parse_int(text: str) -> int:
-    return int(text.strip())
-
-
-def _parse_optional_int(text: str) -> int | None:
-    text = text.strip()
-    return None if text in ("", "none", "never") else int(text)
-
-
-def _parse_bool(text: str) -> bool:
-    text = text.strip().lower()
-    if text in ("true", "yes", "1"):
-        return True
-    if text in ("false", "no", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _parse_acks(text: str) -> str:
-    text = text.strip().lower()
-    if text == "-1":
-        return "all"
-    if text not in ACKS_LEVELS:
-        raise ValueError(f"expected 0, 1, all or -1, got {text!r}")
-    return text
-
-
-def _parse_variant(text: str) -> Variant:
-    text = text.strip()
-    if text not in VARIANTS:
-        raise ValueError(f"unknown variant {text!r} (known: {', '.join(VARIANTS)})")
-    return VARIANTS[text]
-
-
-# Key -> (Config field, parser). Kafka's names first, then isrlab's exploration bounds.
-_KEYS = {
-    "variant": ("variant", _parse_variant),
-    "brokers": ("brokers", _parse_int),
-    "partitions": ("partitions", _parse_int),
-    "acks": ("acks", _parse_acks),
-    "min.insync.replicas": ("min_insync_replicas", _parse_int),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _parse_bool),
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ticks", _parse_int),
-    "replica.lag.max.messages": ("replica_lag_max_messages", _parse_optional_int),
-    "log.flush.interval.messages": ("log_flush_interval_messages", _parse_optional_int),
-    "max.records": ("max_records", _parse_int),
-    "max.leader.epochs": ("max_leader_epochs", _parse_int),
-    "max.crashes": ("max_crashes", _parse_int),
-    "max.session.expiries": ("max_session_expiries", _parse_int),
-    "max.message.drops": ("max_message_drops", _parse_int),
-    "max.partition.epoch": ("max_partition_epoch", _parse_int),
-    "max.ticks": ("max_ticks", _parse_int),
-}
+# Key -> (Config field, its row in the key table), for the keys the model uses, in table order.
+_KEYS: dict[str, tuple[str, Key]] = {key.name: (key.model.field, key) for key in MODEL_KEYS}
 
 CONFIG_KEYS = tuple(_KEYS)
 
@@ -277,20 +205,15 @@ def config_from_pairs(
     pairs: list[tuple[str, str, str]], base: Config | None = None
 ) -> Config:
     """Build a config from (where, key, value) triples; `where` prefixes every error."""
+    try:
+        typed = settings((Pair(*pair) for pair in pairs), Layer.MODEL)
+    except PropertiesError as error:
+        raise ConfigError(str(error), key=error.key) from None
     changes: dict[str, object] = {}
     where_of: dict[str, str] = {}
-    for where, key, value in pairs:
-        where_of[key] = where
-        if key not in _KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(_KEYS)})")
-        field, parse = _KEYS[key]
-        try:
-            changes[field] = parse(value)
-        except ValueError as error:
-            msg = str(error)
-            if msg.startswith("invalid literal"):
-                msg = f"expected an integer, got {value.strip()!r}"
-            raise ConfigError(f"{where}: {key}: {msg}") from None
+    for where, key, value in typed:
+        where_of[key.name] = where
+        changes[key.model.field] = VARIANTS[value] if key.kind is Kind.VARIANT else value
     try:
         return dataclasses.replace(base or Config(), **changes)
     except ConfigError as error:
@@ -299,25 +222,18 @@ def config_from_pairs(
 
 
 def parse_properties(text: str, path: str = "<config>", base: Config | None = None) -> Config:
-    """Parse a Java-style `.properties` text (`key=value`, `#` or `!` comments)."""
-    pairs = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {line!r}")
-        pairs.append((f"{path}:{number}", line[:sep].strip(), line[sep + 1 :]))
+    """Parse a Java-style `.properties` text (`vocab.properties`) into a config."""
+    try:
+        pairs = read_pairs(text, path)
+    except PropertiesError as error:
+        raise ConfigError(str(error), key=error.key) from None
     return config_from_pairs(pairs, base)
 
 
 def load_properties(path: str | Path, base: Config | None = None) -> Config:
     """Read and parse a `.properties` file; a missing file is a ConfigError too."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    return parse_properties(text, str(path), base)
+        pairs = load_pairs(path)
+    except PropertiesError as error:
+        raise ConfigError(str(error), key=error.key) from None
+    return config_from_pairs(pairs, base)

@@ -148,9 +148,11 @@ def test_assignment_follows_seed_003_placement():
 # Errors -----------------------------------------------------------------------------------
 
 
-def test_kafka_keys_come_first_then_exploration_bounds():
+def test_kafka_keys_come_first_then_semantic_switches_then_exploration_bounds():
     assert CONFIG_KEYS[: len(KAFKA_KEYS)] == KAFKA_KEYS
-    assert all(key.startswith("max.") for key in CONFIG_KEYS[len(KAFKA_KEYS):])
+    rest = CONFIG_KEYS[len(KAFKA_KEYS):]
+    assert rest[:2] == ("leader.keeps.last.fetch", "recovery.truncates.epoch.cache")
+    assert rest[2:] and all(key.startswith("max.") for key in rest[2:])
 
 
 def test_unknown_key():
