@@ -26,8 +26,9 @@ FORMAT = "isrlab-trace/2"
 # Message ids ----------------------------------------------------------------------------------
 
 # A message id: the sending node's name, a colon, the letter m and the node's message count.
-MESSAGE_ID_PATTERN = r"^[^:\s]+:m(0|[1-9][0-9]*)$"
-_MESSAGE_ID = re.compile(r"([^:\s]+):m(0|[1-9][0-9]*)")
+_MESSAGE_ID_BODY = r"([^:\s]+):m(0|[1-9][0-9]*)"
+MESSAGE_ID_PATTERN = f"^{_MESSAGE_ID_BODY}$"  # for regex engines elsewhere (Spark's rlike)
+_MESSAGE_ID = re.compile(_MESSAGE_ID_BODY)
 
 
 def message_id(node: str, k: int) -> str:
