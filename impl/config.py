@@ -1,7 +1,9 @@
 """Configuration of a reference-broker cluster, with Kafka's names, and the seeded bugs.
 
-The impl has its own table of protocol variants (it never imports `spec/`); the names match the
-spec's so traces, CLI flags and Spark columns agree. Times are integer milliseconds.
+The impl has its own table of protocol variants (it never imports `spec/`); their names, the
+config keys and their ranges come from `vocab.config`, shared with the spec, so traces, CLI flags
+and Spark columns agree and every run the simulator accepts is one replay accepts. Times are
+integer milliseconds.
 
 Seeded bugs (`bugs`) are switches, off by default, each named after the mistake it plants. Trace
 replay or the history checker must catch every one of them (tests/test_campaign.py): a check
@@ -13,9 +15,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from vocab.config import CLUSTER_KEYS, KEYS_BY_NAME
+from vocab.properties import problem
+
 
 class ClusterConfigError(ValueError):
-    """A bad cluster setting; `str()` is one line naming the key."""
+    """A bad cluster setting; `str()` is one line naming the key (`key`, when there is one)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,21 +84,16 @@ class ClusterConfig:
     bugs: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        checks = (
-            (self.brokers >= 1, "brokers", "must be >= 1"),
-            (self.partitions >= 1, "partitions", "must be >= 1"),
-            (self.variant in VARIANTS, "variant", f"unknown variant (known: {', '.join(VARIANTS)})"),
-            (self.acks in ("0", "1", "all"), "acks", "must be 0, 1 or all"),
-            (1 <= self.min_insync_replicas, "min.insync.replicas", "must be >= 1"),
-            (self.log_flush_interval_messages is None or self.log_flush_interval_messages >= 1,
-             "log.flush.interval.messages", "must be >= 1"),
-            (self.replica_lag_time_max_ms >= 1, "replica.lag.time.max.ms", "must be >= 1"),
-            (self.session_timeout_ms > self.heartbeat_interval_ms >= 1, "session.timeout.ms",
-             "must exceed heartbeat.interval.ms"),
-        )
-        for ok, key, message in checks:
-            if not ok:
-                raise ClusterConfigError(f"{key}: {message}")
+        def value_of(name: str) -> object:
+            return getattr(self, KEYS_BY_NAME[name].cluster.field)
+
+        for key in CLUSTER_KEYS:
+            why = problem(key, key.cluster, getattr(self, key.cluster.field), value_of)
+            if why:
+                raise ClusterConfigError(f"{key.name}: {why}", key=key.name)
+        if self.session_timeout_ms <= self.heartbeat_interval_ms:
+            raise ClusterConfigError("session.timeout.ms: must exceed heartbeat.interval.ms",
+                                     key="session.timeout.ms")
         unknown = sorted(set(self.bugs) - set(BUGS))
         if unknown:
             raise ClusterConfigError(f"bugs: unknown bug {unknown[0]!r} (known: {', '.join(BUGS)})")
