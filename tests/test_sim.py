@@ -32,6 +32,8 @@ from impl.sim import SimOptions, simulate
 from impl.storage import MemoryDisk
 from model_check.history import check_history
 from model_check.replay import load_texts, replay_run
+from vocab.actions import ActionName
+from vocab.outcomes import Code, render
 
 FAULTS = ("crash", "partition", "pause", "slow")
 
@@ -63,6 +65,50 @@ def test_same_seed_same_bytes_and_another_seed_differs():
     other = simulate(ClusterConfig(), SimOptions(seed=12, duration_ms=8000, nemesis=FAULTS,
                                                  max_faults=2))
     assert other.traces["producer"] != first.traces["producer"]
+
+
+def outcome_problems(lines) -> list[str]:
+    """Every event line's action must be an `ActionName`, its outcome a `Code`, and its
+    `outcome_args` the fields that code renders with; what is wrong, one entry per line."""
+    problems = []
+    for line in lines:
+        body = json.loads(line)
+        if body["kind"] != "event":
+            continue
+        if body["action"] not in set(ActionName):
+            problems.append(f"unknown action {body['action']!r}")
+        if body["outcome"] not in set(Code):
+            problems.append(f"{body['action']}: unknown outcome code {body['outcome']!r}")
+            continue
+        try:
+            render(body["outcome"], body.get("outcome_args", {}))
+        except (KeyError, IndexError, TypeError, ValueError) as error:
+            problems.append(f"{body['action']} {body['outcome']}: bad fields ({error!r})")
+    return problems
+
+
+@pytest.mark.parametrize("variant", ["current", "kip-279", "kip-320", "hw-truncation"])
+def test_every_event_outcome_is_a_code_with_the_fields_its_english_needs(variant):
+    # A zombie leader, crashes, a pause and a full partition: elections, truncation of each
+    # variant's kind, drops, restarts.
+    faults = ((2000, "partition-meta", "b0", 3000), (4500, "crash", "b0", 2000),
+              (8000, "pause", "b1", 2500), (11000, "crash", "b1", 1500),
+              (13500, "partition", "b2", 2000))
+    result = simulate(ClusterConfig(variant=variant, partitions=2, log_flush_interval_messages=1),
+                      SimOptions(seed=3, duration_ms=16000, faults=faults))
+    lines = [line for text in result.traces.values() for line in text.splitlines()]
+    assert outcome_problems(lines) == []
+    codes = {json.loads(line).get("outcome") for line in lines} - {None}
+    assert len(codes) >= 20, codes  # the run exercises many transitions, not a handful
+    assert result.summary["elections"] == 4
+    # The check fails on a line with an unknown code, and on a code missing a field.
+    event = next(line for line in lines if '"outcome":"APPENDED"' in line)
+    assert outcome_problems([event.replace('"APPENDED"', '"APPENDED_AT"')]) == [
+        "LeaderAppend: unknown outcome code 'APPENDED_AT'"]
+    assert outcome_problems([event.replace('"outcome_args":{"offset"', '"outcome_args":{"at"')]
+                            ) == ["LeaderAppend APPENDED: bad fields (KeyError('offset'))"]
+    assert outcome_problems([event.replace('"LeaderAppend"', '"LeaderAppends"')]) == [
+        "unknown action 'LeaderAppends'"]
 
 
 def test_cluster_sim_cli_writes_identical_files_for_one_seed(tmp_path):
@@ -117,9 +163,9 @@ def test_leader_killed_new_leader_elected_acked_writes_kept_old_leader_truncates
     failure = events(result, "meta", "ControllerHandleBrokerFailure")
     assert [(e["args"]["broker"], e["state"]["partitions"][0]["leader"]) for e in failure] == [(0, 1)]
     assert [e["time_ms"] for e in events(result, "b0", "BrokerCrash")] == [4500]
-    diverged = [e["outcome"] for e in events(result, "b0", "FollowerHandleFetchResponse")
-                if e["outcome"].startswith("diverged")]
-    assert diverged == ["diverged: LEO 76 -> 75"]
+    diverged = [e["outcome_args"] for e in events(result, "b0", "FollowerHandleFetchResponse")
+                if e["outcome"] == Code.DIVERGED]
+    assert diverged == [{"before": 76, "after": 75}]
     rejoin = [e for e in events(result, "meta", "LeaderExpandIsr") if e["args"]["follower"] == 0]
     assert rejoin and rejoin[0]["state"]["partitions"][0]["isr"] == [0, 1, 2]
     assert result.summary["leaders"] == {"0": 1}
@@ -140,6 +186,10 @@ def leader_core(config=None, isr=(0, 1, 2)) -> BrokerCore:
     return core
 
 
+def outcomes(effects) -> list[tuple[str, dict]]:
+    return [(t.outcome, t.outcome_args) for t in effects if isinstance(t, Transition)]
+
+
 def replies(effects, kind):
     return [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, kind)] + [
         m for t in effects if isinstance(t, Transition) for _, m in t.sends if isinstance(m, kind)]
@@ -150,7 +200,8 @@ def test_produce_to_a_follower_is_not_leader_or_follower():
     core.bootstrap([LeaderAndIsr(0, 0, 0, (0, 1, 2), 0)])
     effects = core.on_message(5, "producer", "producer:m1", Produce(0, (7,), (b"",), "all"))
     assert replies(effects, ProduceResponse)[0].results == ((7, -1, NOT_LEADER_OR_FOLLOWER),)
-    assert [t.outcome for t in effects if isinstance(t, Transition)] == [NOT_LEADER_OR_FOLLOWER]
+    assert [(t.action, t.outcome, t.outcome_args) for t in effects
+            if isinstance(t, Transition)] == [("LeaderAppend", Code.NOT_LEADER_OR_FOLLOWER, {})]
 
 
 def test_acks_all_below_min_isr_is_not_enough_replicas_but_acks_1_is_appended():
@@ -158,9 +209,13 @@ def test_acks_all_below_min_isr_is_not_enough_replicas_but_acks_1_is_appended():
     effects = core.on_message(5, "producer", "p:m1", Produce(0, (7,), (b"",), "all"))
     assert replies(effects, ProduceResponse)[0].results == ((7, -1, NOT_ENOUGH_REPLICAS),)
     assert core.replicas[0].leo == 0
+    assert outcomes(effects) == [(Code.NOT_ENOUGH_REPLICAS, {})]
     effects = core.on_message(6, "producer", "p:m2", Produce(0, (8,), (b"",), "1"))
     assert replies(effects, ProduceResponse)[0].results == ((8, 0, "NONE"),)
     assert core.replicas[0].leo == 1
+    assert outcomes(effects) == [(Code.APPENDED_ACKNOWLEDGED, {"offset": 0})]
+    effects = core.on_message(7, "producer", "p:m3", Produce(0, (9,), (b"",), "0"))
+    assert outcomes(effects) == [(Code.APPENDED, {"offset": 1})]
 
 
 def test_ignore_min_isr_bug_appends_what_the_broker_must_refuse():
@@ -180,7 +235,8 @@ def test_ack_after_the_isr_shrank_below_min_isr_is_not_enough_replicas_after_app
     effects = core.on_message(1201, "meta", "meta:m1", AlterIsrResponse(
         alter.request_id, 0, "NONE", 0, 0, (0,), 1))
     acks = [t for t in effects if isinstance(t, Transition) and t.action == "LeaderAckProduce"]
-    assert [t.outcome for t in acks] == [NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+    assert [(t.outcome, t.outcome_args) for t in acks] == [
+        (Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND, {})]
     assert replies(effects, ProduceResponse)[0].results == (
         (7, 0, NOT_ENOUGH_REPLICAS_AFTER_APPEND),)
 

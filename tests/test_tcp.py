@@ -116,7 +116,9 @@ def test_the_leader_killed_with_sigkill_is_replaced_and_rejoins(tmp_path):
     assert summary["crashes"] == 1
     meta = _events(tmp_path / "meta.ndjson")
     failure = next(e for e in meta if e["action"] == "ControllerHandleBrokerFailure")
-    assert failure["args"] == {"broker": 0} and "leader=1" in failure["outcome"]
+    assert failure["args"] == {"broker": 0} and failure["outcome"] == "BROKER_FAILURE_HANDLED"
+    assert [c[:2] for c in failure["outcome_args"]["changes"]] == [[0, 1]]  # p0 led by b1
+    assert failure["outcome_args"]["elected"] == 1
     crash = next(e for e in _events(tmp_path / "b0.ndjson") if e["action"] == "BrokerCrash")
     restart = next(e for e in meta if e["action"] == "BrokerRestart")
     assert restart["args"] == {"broker": 0} and restart["time_ms"] > crash["time_ms"]
