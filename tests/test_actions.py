@@ -374,14 +374,19 @@ def test_preferred_election_guards():
     assert not_enabled(config, initial_state(config), ControllerElectPreferredLeader(0)) == (
         refused(Refusal.ALREADY_LEADS, broker=0)
     )
-    config, state = offline()
+    config, state = offline()  # the offline election's (ControllerElectLeader), not this one
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
-        refused(Refusal.NO_SESSION, broker=0)
+        refused(Refusal.NO_LEADER, partition=0)
     )
     config = failback_config().replace(max_leader_epochs=2)
     state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
     assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
         refused(Refusal.LEADER_EPOCH_BOUND)
+    )
+    # A session expiry takes the broker out of the ISR first; the guard is shown on a built state.
+    expired = replace(state, controller=replace(state.controller, registered=(-1, 0)))
+    assert not_enabled(config, expired, ControllerElectPreferredLeader(0)) == (
+        refused(Refusal.NO_SESSION, broker=0)
     )
 
 
@@ -430,8 +435,8 @@ def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw
     assert state.leader_and_isr == {LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}
 
 
-def test_become_leader_stops_the_brokers_own_fetcher():
-    config = failback_config()
+def test_become_leader_stops_the_brokers_own_fetcher_in_the_smaller_abstraction():
+    config = failback_config().replace(leader_keeps_last_fetch=False)
     state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
                      FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
     assert isinstance(state.fetches[0][0], FetchRequest)
@@ -441,7 +446,7 @@ def test_become_leader_stops_the_brokers_own_fetcher():
 
 def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
     # On a real network the old leader can still handle the new leader's last fetch (and
-    # count its LEO); the explorer's abstraction deletes that fetch, which no network does.
+    # count its LEO); the smaller abstraction deletes that fetch, which no network does.
     config = failback_config().replace(leader_keeps_last_fetch=True)
     state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
                      FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
