@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from impl.protocol.messages import NO_LEADER
 from vocab.actions import ActionName
 from vocab.outcomes import Code
 from vocab.trace import FORMAT, message_id
@@ -122,11 +121,7 @@ def event_counts(action: str, outcome: str, outcome_args: dict) -> dict[str, int
     if outcome in _ELECTED:
         return {"elections": 1}
     if outcome == Code.BROKER_FAILURE_HANDLED:
-        # `elected` counts the partitions whose leader changed. One left with no leader (-1)
-        # is among them (a failure leaves offline only a partition the failed broker led),
-        # but nobody was elected.
-        offline = sum(1 for _, leader, _, _ in outcome_args["changes"] if leader == NO_LEADER)
-        return {"elections": outcome_args["elected"] - offline}
+        return {"elections": outcome_args["elected"]}
     if outcome == Code.ISR_CHANGED:
         return {"isr_shrinks" if action == ActionName.LEADER_SHRINK_ISR else "isr_expands": 1}
     return {}

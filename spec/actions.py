@@ -628,7 +628,7 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
         s = s.with_partition_state(p, new)
         s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new, config.assignment(p)))
         changes.append([p, leader, epoch, list(isr)])
-        elected += leader != ps.leader
+        elected += leader not in (ps.leader, NO_LEADER)
     if unclean_count:
         c = s.controller
         s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + unclean_count))

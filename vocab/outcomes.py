@@ -48,7 +48,8 @@ class Code(StrEnum):
     ELECTED_UNCLEAN = "ELECTED_UNCLEAN"  # leader, leader_epoch
     ELECTED_PREFERRED = "ELECTED_PREFERRED"  # leader, leader_epoch
     # changes: [[partition, leader, leader_epoch, [isr...]], ...] (the changed partitions),
-    # elected: how many of them got a new leader (or none: -1), excused: [value, ...]
+    # elected: how many of them got a new leader (one left offline is not counted),
+    # excused: [value, ...]
     BROKER_FAILURE_HANDLED = "BROKER_FAILURE_HANDLED"
     # Network
     DROPPED = "DROPPED"

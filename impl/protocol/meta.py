@@ -171,7 +171,7 @@ class MetaCore:
         self.registered[b] = UNKNOWN
         changed = []
         changes = []  # [partition, leader, leader epoch, ISR] of each changed partition
-        elected = 0  # partitions whose leader changed (to a new one or to none)
+        elected = 0  # partitions given a new leader (one left offline is not an election)
         t = Transition(A.CONTROLLER_HANDLE_BROKER_FAILURE, {"broker": b},
                        Code.BROKER_FAILURE_HANDLED, recv=recv)
         for p, ps in enumerate(self.partitions):
@@ -189,7 +189,7 @@ class MetaCore:
                 epoch += 1
             if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
                 continue
-            elected += leader != ps.leader
+            elected += leader not in (ps.leader, NO_LEADER)
             ps.leader, ps.leader_epoch, ps.isr = leader, epoch, isr
             ps.partition_epoch += 1
             changed.append(p)
