@@ -274,7 +274,7 @@ def test_handle_last_isr_member_failure_takes_the_partition_offline():
     state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerCrash(0))
     state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
     assert said == (
-        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, -1, 1, [0]]], elected=1, excused=[])
+        Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, -1, 1, [0]]], elected=0, excused=[])
     )
     assert state.controller.partitions[0] == PartitionState(-1, 1, (0,), 2)
 
