@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction, usage_error: type[Exception]) -> None:
+def register(sub) -> None:
     """Add the `analyze` parser to the `isrlab` subcommands."""
     from pyspark_harness.main import __doc__ as description
     from pyspark_harness.main import add_arguments

@@ -9,25 +9,18 @@ min.insync.replicas >= 2, clean election, kip-320 or current), shows no anomaly;
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from isrlab.cmd_cluster import add_cluster_options, cluster_config
+from isrlab.options import UsageError, add_cluster_options, cluster_config
 
 
-def _run(args) -> int:
-    from impl.config import ClusterConfigError
+def run(args) -> int:
     from impl.sim import SimOptions
     from model_check.campaign import format_summary, run_campaign, tty_progress
 
-    try:
-        config = cluster_config(args)
-    except ClusterConfigError as error:
-        print(f"isrlab campaign: error: {error}", file=sys.stderr)
-        return 2
+    config = cluster_config(args)
     if args.runs < 1:
-        print("isrlab campaign: error: --runs must be >= 1", file=sys.stderr)
-        return 2
+        raise UsageError("--runs must be >= 1")
     seed = 1 if args.seed is None else args.seed
     nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
     options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
@@ -56,7 +49,7 @@ def _run(args) -> int:
     return 1 if result.failed else 0
 
 
-def register(sub, usage_error) -> None:
+def register(sub) -> None:
     p = sub.add_parser("campaign", help="many simulated runs, each replayed and history-checked",
                        description=__doc__.split("\n\n")[0])
     add_cluster_options(p)
@@ -67,4 +60,4 @@ def register(sub, usage_error) -> None:
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=run, error_prefix="isrlab campaign")

@@ -9,109 +9,9 @@ Exit 0 on a completed run, 2 on bad usage or config.
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 from pathlib import Path
 
-from impl.config import BUGS, VARIANTS, ClusterConfig, ClusterConfigError
-
-NEMESIS = ("crash", "partition", "pause", "slow")
-
-
-def parse_duration(text: str) -> int:
-    """'60s', '500ms', '2m' or a bare number of seconds -> milliseconds."""
-    match = re.fullmatch(r"(\d+)(ms|s|m)?", text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. 60s, 500ms, 2m)")
-    value, unit = int(match.group(1)), match.group(2) or "s"
-    return value * {"ms": 1, "s": 1000, "m": 60_000}[unit]
-
-
-def parse_nemesis(text: str) -> tuple[str, ...]:
-    kinds = tuple(k for k in (x.strip() for x in text.split(",")) if k)
-    for kind in kinds:
-        if kind not in NEMESIS:
-            raise argparse.ArgumentTypeError(
-                f"unknown nemesis {kind!r} (known: {', '.join(NEMESIS)})")
-    return kinds
-
-
-def add_cluster_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=None, help="random seed (printed; default 1)")
-    p.add_argument("--brokers", type=int, default=3)
-    p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--duration", type=parse_duration, default=60_000, metavar="T",
-                   help="simulated (sim) or real (tcp) run time, e.g. 60s, 500ms")
-    p.add_argument("--nemesis", type=parse_nemesis, default=(), metavar="KINDS",
-                   help=f"comma-separated faults: {','.join(NEMESIS)}")
-    p.add_argument("--variant", default="current", help=", ".join(VARIANTS))
-    p.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all")
-    p.add_argument("--min-isr", type=int, default=2, help="min.insync.replicas")
-    p.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable")
-    p.add_argument("--flush-interval", type=int, default=None, metavar="N",
-                   help="log.flush.interval.messages (default: never flush on append)")
-    p.add_argument("--faults", type=int, default=1, metavar="N",
-                   help="faults at once (default 1: a majority stays healthy)")
-    p.add_argument("--config", metavar="FILE.properties", help="Kafka-style settings")
-    p.add_argument("--bug", action="append", default=[], metavar="NAME",
-                   help=f"switch on a seeded implementation bug: {', '.join(BUGS)}")
-
-
-_PROPERTIES = {
-    "acks": ("acks", str),
-    "min.insync.replicas": ("min_insync_replicas", int),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable",
-                                       lambda v: {"true": True, "false": False}[v.lower()]),
-    "log.flush.interval.messages": ("log_flush_interval_messages", int),
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
-    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
-    "session.timeout.ms": ("session_timeout_ms", int),
-    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "variant": ("variant", str),
-}
-
-
-def load_cluster_properties(path: str) -> dict:
-    """Kafka-style `key=value` lines; any problem is a ClusterConfigError naming file:line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ClusterConfigError(f"{path}: cannot read: {error.strerror}") from None
-    values: dict = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in _PROPERTIES:
-            known = ", ".join(sorted(_PROPERTIES))
-            raise ClusterConfigError(f"{path}:{number}: unknown key {key!r} (known: {known})")
-        name, parse = _PROPERTIES[key]
-        try:
-            values[name] = parse(value)
-        except (KeyError, ValueError):
-            raise ClusterConfigError(f"{path}:{number}: {key}: bad value {value!r}") from None
-    return values
-
-
-def cluster_config(args: argparse.Namespace) -> ClusterConfig:
-    values = load_cluster_properties(args.config) if args.config else {}
-    values.update(
-        brokers=args.brokers, partitions=args.partitions, variant=args.variant,
-        acks="all" if args.acks == "-1" else args.acks, min_insync_replicas=args.min_isr,
-        bugs=frozenset(args.bug),
-    )
-    if args.unclean:
-        values["unclean_leader_election_enable"] = True
-    if args.flush_interval is not None:
-        values["log_flush_interval_messages"] = args.flush_interval
-    config = ClusterConfig(**values)
-    if config.min_insync_replicas > config.brokers:
-        raise ClusterConfigError(f"min.insync.replicas: {config.min_insync_replicas} exceeds "
-                                 f"the {config.brokers} brokers")
-    return config
+from isrlab.options import add_cluster_options, cluster_config
 
 
 def _commit() -> str:
@@ -139,12 +39,8 @@ def _summary_lines(summary: dict) -> list[str]:
     ]
 
 
-def _run(args: argparse.Namespace, usage_error) -> int:
-    try:
-        config = cluster_config(args)
-    except ClusterConfigError as error:
-        print(f"isrlab cluster: error: {error}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    config = cluster_config(args)
     seed = 1 if args.seed is None else args.seed
     out = Path(args.trace_out)
     if args.mode == "sim":
@@ -172,7 +68,7 @@ def _run(args: argparse.Namespace, usage_error) -> int:
     return 0
 
 
-def register(sub, usage_error) -> None:
+def register(sub) -> None:
     cluster = sub.add_parser("cluster", help="run the reference broker cluster (sim or tcp)",
                              description=__doc__.splitlines()[0])
     modes = cluster.add_subparsers(dest="mode", metavar="MODE", required=True,
@@ -185,4 +81,4 @@ def register(sub, usage_error) -> None:
         if mode == "tcp":
             p.add_argument("--base-port", type=int, default=0,
                            help="first port (default: any free ports)")
-        p.set_defaults(func=lambda args: _run(args, usage_error))
+        p.set_defaults(func=run, error_prefix="isrlab cluster")

@@ -14,11 +14,13 @@ import argparse
 import json
 import sys
 
+from isrlab.options import UsageError, kafka_config
+
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
 INDUCTION_DEFAULTS = dict(brokers=3)
 
 
-def register(sub, usage_error) -> None:
+def register(sub) -> None:
     """Add the `prove` subcommand to the isrlab parser."""
     p = sub.add_parser(
         "prove", help="Z3: bounded model checking (--bmc K) or induction (--induction)",
@@ -54,25 +56,16 @@ def register(sub, usage_error) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="BMC: ask depths in N processes (same result as 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run, _usage_error=usage_error)
-
-
-def _fail(message: str) -> int:
-    print(f"isrlab: error: {message}", file=sys.stderr)
-    return 2
+    p.set_defaults(func=run)
 
 
 def _config(args: argparse.Namespace):
-    from isrlab.cli import _kafka_config, _UsageError
     from spec import Config
 
     defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
-    try:
-        config = _kafka_config(args, base=Config().replace(**defaults))
-    except _UsageError as error:
-        raise ValueError(str(error)) from None
+    config = kafka_config(args, base=Config().replace(**defaults))
     if config.partitions != 1:
-        raise ValueError("partitions: the symbolic encoding has one partition")
+        raise UsageError("partitions: the symbolic encoding has one partition")
     return config
 
 
@@ -81,24 +74,22 @@ def run(args: argparse.Namespace) -> int:
     from model_check import prove
     from model_check.symbolic import NotRepresentable
     from model_check.symbolic_lemmas import LEMMAS
-    from spec import INVARIANTS, ConfigError
+    from spec import INVARIANTS
 
     if args.bmc is None and not args.induction:
-        return _fail("prove: choose --bmc K or --induction")
+        raise UsageError("prove: choose --bmc K or --induction")
     if args.bmc is not None and args.bmc < 0:
-        return _fail("--bmc: K must be >= 0")
+        raise UsageError("--bmc: K must be >= 0")
     if args.workers < 1:
-        return _fail("--workers: must be >= 1")
-    try:
-        config = _config(args)
-    except (ConfigError, ValueError) as error:
-        return _fail(str(error))
+        raise UsageError("--workers: must be >= 1")
+    config = _config(args)
     for name in args.invariant or []:
         if name not in INVARIANTS:
-            return _fail(f"--invariant: unknown invariant {name!r} (known: {', '.join(INVARIANTS)})")
+            raise UsageError(f"--invariant: unknown invariant {name!r} "
+                             f"(known: {', '.join(INVARIANTS)})")
     for name in args.lemma or []:
         if name not in LEMMAS:
-            return _fail(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
+            raise UsageError(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)

@@ -11,7 +11,7 @@ import json
 import sys
 
 
-def _run(args) -> int:
+def run(args) -> int:
     from model_check.replay import TraceError, format_result, replay_paths
 
     try:
@@ -26,11 +26,11 @@ def _run(args) -> int:
     return 0 if result.verdict == "accepted" else 1
 
 
-def register(sub, usage_error) -> None:
+def register(sub) -> None:
     p = sub.add_parser("replay", help="check a run's traces against the spec",
                        description=__doc__.splitlines()[0])
     p.add_argument("traces", nargs="+", metavar="TRACE_DIR_OR_FILE")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-invariants", action="store_true",
                    help="skip checking the spec's invariants on the replayed state")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=run)

@@ -146,7 +146,8 @@ def test_config_file_errors_name_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.properties"
     bad.write_text("acks=all\nmin.insync.replicas=two\n")
     assert main(["cluster", "sim", "--config", str(bad), "--trace-out", str(tmp_path)]) == 2
-    assert f"{bad}:2: min.insync.replicas: bad value 'two'" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        f"isrlab cluster: error: {bad}:2: min.insync.replicas: expected an integer, got 'two'\n")
 
 
 # Failover -------------------------------------------------------------------------------------

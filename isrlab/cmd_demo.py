@@ -19,12 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from model_check.explorer import explore
-from model_check.model import KafkaModel
-from model_check.report import counterexample_table, summary
-from model_check.scenario import run_file
-from spec import VARIANTS, Config
-
 ROOT = Path(__file__).resolve().parent.parent
 B1 = ROOT / "tests" / "testdata" / "b1_hw_truncation.txt"
 OUT = Path("isrlab-demo")
@@ -50,6 +44,12 @@ def _banner(text: str) -> None:
 
 
 def _spec_part() -> None:
+    from model_check.explorer import explore
+    from model_check.model import KafkaModel
+    from model_check.report import counterexample_table, summary
+    from model_check.scenario import run_file
+    from spec import VARIANTS, Config
+
     _banner("1/4  The spec: B1 in a transcript, and the explorer on hw-truncation vs current")
     if B1.exists():
         result = run_file(B1)
@@ -125,7 +125,13 @@ def _spark_part(corpus: Path) -> int:
     return code
 
 
-def main() -> int:
+def register(sub) -> None:
+    p = sub.add_parser("demo", help="the main job on embedded defaults",
+                       description=__doc__.splitlines()[0])
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
     start = time.perf_counter()
     OUT.mkdir(exist_ok=True)
     _spec_part()

@@ -1,0 +1,113 @@
+"""`isrlab check`: exhaustively check the invariants of a model (or random walks of it).
+
+Exit 0: all invariants hold within the bounds; 1: a violation (shortest counterexample); 2: bad
+usage; 3: stopped at --max-states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from isrlab.options import ACKS_CHOICES, UsageError, invariant_names, kafka_config
+
+
+def register(sub) -> None:
+    check = sub.add_parser("check", help="exhaustively check the invariants of a model",
+                           description="Exit 0: all invariants hold within the bounds; 1: a "
+                           "violation (shortest counterexample); 2: bad usage; 3: stopped at "
+                           "--max-states.")
+    check.add_argument("--model", choices=("kafka", "tla-compat"), default="kafka")
+    check.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
+    check.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
+    for flag, metavar, what in (
+        ("--brokers", "N", "brokers (= replication factor), default 3"),
+        ("--partitions", "N", "partitions, default 1"),
+        ("--records", "N", "max records written, default 2"),
+        ("--epochs", "N", "max leader epochs, default 2"),
+        ("--crashes", "N", "max broker crashes, default 0"),
+        ("--log-size", "N", "tla-compat only: LogSize, default 2"),
+        ("--min-isr", "N", "min.insync.replicas, default 1"),
+    ):
+        check.add_argument(flag, type=int, metavar=metavar, help=what)
+    check.add_argument("--acks", choices=ACKS_CHOICES)
+    check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
+                       help="unclean.leader.election.enable (default off)")
+    check.add_argument("--invariant", action="append", metavar="NAME", help="check only these")
+    check.add_argument("--no-invariants", action="store_true", help="explore without checking")
+    check.add_argument("--no-symmetry", action="store_true")
+    check.add_argument("--workers", type=int, default=1)
+    check.add_argument("--max-states", type=int, metavar="N")
+    check.add_argument("--max-depth", type=int, metavar="N")
+    check.add_argument("--simulate", action="store_true", help="random walks instead of BFS")
+    check.add_argument("--seed", type=int)
+    check.add_argument("--depth", type=int, default=50, help="simulation: steps per trace")
+    check.add_argument("--traces", type=int, default=100, help="simulation: number of traces")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
+    check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    check.set_defaults(func=run)
+
+
+def build_model(args: argparse.Namespace):
+    """(model, variant name, invariant names) for `--model kafka` or `--model tla-compat`."""
+    from spec import INVARIANTS
+
+    if args.model == "kafka":
+        from model_check.model import KafkaModel
+
+        config = kafka_config(args)
+        names = invariant_names(args, list(INVARIANTS))
+        return KafkaModel(config, names), config.variant.name, names
+    from model_check.tla_compat import ALL_INVARIANTS, DEFAULT_INVARIANTS, TlaCompatModel
+
+    variant = args.variant or "kip-320"
+    if variant not in ("hw-truncation", "kip-101", "kip-279", "kip-320"):
+        raise UsageError(f"--variant: the tla-compat model has hw-truncation, kip-101, kip-279, "
+                         f"kip-320, not {variant!r}")
+    names = invariant_names(args, list(ALL_INVARIANTS), list(DEFAULT_INVARIANTS))
+    model = TlaCompatModel(
+        variant,
+        brokers=args.brokers or 3,
+        log_size=args.log_size or 2,
+        records=args.records or 2,
+        epochs=args.epochs or 2,
+        invariants=names,
+    )
+    return model, variant, names
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_check.explorer import explore, simulate, tty_progress
+    from model_check.report import counterexample_table, itf_trace, junit_xml, result_json, summary
+
+    model, variant, names = build_model(args)
+    if args.workers < 1:
+        raise UsageError("--workers: must be >= 1")
+    if args.simulate:
+        seed = args.seed if args.seed is not None else 0
+        print(f"simulation seed {seed}", file=sys.stderr)
+        result = simulate(model, seed=seed, depth=args.depth, traces=args.traces,
+                          check_invariants=bool(names))
+    else:
+        progress = None if args.json else tty_progress()
+        result = explore(model, max_states=args.max_states, max_depth=args.max_depth,
+                         workers=args.workers, symmetry=not args.no_symmetry,
+                         check_invariants=bool(names), progress=progress)
+        if progress:
+            sys.stderr.write("\n")
+    if args.itf and result.violation:
+        with open(args.itf, "w", encoding="utf-8") as out:
+            json.dump(itf_trace(model, result), out, indent=1)
+    if args.junit:
+        with open(args.junit, "w", encoding="utf-8") as out:
+            out.write(junit_xml(model, variant, result, names))
+    if args.json:
+        print(json.dumps(result_json(model, variant, result), sort_keys=True))
+    else:
+        if result.violation:
+            print(counterexample_table(model, result))
+            print()
+        print(summary(model, variant, result))
+    return {"ok": 0, "violation": 1, "incomplete": 3}[result.result]

@@ -1,0 +1,63 @@
+"""`isrlab fuzz`: Hypothesis random walks of the spec, with shrunk counterexamples.
+
+Exit 0: no violation found; 1: a violation (written as a scenario transcript); 2: bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from isrlab.options import ACKS_CHOICES, UsageError, invariant_names, kafka_config
+
+
+def register(sub) -> None:
+    fuzz = sub.add_parser("fuzz", help="Hypothesis random walks of the spec, shrunk counterexamples",
+                          description="Exit 0: no violation found; 1: a violation (written as a "
+                          "scenario transcript); 2: bad usage.")
+    fuzz.add_argument("--examples", type=int, default=100, help="number of runs")
+    fuzz.add_argument("--steps", type=int, default=50, help="max steps per run")
+    fuzz.add_argument("--seed", type=int)
+    fuzz.add_argument("--out", metavar="FILE", help="where to write the transcript")
+    fuzz.add_argument("--variant")
+    fuzz.add_argument("--config", metavar="FILE.properties")
+    for flag in ("--brokers", "--partitions", "--records", "--epochs", "--crashes", "--min-isr"):
+        fuzz.add_argument(flag, type=int, metavar="N")
+    fuzz.add_argument("--acks", choices=ACKS_CHOICES)
+    fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
+    fuzz.add_argument("--invariant", action="append", metavar="NAME")
+    fuzz.set_defaults(func=run, no_invariants=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_check.fuzz import fuzz
+    from spec import INVARIANTS
+
+    config = kafka_config(args)
+    names = invariant_names(args, list(INVARIANTS))
+    if args.examples < 1 or args.steps < 1:
+        raise UsageError("--examples and --steps must be >= 1")
+    seed = args.seed if args.seed is not None else 0
+    print(f"fuzz seed {seed}: {args.examples} runs of up to {args.steps} steps, "
+          f"variant {config.variant.name}, {config.brokers} brokers, {config.partitions} partitions",
+          file=sys.stderr)
+    result = fuzz(config, examples=args.examples, steps=args.steps, seed=seed, invariants=names)
+    print(f"{result.examples} runs, {result.steps:,} steps, deepest {result.deepest}, "
+          f"{result.seconds:.1f} s")
+    if result.error:
+        print(f"spec error after {len(result.actions)} actions: {result.error}")
+        return 1
+    if result.invariant is None:
+        print("OK: no invariant violated")
+        return 0
+    print(f"VIOLATED {result.invariant} after {len(result.actions)} actions "
+          f"(Hypothesis shrank to {result.hypothesis_actions}): {result.detail}")
+    for number, action in enumerate(result.actions, start=1):
+        print(f"  {number:>3}. {action}")
+    if result.transcript is not None:
+        out = args.out or "fuzz-counterexample.txt"
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(result.transcript)
+        status = "reproduces" if result.reproduced else "DOES NOT reproduce"
+        print(f"transcript written to {out} ({status}: isrlab scenario {out})")
+    return 1

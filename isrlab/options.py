@@ -1,0 +1,156 @@
+"""Options shared by several subcommands, and how their values become a config.
+
+A setting comes from the command line when its flag is given, else from `--config FILE`, else
+from the built-in default: flags default to None so that a file's value is never overwritten by
+a default the user did not type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from impl.config import BUGS, VARIANTS, ClusterConfig, ClusterConfigError
+from vocab.config import ACKS_ALIASES, ACKS_LEVELS, KEYS_BY_NAME, Layer
+from vocab.properties import load_pairs, settings
+
+
+class UsageError(Exception):
+    """Bad usage the command line cannot catch by itself; `isrlab` prints it and exits 2."""
+
+
+ACKS_CHOICES = (*ACKS_LEVELS, *ACKS_ALIASES)
+
+
+def acks_level(flag: str | None) -> str | None:
+    """`--acks` as a level: `-1` is `all`."""
+    return None if flag is None else ACKS_ALIASES.get(flag, flag)
+
+
+# The model --------------------------------------------------------------------------------------
+
+
+def kafka_config(args: argparse.Namespace, base=None):
+    """The spec's config: the flags given, over `--config FILE`, over `base` (else the
+    defaults). Shared by `check`, `fuzz` and `prove`."""
+    from spec import VARIANTS, Config, load_properties
+
+    base = base or Config()
+    config = load_properties(args.config, base) if args.config else base
+    if args.variant and args.variant not in VARIANTS:
+        raise UsageError(f"--variant: unknown variant {args.variant!r} "
+                         f"(known: {', '.join(VARIANTS)})")
+    flags = {
+        "variant": VARIANTS.get(args.variant) if args.variant else None,
+        "brokers": args.brokers,
+        "partitions": getattr(args, "partitions", None),
+        "max_records": args.records,
+        "max_leader_epochs": args.epochs,
+        "max_crashes": args.crashes,
+        "acks": acks_level(args.acks),
+        "min_insync_replicas": args.min_isr,
+        "unclean_leader_election_enable": args.unclean,
+        "log_flush_interval_messages": getattr(args, "flush", None),
+    }
+    return config.replace(**{k: v for k, v in flags.items() if v is not None})
+
+
+def invariant_names(
+    args: argparse.Namespace, known: list[str], default: list[str] | None = None
+) -> list[str]:
+    """`--invariant` names checked against `known` (all of them, or `default`, when none)."""
+    if args.no_invariants:
+        return []
+    if not args.invariant:
+        return known if default is None else default
+    for name in args.invariant:
+        if name not in known:
+            raise UsageError(f"--invariant: unknown invariant {name!r} (known: {', '.join(known)})")
+    return list(args.invariant)
+
+
+# The reference broker cluster -------------------------------------------------------------------
+
+NEMESIS = ("crash", "partition", "pause", "slow")
+
+# Flags that set a config key: (argparse dest, key).
+CLUSTER_FLAGS = (
+    ("brokers", "brokers"),
+    ("partitions", "partitions"),
+    ("variant", "variant"),
+    ("acks", "acks"),
+    ("min_isr", "min.insync.replicas"),
+    ("unclean", "unclean.leader.election.enable"),
+    ("flush_interval", "log.flush.interval.messages"),
+)
+
+
+def parse_duration(text: str) -> int:
+    """'60s', '500ms', '2m' or a bare number of seconds -> milliseconds."""
+    match = re.fullmatch(r"(\d+)(ms|s|m)?", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. 60s, 500ms, 2m)")
+    value, unit = int(match.group(1)), match.group(2) or "s"
+    return value * {"ms": 1, "s": 1000, "m": 60_000}[unit]
+
+
+def parse_nemesis(text: str) -> tuple[str, ...]:
+    kinds = tuple(k for k in (x.strip() for x in text.split(",")) if k)
+    for kind in kinds:
+        if kind not in NEMESIS:
+            raise argparse.ArgumentTypeError(
+                f"unknown nemesis {kind!r} (known: {', '.join(NEMESIS)})")
+    return kinds
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    defaults = ClusterConfig()
+    p.add_argument("--seed", type=int, default=None, help="random seed (printed; default 1)")
+    p.add_argument("--brokers", type=int, help=f"default {defaults.brokers}")
+    p.add_argument("--partitions", type=int, help=f"default {defaults.partitions}")
+    p.add_argument("--duration", type=parse_duration, default=60_000, metavar="T",
+                   help="simulated (sim) or real (tcp) run time, e.g. 60s, 500ms")
+    p.add_argument("--nemesis", type=parse_nemesis, default=(), metavar="KINDS",
+                   help=f"comma-separated faults: {','.join(NEMESIS)}")
+    p.add_argument("--variant", help=f"{', '.join(VARIANTS)} (default {defaults.variant})")
+    p.add_argument("--acks", choices=ACKS_CHOICES, help=f"default {defaults.acks}")
+    p.add_argument("--min-isr", type=int,
+                   help=f"min.insync.replicas (default {defaults.min_insync_replicas})")
+    p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
+                   help="unclean.leader.election.enable (default off)")
+    p.add_argument("--flush-interval", type=int, default=None, metavar="N",
+                   help="log.flush.interval.messages (default: never flush on append)")
+    p.add_argument("--faults", type=int, default=1, metavar="N",
+                   help="faults at once (default 1: a majority stays healthy)")
+    p.add_argument("--config", metavar="FILE.properties",
+                   help="Kafka-style settings; flags given beside it win")
+    p.add_argument("--bug", action="append", default=[], metavar="NAME",
+                   help=f"switch on a seeded implementation bug: {', '.join(BUGS)}")
+
+
+def cluster_config(args: argparse.Namespace) -> ClusterConfig:
+    """The cluster's config: the flags given, over `--config FILE`, over the defaults.
+
+    A bad file is a `vocab.properties.PropertiesError`, a bad value a ClusterConfigError; both
+    name the file and line when the value came from the file."""
+    values: dict[str, object] = {}
+    where: dict[str, str] = {}
+    if args.config:
+        for line, key, value in settings(load_pairs(args.config), Layer.CLUSTER):
+            values[key.cluster.field] = value
+            where[key.name] = line
+    for dest, name in CLUSTER_FLAGS:
+        value = getattr(args, dest)
+        if value is not None:
+            values[KEYS_BY_NAME[name].cluster.field] = acks_level(value) if dest == "acks" else value
+            where.pop(name, None)
+    try:
+        return ClusterConfig(bugs=frozenset(args.bug), **values)
+    except ClusterConfigError as error:
+        # The line that set the key, else the line that set the key its range depends on.
+        key = KEYS_BY_NAME.get(error.key or "")
+        bound = key.cluster.max if key and key.cluster else None
+        line = where.get(error.key or "") or (where.get(bound) if isinstance(bound, str) else None)
+        if line:
+            raise ClusterConfigError(f"{line}: {error}", key=error.key) from None
+        raise
