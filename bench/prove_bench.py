@@ -49,8 +49,6 @@ def differential(pairs: int, seed: int = 1) -> None:
     config = small("current", brokers=3, max_records=2, max_leader_epochs=3)
     shape = sym.make_shape(config)
     table = sym.action_table(shape)
-    from tests.test_symbolic_diff import pinned
-
     pre, post, a = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t."), sym.fresh_args(
         shape, "a.")
     rnd = random.Random(seed)
@@ -65,7 +63,7 @@ def differential(pairs: int, seed: int = 1) -> None:
             action, nxt = rnd.choice(succ)
             solver = z3.Solver()
             solver.add(sym.represent(shape, state, pre), sym.represent(shape, nxt, post),
-                       *pinned(a, action),
+                       *sym.pin_args(a, action),
                        sym.relation(shape, sym.instance_for(table, action, state), pre, post, a))
             assert solver.check() == z3.sat
             done += 1

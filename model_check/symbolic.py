@@ -1153,6 +1153,19 @@ def instance_for(table: list, action, state: Cluster):
     return inst
 
 
+def pin_args(a: StepArgs, action) -> list:
+    """Constraints fixing the symbolic step arguments `a` to a spec action's arguments."""
+    args = action.args()
+    out = []
+    if "leader_epoch" in args:
+        out += [a.leader_epoch == args["leader_epoch"], a.partition_epoch == args["partition_epoch"]]
+    if "value" in args:
+        out.append(a.value == args["value"])
+    if "offset" in args:
+        out.append(a.offset == args["offset"])
+    return out
+
+
 # ------------------------------------------------------------------------------------------
 # Initial state and well-formedness
 

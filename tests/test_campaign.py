@@ -5,8 +5,6 @@ every seeded implementation bug is caught by replay or the history checker withi
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +12,7 @@ from impl.config import BUGS, ClusterConfig
 from impl.sim import SimOptions
 from isrlab.cli import main
 from model_check.campaign import promises_durability, run_campaign
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from mutants_bench import MUTANT_SETTINGS, caught_by, mutant_campaign  # noqa: E402
+from model_check.mutants import MUTANT_SETTINGS, caught_by, mutant_campaign
 
 SAFE_FAULTS = ("crash", "partition", "pause")
 

@@ -30,18 +30,6 @@ REJECTS_PER_EXAMPLE = 20
 WALK_STEPS_MAX = 60
 
 
-def pinned(a: sym.StepArgs, action) -> list:
-    args = action.args()
-    out = []
-    if "leader_epoch" in args:
-        out += [a.leader_epoch == args["leader_epoch"], a.partition_epoch == args["partition_epoch"]]
-    if "value" in args:
-        out.append(a.value == args["value"])
-    if "offset" in args:
-        out.append(a.offset == args["offset"])
-    return out
-
-
 configs = st.builds(
     lambda variant, acks, flush, unclean, min_isr, lag_messages, brokers, keeps, recovery: Config(
         variant=VARIANTS[variant], brokers=brokers, acks=acks, log_flush_interval_messages=flush,
@@ -93,7 +81,7 @@ def test_relation_agrees_with_step(config, rnd):
             relations[key] = sym.relation(shape, inst, pre, post, a)
         solver = z3.Solver()
         solver.add(sym.represent(shape, s, pre), sym.represent(shape, nxt, post),
-                   *pinned(a, action), relations[key])
+                   *sym.pin_args(a, action), relations[key])
         assert solver.check() == z3.sat, f"{config.variant.name}: relation rejects {action}"
         Counter.accepted += 1
     # Reject: pairs (s, s2) where s2 is a state of the walk that is not a successor of s.
