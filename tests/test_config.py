@@ -291,3 +291,367 @@ def test_with_rules_names_the_mutant():
 def test_configs_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         Config().brokers = 4  # type: ignore[misc]
+
+
+# One key table for both layers (vocab.config) -----------------------------------------------
+
+
+def test_the_key_table_names_every_field_of_both_configs():
+    from impl.config import ClusterConfig
+    from vocab.config import CLUSTER_KEYS, KEYS, MODEL_KEYS, Layer
+
+    assert CONFIG_KEYS == tuple(k.name for k in MODEL_KEYS)
+    assert {k.model.field for k in MODEL_KEYS} == {f.name for f in dataclasses.fields(Config)}
+    cluster_fields = {f.name for f in dataclasses.fields(ClusterConfig)}
+    assert {k.cluster.field for k in CLUSTER_KEYS} == cluster_fields - {
+        "bugs", "preferred_leader_check_interval_ms"}
+    assert len({k.name for k in KEYS}) == len(KEYS)
+    layers = {k.name: k.layer for k in KEYS}
+    assert layers["acks"] is Layer.BOTH and layers["max.records"] is Layer.MODEL
+    assert layers["session.timeout.ms"] is Layer.CLUSTER
+    assert all(k.layer is Layer.MODEL for k in KEYS if k.bound)
+
+
+def test_each_kind_in_the_table_matches_both_configs_defaults():
+    from impl.config import ClusterConfig
+    from vocab.config import ACKS_LEVELS, KEYS, VARIANT_NAMES, Kind
+
+    fits = {
+        Kind.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        Kind.OPTIONAL_INT: lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        Kind.BOOL: lambda v: isinstance(v, bool),
+        Kind.ACKS: lambda v: v in ACKS_LEVELS,
+        Kind.VARIANT: lambda v: getattr(v, "name", v) in VARIANT_NAMES,
+    }
+    for key in KEYS:
+        for use, config in ((key.model, Config()), (key.cluster, ClusterConfig())):
+            if use:
+                assert fits[key.kind](getattr(config, use.field)), key.name
+
+
+def test_variant_names_and_rule_names_are_the_same_in_spec_impl_and_vocab():
+    from impl.config import VARIANTS as IMPL_VARIANTS
+    from impl.config import VariantRules
+    from vocab.config import RULE_NAMES, TRUNCATION_RULES, VARIANT_NAMES
+
+    assert tuple(VARIANTS) == tuple(IMPL_VARIANTS) == VARIANT_NAMES
+    spec_rules = tuple(f.name for f in dataclasses.fields(VARIANTS["current"]) if f.name != "name")
+    assert spec_rules == tuple(f.name for f in dataclasses.fields(VariantRules)) == RULE_NAMES
+    for name in VARIANT_NAMES:
+        assert VARIANTS[name].truncation == IMPL_VARIANTS[name].truncation
+        assert VARIANTS[name].truncation in TRUNCATION_RULES
+
+
+def integer_bounds(layer: str):
+    """(key, field, lowest, highest) of every integer key with a numeric range in `layer`."""
+    from vocab.config import KEYS, Kind
+
+    for key in KEYS:
+        use = getattr(key, layer)
+        if use and key.kind in (Kind.INT, Kind.OPTIONAL_INT) and use.min is not None:
+            yield key.name, use.field, use.min, use.max if isinstance(use.max, int) else None
+
+
+def test_both_configs_accept_the_table_bounds_and_reject_one_beyond():
+    from impl.config import ClusterConfig, ClusterConfigError
+
+    for layer, make, error in (("model", Config, ConfigError),
+                               ("cluster", ClusterConfig, ClusterConfigError)):
+        checked = 0
+        for name, field, low, high in integer_bounds(layer):
+            # Ranges that depend on another key: heartbeat below the session timeout, min ISR
+            # at most the brokers.
+            extra = {"heartbeat_interval_ms": {"session_timeout_ms": 10**6},
+                     "session_timeout_ms": {"heartbeat_interval_ms": 1},
+                     "brokers": {"min_insync_replicas": 1}}.get(field, {})
+            for value in (low, high):
+                if value is not None:
+                    assert getattr(make(**{field: value}, **extra), field) == value
+            for value in (low - 1, None if high is None else high + 1):
+                if value is not None:
+                    with pytest.raises(error) as info:
+                        make(**{field: value}, **extra)
+                    assert info.value.key == name and str(info.value).startswith(f"{name}: ")
+                    checked += 1
+        assert checked >= (12 if layer == "model" else 10), layer
+
+
+def limit_disagreements() -> list[str]:
+    """Brokers and partitions counts in 0..20 that exactly one of spec and cluster accepts."""
+    from impl.config import ClusterConfig, ClusterConfigError
+
+    def accepts(make, error, **kw) -> bool:
+        try:
+            make(**kw)
+        except error:
+            return False
+        return True
+
+    out = []
+    for field in ("brokers", "partitions"):
+        for n in range(21):
+            kw = {field: n, "min_insync_replicas": 1}
+            if accepts(Config, ConfigError, **kw) != accepts(ClusterConfig, ClusterConfigError, **kw):
+                out.append(f"{field}={n}")
+    return out
+
+
+def test_brokers_and_partitions_limits_agree_between_spec_and_cluster():
+    from impl.config import ClusterConfig, ClusterConfigError
+
+    assert limit_disagreements() == []
+    for field, top in (("brokers", 9), ("partitions", 16)):
+        assert getattr(Config(**{field: top}), field) == getattr(ClusterConfig(**{field: top}),
+                                                                field) == top
+        for make, error in ((Config, ConfigError), (ClusterConfig, ClusterConfigError)):
+            with pytest.raises(error, match=f"^{field}: must be between 1 and {top}$"):
+                make(**{field: top + 1})
+
+
+def test_the_limits_check_fails_when_the_cluster_has_its_own_range(monkeypatch):
+    import impl.config
+    from vocab.config import Use
+
+    mutant = tuple(dataclasses.replace(k, cluster=Use("brokers", 1)) if k.name == "brokers" else k
+                   for k in impl.config.CLUSTER_KEYS)
+    monkeypatch.setattr(impl.config, "CLUSTER_KEYS", mutant)
+    assert limit_disagreements() == [f"brokers={n}" for n in range(10, 21)]
+
+
+def test_range_messages_name_the_bound_a_range_depends_on():
+    from impl.config import ClusterConfig, ClusterConfigError
+
+    with pytest.raises(ClusterConfigError, match=r"^min.insync.replicas: must be between 1 and "
+                       r"the number of brokers \(2\)$"):
+        ClusterConfig(brokers=2, min_insync_replicas=3)
+    with pytest.raises(ClusterConfigError, match="^session.timeout.ms: must exceed heartbeat"):
+        ClusterConfig(session_timeout_ms=300, heartbeat_interval_ms=300)
+
+
+# The one .properties reader (vocab.properties) ---------------------------------------------
+
+
+def test_reader_keeps_order_and_where_and_takes_the_last_of_a_repeated_key():
+    from vocab.config import Layer
+    from vocab.properties import read_pairs, settings
+
+    text = "# c\n! c\n\nacks = 1\nbrokers:4\n  acks=all  \nlog.flush.interval.messages=never\n"
+    pairs = read_pairs(text, "f")
+    assert pairs == [("f:4", "acks", "1"), ("f:5", "brokers", "4"), ("f:6", "acks", "all"),
+                     ("f:7", "log.flush.interval.messages", "never")]
+    typed = [(s.where, s.key.name, s.value) for s in settings(pairs, Layer.CLUSTER)]
+    assert typed == [("f:4", "acks", "1"), ("f:5", "brokers", 4), ("f:6", "acks", "all"),
+                     ("f:7", "log.flush.interval.messages", None)]
+    assert parse_properties(text).acks == "all"
+
+
+@pytest.mark.parametrize(("text", "layer", "message"), [
+    ("=3\n", "model", "f:1: expected key=value, got '=3'"),
+    ("brokers 3\n", "cluster", "f:1: expected key=value, got 'brokers 3'"),
+    ("max.records=1\n", "cluster",
+     "f:1: max.records: an exploration bound of the model, not a cluster setting"),
+    ("replica.lag.max.messages=2\n", "cluster",
+     "f:1: replica.lag.max.messages: a rule of the model only, not a cluster setting"),
+    ("#\nsession.timeout.ms=9\n", "model",
+     "f:2: session.timeout.ms: a cluster setting, not used by the model"),
+    ("acks=2\n", "cluster", "f:1: acks: expected 0, 1, all or -1, got '2'"),
+    ("variant=kip-1\n", "cluster", "f:1: variant: unknown variant 'kip-1' "
+     "(known: hw-truncation, kip-101, kip-279, kip-320, current)"),
+])
+def test_reader_errors_are_one_line_naming_file_line_and_key(text, layer, message):
+    from vocab.config import Layer
+    from vocab.properties import PropertiesError, read_pairs, settings
+
+    with pytest.raises(PropertiesError) as info:
+        settings(read_pairs(text, "f"), Layer(layer))
+    assert str(info.value) == message
+
+
+def test_cluster_keys_are_listed_for_an_unknown_key():
+    from vocab.config import CLUSTER_KEYS, Layer
+    from vocab.properties import PropertiesError, read_pairs, settings
+
+    with pytest.raises(PropertiesError) as info:
+        settings(read_pairs("x.y=1\n", "f"), Layer.CLUSTER)
+    assert str(info.value) == (
+        f"f:1: unknown key 'x.y' (known: {', '.join(k.name for k in CLUSTER_KEYS)})")
+
+
+# The cluster and campaign commands honour the file ------------------------------------------
+
+# A value for every cluster key, each different from the default.
+FILE_VALUES = {
+    "variant": "kip-101", "brokers": 4, "partitions": 2, "acks": "1", "min.insync.replicas": 1,
+    "unclean.leader.election.enable": True, "replica.lag.time.max.ms": 700,
+    "log.flush.interval.messages": 3, "replica.fetch.wait.max.ms": 150,
+    "replica.fetch.backoff.ms": 40, "session.timeout.ms": 2000, "heartbeat.interval.ms": 250,
+    "request.timeout.ms": 1200,
+}
+
+
+def write_properties(path, values: dict) -> None:
+    def text(value):
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    path.write_text("# every cluster key, none at its default\n"
+                    + "".join(f"{k} = {text(v)}\n" for k, v in values.items()), encoding="utf-8")
+
+
+def header_config(trace_dir) -> dict:
+    import json
+
+    first = (trace_dir / "b0.ndjson").read_text(encoding="utf-8").splitlines()[0]
+    header = json.loads(first)
+    assert header["kind"] == "header"
+    return header["config"]
+
+
+def expected_fields(values: dict) -> dict:
+    from vocab.config import KEYS_BY_NAME
+
+    return {KEYS_BY_NAME[k].cluster.field: v for k, v in values.items()}
+
+
+def test_the_file_differs_from_every_cluster_default():
+    from impl.config import ClusterConfig
+    from vocab.config import CLUSTER_KEYS
+
+    assert set(FILE_VALUES) == {k.name for k in CLUSTER_KEYS}
+    default = ClusterConfig()
+    for field, value in expected_fields(FILE_VALUES).items():
+        assert getattr(default, field) != value, field
+
+
+def fields_not_from_the_file(tmp_path) -> list[str]:
+    """Run `cluster sim --config F` with FILE_VALUES; the header fields that differ from F."""
+    from isrlab.cli import main
+
+    path = tmp_path / "c.properties"
+    write_properties(path, FILE_VALUES)
+    out = tmp_path / "run"
+    assert main(["cluster", "sim", "--config", str(path), "--duration", "2s",
+                 "--trace-out", str(out)]) == 0
+    config = header_config(out)
+    return sorted(f for f, v in expected_fields(FILE_VALUES).items() if config[f] != v)
+
+
+def test_cluster_sim_runs_exactly_the_file(tmp_path, capsys):
+    assert fields_not_from_the_file(tmp_path) == []
+    assert "4 brokers, 2 partitions" in capsys.readouterr().out
+
+
+def test_the_file_check_fails_when_flag_defaults_override_the_file(tmp_path, monkeypatch):
+    # The mutant: flags carry the built-in defaults, so they always overwrite the file.
+    import isrlab.cmd_cluster
+    from isrlab.options import add_cluster_options
+
+    def with_defaults(p):
+        add_cluster_options(p)
+        p.set_defaults(brokers=3, partitions=1, variant="current", acks="all", min_isr=2)
+
+    monkeypatch.setattr(isrlab.cmd_cluster, "add_cluster_options", with_defaults)
+    assert fields_not_from_the_file(tmp_path) == [
+        "acks", "brokers", "min_insync_replicas", "partitions", "variant"]
+
+
+def test_a_flag_given_beside_the_file_wins(tmp_path):
+    from isrlab.cli import main
+
+    path = tmp_path / "c.properties"
+    write_properties(path, FILE_VALUES)
+    out = tmp_path / "run"
+    assert main(["cluster", "sim", "--config", str(path), "--duration", "1s", "--acks", "-1",
+                 "--min-isr", "2", "--variant", "current", "--brokers", "3", "--partitions", "1",
+                 "--no-unclean", "--flush-interval", "1", "--trace-out", str(out)]) == 0
+    flags = {"acks": "all", "min.insync.replicas": 2, "variant": "current", "brokers": 3,
+             "partitions": 1, "unclean.leader.election.enable": False,
+             "log.flush.interval.messages": 1}
+    config = header_config(out)
+    for field, value in expected_fields({**FILE_VALUES, **flags}).items():
+        assert config[field] == value, field
+
+
+def test_campaign_runs_exactly_the_file(tmp_path, capsys):
+    import json
+
+    from isrlab.cli import main
+
+    path = tmp_path / "c.properties"
+    write_properties(path, FILE_VALUES)
+    out = tmp_path / "corpus"
+    code = main(["campaign", "--config", str(path), "--runs", "1", "--duration", "2s",
+                 "--keep", "all", "--out", str(out), "--json", "--workers", "1"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["divergences"] == 0
+    written = json.loads((out / "campaign.json").read_text(encoding="utf-8"))["config"]
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    for config in (written, header_config(run)):
+        for field, value in expected_fields(FILE_VALUES).items():
+            assert config[field] == value, field
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    ("acks=1\nmin.insync.replicas=two\n", 2, "min.insync.replicas: expected an integer, got 'two'"),
+    ("brokers=2\nmin.insync.replicas=3\n", 2,
+     "min.insync.replicas: must be between 1 and the number of brokers (2)"),
+    ("# one broker, the default min ISR is 2\nbrokers=1\n", 2,
+     "min.insync.replicas: must be between 1 and the number of brokers (1)"),
+    ("partitions=17\n", 1, "partitions: must be between 1 and 16"),
+    ("acks=1\nmax.crashes=1\n", 2, "max.crashes: an exploration bound of the model, not a "
+     "cluster setting"),
+    ("acks all\n", 1, "expected key=value, got 'acks all'"),
+])
+@pytest.mark.parametrize("command", ["cluster", "campaign"])
+def test_a_bad_file_exits_2_with_one_line_naming_file_line_and_key(text, line, message, command,
+                                                                   tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "bad.properties"
+    path.write_text(text, encoding="utf-8")
+    argv = (["cluster", "sim", "--trace-out", str(tmp_path / "out")] if command == "cluster"
+            else ["campaign", "--runs", "1", "--out", str(tmp_path / "out")])
+    proc = subprocess.run([sys.executable, "-m", "isrlab.cli", *argv, "--config", str(path)],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 2
+    assert proc.stderr == f"isrlab {command}: error: {path}:{line}: {message}\n"
+    assert proc.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_a_missing_file_exits_2(tmp_path, capsys):
+    from isrlab.cli import main
+
+    path = tmp_path / "absent.properties"
+    assert main(["cluster", "sim", "--config", str(path), "--trace-out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"isrlab cluster: error: {path}: cannot read: No such file or directory\n")
+
+
+def test_every_run_the_cluster_accepts_replays(tmp_path, capsys):
+    from isrlab.cli import main
+
+    out = tmp_path / "big"
+    assert main(["cluster", "sim", "--brokers", "9", "--partitions", "16", "--min-isr", "9",
+                 "--nemesis", "crash", "--duration", "3s", "--trace-out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(out), "--json"]) == 0
+    assert '"verdict": "accepted"' in capsys.readouterr().out
+    for flag, value in (("--brokers", "10"), ("--partitions", "17")):
+        assert main(["cluster", "sim", flag, value, "--trace-out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("isrlab cluster: error: ") and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_prove_reads_the_file_over_its_own_defaults(tmp_path, capsys):
+    import json
+
+    from isrlab.cli import main
+
+    path = tmp_path / "c.properties"
+    path.write_text("acks=1\n", encoding="utf-8")
+    assert main(["prove", "--bmc", "0", "--config", str(path), "--json"]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert (config["acks"], config["brokers"], config["max.crashes"]) == ("1", "2", "1")

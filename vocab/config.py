@@ -129,7 +129,8 @@ KEYS: tuple[Key, ...] = (
         cluster=Use("replica_fetch_wait_max_ms", 1), doc="how long a leader parks an empty fetch"),
     Key("replica.fetch.backoff.ms", Kind.INT, model=None,
         cluster=Use("replica_fetch_backoff_ms", 1), doc="a follower's pause after a failed fetch"),
-    Key("session.timeout.ms", Kind.INT, model=None, cluster=Use("session_timeout_ms", 1),
+    # Above the heartbeat interval (checked by the cluster config), so at least 2.
+    Key("session.timeout.ms", Kind.INT, model=None, cluster=Use("session_timeout_ms", 2),
         doc="a broker without heartbeats this long is fenced"),
     Key("heartbeat.interval.ms", Kind.INT, model=None, cluster=Use("heartbeat_interval_ms", 1),
         doc="how often a broker heartbeats to the metadata store"),
