@@ -241,9 +241,9 @@ class ProducerSend(Action):
     Effect: a produce request with a fresh value id is in flight to that broker.
     Abstracts: batching, retries and idempotence; the metadata the producer uses is the
     controller's (it can still go stale while the request is in flight).
-    With `broker` set (trace replay only; the explorer never generates it): the request goes
-    to that broker, which must believe it leads: a producer whose metadata is from that
-    leadership, older than the controller's latest decision.
+    With `broker` set: the request goes to that broker, which must believe it leads and must
+    not be the controller's leader: a producer whose metadata is from an older leadership
+    than the controller's latest decision (the explorer and replay both take this branch).
     """
 
     partition: int
@@ -760,6 +760,8 @@ def _producer_send(config: Config, s: Cluster, a: ProducerSend):
         _check_broker(config, a.broker)
         _require(s.replica(a.partition, a.broker).leader == a.broker, Refusal.NOT_LEADER_IN_VIEW,
                  broker=a.broker)
+        # The controller's own leader is the untargeted send: one action per transition.
+        _require(a.broker != leader, Refusal.TARGET_IS_CURRENT_LEADER, broker=a.broker)
         leader = a.broker
     _require(leader != NO_LEADER, Refusal.NO_LEADER, partition=a.partition)
     request = ProduceRequest(a.partition, leader, s.next_value)
@@ -1213,6 +1215,11 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
     if state.next_value <= config.max_records:
         for p in parts:
             yield ProducerSend(p)
+            # A producer whose metadata is stale still addresses a broker that believes it leads.
+            current = state.controller.partitions[p].leader
+            for b in range(n):
+                if b != current and state.replicas[p][b].leader == b:
+                    yield ProducerSend(p, b)
     for m in sorted(state.produce_requests):
         yield LeaderAppend(m.partition, m.broker, m.value)
     for p in parts:

@@ -70,6 +70,7 @@ def test_a_failing_run_keeps_its_traces_and_exits_1(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "run-1")]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_every_seeded_bug_is_caught_within_200_runs(bug):
     assert bug in MUTANT_SETTINGS

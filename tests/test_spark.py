@@ -28,6 +28,8 @@ from pyspark_harness import jobs as J  # noqa: E402
 from pyspark_harness.ingest import InputError, find_trace_files, parse_lines  # noqa: E402
 from vocab.actions import ActionName as A  # noqa: E402
 from vocab.outcomes import Code  # noqa: E402
+
+pytestmark = pytest.mark.slow
 from vocab.trace import CausalCycle, LineError, check  # noqa: E402
 
 # Campaign directory -> its options; seeds differ, so run ids ("seed-N") are unique.

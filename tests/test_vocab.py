@@ -164,7 +164,7 @@ WALK_CONFIGS = {
                           max_leader_epochs=4, replica_lag_max_messages=1,
                           log_flush_interval_messages=1, acks="0"),
 }
-WALK_SEED = 12
+WALK_SEED = 6
 WALK_STEPS = 500
 RESTART = 1 / 30  # chance per step to start over: fetch loops never run out of bounds
 
@@ -237,7 +237,7 @@ def test_every_outcome_and_refusal_of_a_random_walk_renders(name):
     outcomes, refusals = walked(name)
     assert len(render_all(outcomes, refusals)) == len(outcomes) + len(refusals)
     # Not vacuous: each walk sees a good share of the vocabulary (seed WALK_SEED; at this
-    # seed 20 to 26 outcome codes and 41 to 46 refusal codes per walk).
+    # seed at least 21 outcome codes and 43 refusal codes per walk).
     assert len({o.code for o in outcomes}) >= 18
     assert len({r.code for r in refusals}) >= 38
 
@@ -247,7 +247,7 @@ def test_the_walks_together_reach_most_codes():
     refusals = {r.code for name in WALK_CONFIGS for r in walked(name)[1]}
     # Of 45 codes, three are the broker's alone (ISR_APPLIED, SERVED, REQUEST_TIMED_OUT); the
     # rarest spec outcomes (a dropped answer while a truncation is pending, ...) are pinned
-    # by tests/test_actions.py and tests/test_variants.py instead. At this seed: 36 and 48.
+    # by tests/test_actions.py and tests/test_variants.py instead. At this seed: 36 and 49.
     assert len(outcomes) >= 34, sorted(set(Code) - outcomes)
     assert len(refusals) >= 47, sorted(set(Refusal) - refusals)
 

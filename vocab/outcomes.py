@@ -131,6 +131,7 @@ class Refusal(StrEnum):
     LEADER_DOWN = "LEADER_DOWN"  # leader
     NO_LIVE_LEADER = "NO_LIVE_LEADER"
     NOT_LEADER_IN_VIEW = "NOT_LEADER_IN_VIEW"  # broker (a produce target that does not lead)
+    TARGET_IS_CURRENT_LEADER = "TARGET_IS_CURRENT_LEADER"  # broker (send it untargeted)
     DOES_NOT_LEAD_IN_VIEW = "DOES_NOT_LEAD_IN_VIEW"  # broker (a consumer's leader)
     DOES_NOT_LEAD = "DOES_NOT_LEAD"  # broker
     FOLLOWS_NOBODY = "FOLLOWS_NOBODY"  # broker
@@ -250,6 +251,8 @@ _ENGLISH: dict[str, Template] = {
     Refusal.LEADER_DOWN: "leader {leader} is down",
     Refusal.NO_LIVE_LEADER: "no live leader",
     Refusal.NOT_LEADER_IN_VIEW: "broker {broker} does not believe it leads",
+    Refusal.TARGET_IS_CURRENT_LEADER: "broker {broker} is the controller's leader: a send with "
+                                      "current metadata names no broker",
     Refusal.DOES_NOT_LEAD_IN_VIEW: "broker {broker} does not lead in its view",
     Refusal.DOES_NOT_LEAD: "broker {broker} does not lead",
     Refusal.FOLLOWS_NOBODY: "broker {broker} follows nobody",
