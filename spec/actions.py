@@ -50,14 +50,6 @@ from spec.state import (
 from vocab.actions import ActionName, command
 from vocab.outcomes import Code, KafkaError, Outcome, Refusal, render
 
-# Kafka error codes the model produces (as data, never as exceptions).
-NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_OR_FOLLOWER
-FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
-UNKNOWN_LEADER_EPOCH = KafkaError.UNKNOWN_LEADER_EPOCH
-NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE
-
 
 class NotEnabled(Exception):
     """The action's guard does not hold in this state; the state is unchanged.
@@ -835,11 +827,11 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
         return answer(response), Outcome(Code(code))
 
     if r.leader != a.broker:
-        return error(NOT_LEADER_OR_FOLLOWER)
+        return error(KafkaError.NOT_LEADER_OR_FOLLOWER)
     if variant.fencing and request.current_leader_epoch < r.leader_epoch:
-        return error(FENCED_LEADER_EPOCH)
+        return error(KafkaError.FENCED_LEADER_EPOCH)
     if variant.fencing and request.current_leader_epoch > r.leader_epoch:
-        return error(UNKNOWN_LEADER_EPOCH)
+        return error(KafkaError.UNKNOWN_LEADER_EPOCH)
 
     if isinstance(request, EpochRequest):
         if variant.truncation == "epoch-end":
@@ -857,7 +849,7 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
             response = FetchResponse(a.broker, r.leader_epoch, "diverging", epoch=epoch, end_offset=end)
             return answer(response), Outcome(Code.DIVERGING_EPOCH, epoch=epoch, end_offset=end)
     if offset > r.log_end_offset:
-        return error(OFFSET_OUT_OF_RANGE, end_offset=r.log_end_offset)
+        return error(KafkaError.OFFSET_OUT_OF_RANGE, end_offset=r.log_end_offset)
 
     remote = list(r.remote_log_end_offset)
     remote[a.follower] = offset
@@ -915,7 +907,7 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
     if config.variant.fencing and response.leader_epoch != r.leader_epoch:
         return s, Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=response.leader_epoch,
                           current_leader_epoch=r.leader_epoch)
-    if response.error == OFFSET_OUT_OF_RANGE:
+    if response.error == KafkaError.OFFSET_OUT_OF_RANGE:
         r = r.truncated_to(response.end_offset)
         return done(r, Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=r.log_end_offset))
     if response.kind == "error":

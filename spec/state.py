@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spec.config import Config
+from vocab.outcomes import KAFKA_ERROR_NUMBERS
 
 NO_LEADER = -1
 UNKNOWN = -1
@@ -320,11 +321,7 @@ class FetchResponse:
 
 
 # Stable small codes for the strings a FetchResponse carries (Kafka's numeric error codes).
-_CODES = {
-    "records": 0, "epoch": 1, "diverging": 2, "error": 3, "": 0,
-    "OFFSET_OUT_OF_RANGE": 1, "NOT_LEADER_OR_FOLLOWER": 6, "FENCED_LEADER_EPOCH": 74,
-    "UNKNOWN_LEADER_EPOCH": 75,
-}
+_CODES = {"records": 0, "epoch": 1, "diverging": 2, "error": 3, "": 0, **KAFKA_ERROR_NUMBERS}
 
 
 @dataclass(frozen=True, slots=True, order=True)
