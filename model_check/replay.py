@@ -43,31 +43,8 @@ from pathlib import Path
 import msgspec
 
 from spec import VARIANTS, Config, initial_state
-from spec.actions import (
-    BecomeFollower,
-    BecomeLeader,
-    BrokerCrash,
-    BrokerFlush,
-    BrokerRegister,
-    BrokerRestart,
-    ConsumerRead,
-    ControllerElectLeader,
-    ControllerElectPreferredLeader,
-    ControllerHandleBrokerFailure,
-    FollowerHandleFetchResponse,
-    FollowerSendFetch,
-    LeaderAckProduce,
-    LeaderAppend,
-    LeaderExpandIsr,
-    LeaderHandleFetch,
-    LeaderShrinkIsr,
-    NetworkDropFetch,
-    NetworkDropLeaderAndIsr,
-    NotEnabled,
-    ProducerSend,
-    Tick,
-    step_with_outcome,
-)
+from spec import actions as S
+from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
 from spec.state import NO_LEADER, Acked
 from vocab.actions import ActionName as A
@@ -357,7 +334,7 @@ class Replayer:
         except NotEnabled as error:
             if ticks_ok and error.code == Refusal.NOT_LAGGING:
                 for _ in range(MAX_SILENT_TICKS):
-                    self.state, _ = step_with_outcome(self.config, self.state, Tick())
+                    self.state, _ = step_with_outcome(self.config, self.state, S.Tick())
                     self.silent += 1
                     try:
                         self.state, outcome = step_with_outcome(self.config, self.state, action)
@@ -494,10 +471,10 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
             # it when that connection broke, which the old leader logs only later (it was
             # paused). A silent spec step explains it; only another leader's message qualifies,
             # so two fetches in flight to one leader remain a divergence.
-            rp.step(NetworkDropFetch(p, b))
+            rp.step(S.NetworkDropFetch(p, b))
             rp.silent += 1
             rp.phantom.add(rp.slot.pop((p, b), None))
-        rp.step(FollowerSendFetch(p, b))
+        rp.step(S.FollowerSendFetch(p, b))
         rp.slot[(p, b)] = mid
     rp.compare_replica(body.get("state"))
 
@@ -512,7 +489,7 @@ def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
     if rp.slot.get((p, f)) != recv:
         raise _Mismatch(f"handles fetch {recv!r}, but the spec's connection from {f} holds "
                         f"{rp.slot.get((p, f))!r}")
-    outcome = rp.step(LeaderHandleFetch(p, b, f))
+    outcome = rp.step(S.LeaderHandleFetch(p, b, f))
     rp.slot[(p, f)] = body["send"][0]
     _same_outcome("fetch", outcome, body, ("records", "fetch_offset", "epoch", "end_offset"))
     rp.compare_replica(body.get("state"))
@@ -527,7 +504,7 @@ def _follower_handle_fetch_response(rp: Replayer, body: dict, args: dict) -> Non
         raise _Mismatch(f"handles answer {recv!r}, but the spec's connection to {b} holds "
                         f"{rp.slot.get((p, b))!r}")
     else:
-        rp.step(FollowerHandleFetchResponse(p, b))
+        rp.step(S.FollowerHandleFetchResponse(p, b))
         rp.slot.pop((p, b), None)
     rp.compare_replica(body.get("state"))
 
@@ -539,9 +516,9 @@ def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
     mid = body["send"][0]
     spec_leader = rp.state.controller.partitions[p].leader
     if broker == spec_leader:
-        action = ProducerSend(p)
+        action = S.ProducerSend(p)
     elif rp.state.replica(p, broker).leader == broker:
-        action = ProducerSend(p, broker)
+        action = S.ProducerSend(p, broker)
     else:
         rp.refused.add(mid)  # it will be refused: that broker no longer believes it leads
         rp.skipped += 1
@@ -574,20 +551,20 @@ def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
     value = rp.spec_value.get(recv)
     if value is None:
         raise _Mismatch(f"produce request {recv!r} was never sent by the producer")
-    spec_outcome = rp.step(LeaderAppend(p, b, value))
+    spec_outcome = rp.step(S.LeaderAppend(p, b, value))
     _same_outcome("append", spec_outcome, body, ("offset",))
     rp.compare_replica(body.get("state"))
 
 
 def _leader_ack_produce(rp: Replayer, body: dict, args: dict) -> None:
-    outcome = rp.step(LeaderAckProduce(_p(args), args["broker"], args["offset"]))
+    outcome = rp.step(S.LeaderAckProduce(_p(args), args["broker"], args["offset"]))
     _same_outcome("write", outcome, body, ())
     rp.compare_replica(body.get("state"))
 
 
 def _isr_change(cls):
     def handle(rp: Replayer, body: dict, args: dict) -> None:
-        rp.step(cls(_p(args), args["broker"], args["follower"]), ticks_ok=cls is LeaderShrinkIsr)
+        rp.step(cls(_p(args), args["broker"], args["follower"]), ticks_ok=cls is S.LeaderShrinkIsr)
         rp.compare_metadata(body.get("state"))
     return handle
 
@@ -611,7 +588,7 @@ def _broker_crash(rp: Replayer, body: dict, args: dict) -> None:
         for replica in (body.get("state") or {}).get("replicas", ()):
             rp.compare_replica(replica)
         return
-    rp.step(BrokerCrash(b))
+    rp.step(S.BrokerCrash(b))
     for (p, f), _ in list(rp.slot.items()):
         r = rp.state.fetches[p][f]
         if r is None:
@@ -621,7 +598,7 @@ def _broker_crash(rp: Replayer, body: dict, args: dict) -> None:
 
 
 def _broker_flush(rp: Replayer, body: dict, args: dict) -> None:
-    rp.step(BrokerFlush(_p(args), args["broker"]))
+    rp.step(S.BrokerFlush(_p(args), args["broker"]))
     rp.compare_replica(body.get("state"))
 
 
@@ -642,7 +619,7 @@ def _consumer_serve(rp: Replayer, body: dict, args: dict) -> None:
     if due and rp.state.controller.partitions[p].leader == b:
         rp.read_frontier[p] = r.high_watermark
         try:
-            rp.state, _ = step_with_outcome(rp.config, rp.state, ConsumerRead(p))
+            rp.state, _ = step_with_outcome(rp.config, rp.state, S.ConsumerRead(p))
             rp.steps += 1
         except NotEnabled:
             pass  # nothing new for the spec's whole-prefix consumer
@@ -658,13 +635,13 @@ def _network_drop(rp: Replayer, body: dict, args: dict) -> None:
         key = (d["partition"], dst, d["leader_epoch"], d["partition_epoch"])
         if any((m.partition, m.broker, m.leader_epoch, m.partition_epoch) == key
                for m in rp.state.leader_and_isr):
-            rp.step(NetworkDropLeaderAndIsr(*key))
+            rp.step(S.NetworkDropLeaderAndIsr(*key))
         return
     if kind in ("Fetch", "OffsetsForLeaderEpoch", "FetchResponse"):
         follower = int((d["src"] if kind != "FetchResponse" else d["dst"])[1:])
         p = d["partition"]
         if rp.slot.get((p, follower)) == mid and rp.state.fetches[p][follower] is not None:
-            rp.step(NetworkDropFetch(p, follower))
+            rp.step(S.NetworkDropFetch(p, follower))
             rp.slot.pop((p, follower), None)
         rp.phantom.add(mid)
 
@@ -673,29 +650,29 @@ def _parked_fetch_dropped(rp: Replayer, body: dict, args: dict) -> None:
     p, f = _p(args), args["follower"]
     mid = body.get("recv")
     if rp.slot.get((p, f)) == mid and rp.state.fetches[p][f] is not None:
-        rp.step(NetworkDropFetch(p, f))
+        rp.step(S.NetworkDropFetch(p, f))
         rp.slot.pop((p, f), None)
     rp.phantom.add(mid)
 
 
 _HANDLERS = {
     A.NETWORK_DROP_FETCH: _parked_fetch_dropped,
-    A.BECOME_LEADER: _become(BecomeLeader),
-    A.BECOME_FOLLOWER: _become(BecomeFollower),
+    A.BECOME_LEADER: _become(S.BecomeLeader),
+    A.BECOME_FOLLOWER: _become(S.BecomeFollower),
     A.FOLLOWER_SEND_FETCH: _follower_send_fetch,
     A.LEADER_HANDLE_FETCH: _leader_handle_fetch,
     A.FOLLOWER_HANDLE_FETCH_RESPONSE: _follower_handle_fetch_response,
     A.PRODUCER_SEND: _producer_send,
     A.LEADER_APPEND: _leader_append,
     A.LEADER_ACK_PRODUCE: _leader_ack_produce,
-    A.LEADER_SHRINK_ISR: _isr_change(LeaderShrinkIsr),
-    A.LEADER_EXPAND_ISR: _isr_change(LeaderExpandIsr),
+    A.LEADER_SHRINK_ISR: _isr_change(S.LeaderShrinkIsr),
+    A.LEADER_EXPAND_ISR: _isr_change(S.LeaderExpandIsr),
     A.LEADER_APPLY_ISR: _leader_apply_isr,
-    A.CONTROLLER_HANDLE_BROKER_FAILURE: _controller(lambda a: ControllerHandleBrokerFailure(a["broker"])),
-    A.CONTROLLER_ELECT_LEADER: _controller(lambda a: ControllerElectLeader(_p(a))),
-    A.CONTROLLER_ELECT_PREFERRED_LEADER: _controller(lambda a: ControllerElectPreferredLeader(_p(a))),
-    A.BROKER_RESTART: _controller(lambda a: BrokerRestart(a["broker"])),
-    A.BROKER_REGISTER: _controller(lambda a: BrokerRegister(a["broker"])),
+    A.CONTROLLER_HANDLE_BROKER_FAILURE: _controller(lambda a: S.ControllerHandleBrokerFailure(a["broker"])),
+    A.CONTROLLER_ELECT_LEADER: _controller(lambda a: S.ControllerElectLeader(_p(a))),
+    A.CONTROLLER_ELECT_PREFERRED_LEADER: _controller(lambda a: S.ControllerElectPreferredLeader(_p(a))),
+    A.BROKER_RESTART: _controller(lambda a: S.BrokerRestart(a["broker"])),
+    A.BROKER_REGISTER: _controller(lambda a: S.BrokerRegister(a["broker"])),
     A.BROKER_CRASH: _broker_crash,
     A.BROKER_FLUSH: _broker_flush,
     A.CONSUMER_SERVE: _consumer_serve,

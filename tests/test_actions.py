@@ -34,30 +34,8 @@ from spec import (
     step,
     successors,
 )
-from spec.actions import (
-    BecomeFollower,
-    BecomeLeader,
-    BrokerCrash,
-    BrokerFlush,
-    BrokerRegister,
-    BrokerRestart,
-    ConsumerRead,
-    ControllerElectLeader,
-    ControllerElectPreferredLeader,
-    ControllerHandleBrokerFailure,
-    FollowerHandleFetchResponse,
-    FollowerSendFetch,
-    LeaderAckProduce,
-    LeaderAndIsr,
-    LeaderAppend,
-    LeaderExpandIsr,
-    LeaderHandleFetch,
-    LeaderShrinkIsr,
-    NetworkDropLeaderAndIsr,
-    ProducerSend,
-    Tick,
-    candidates,
-)
+from spec import actions as S
+from spec.actions import LeaderAndIsr, candidates
 from spec.state import (
     Acked,
     EpochRequest,
@@ -82,10 +60,10 @@ def offline(variant: str = "current", **changes):
     config = cfg(variant, brokers=2, max_crashes=3, max_leader_epochs=5, **changes)
     state = run(
         config,
-        BrokerCrash(1),
-        ControllerHandleBrokerFailure(1),
-        BrokerCrash(0),
-        ControllerHandleBrokerFailure(0),
+        S.BrokerCrash(1),
+        S.ControllerHandleBrokerFailure(1),
+        S.BrokerCrash(0),
+        S.ControllerHandleBrokerFailure(0),
     )
     return config, state
 
@@ -98,12 +76,12 @@ def committed_v1(variant: str = "current", **changes):
 
 
 # ------------------------------------------------------------------------------------------
-# ControllerElectLeader
+# S.ControllerElectLeader
 
 
 def test_elect_leader_not_enabled_while_the_partition_has_a_leader():
     config = cfg(brokers=2)
-    assert not_enabled(config, initial_state(config), ControllerElectLeader(0)) == (
+    assert not_enabled(config, initial_state(config), S.ControllerElectLeader(0)) == (
         refused(Refusal.HAS_LEADER, partition=0, leader=0)
     )
 
@@ -117,17 +95,17 @@ def test_offline_partition_keeps_its_last_isr_member():
 
 def test_elect_leader_clean_needs_a_live_isr_member():
     config, state = offline()
-    state = run_from(config, state, BrokerRestart(1))  # 1 is alive but not in the ISR
-    assert not_enabled(config, state, ControllerElectLeader(0)) == (
+    state = run_from(config, state, S.BrokerRestart(1))  # 1 is alive but not in the ISR
+    assert not_enabled(config, state, S.ControllerElectLeader(0)) == (
         refused(Refusal.NO_LIVE_ISR_REPLICA)
     )
 
 
 def test_elect_leader_clean_picks_the_returning_isr_member():
     config, state = offline()
-    state = run_from(config, state, BrokerRestart(1), BrokerRestart(0))
+    state = run_from(config, state, S.BrokerRestart(1), S.BrokerRestart(0))
     before = state.leader_and_isr
-    state, said = outcome(config, state, ControllerElectLeader(0))
+    state, said = outcome(config, state, S.ControllerElectLeader(0))
     assert said == Outcome(Code.ELECTED_CLEAN, leader=0, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(0, 2, (0,), 3)
     assert state.controller.unclean_elections == 0
@@ -139,9 +117,9 @@ def test_elect_leader_clean_picks_the_returning_isr_member():
 
 def test_elect_leader_unclean_picks_any_live_replica_and_resets_the_isr():
     config, state = offline(unclean_leader_election_enable=True)
-    assert not_enabled(config, state, ControllerElectLeader(0)) == refused(Refusal.NO_LIVE_REPLICA)
-    state = run_from(config, state, BrokerRestart(1))
-    state, said = outcome(config, state, ControllerElectLeader(0))
+    assert not_enabled(config, state, S.ControllerElectLeader(0)) == refused(Refusal.NO_LIVE_REPLICA)
+    state = run_from(config, state, S.BrokerRestart(1))
+    state, said = outcome(config, state, S.ControllerElectLeader(0))
     assert said == Outcome(Code.ELECTED_UNCLEAN, leader=1, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(1, 2, (1,), 3)
     assert state.controller.unclean_elections == 1
@@ -151,8 +129,8 @@ def test_elect_leader_unclean_picks_any_live_replica_and_resets_the_isr():
 def test_elect_leader_respects_the_leader_epoch_bound():
     config, state = offline()
     config = config.replace(max_leader_epochs=2)  # epoch 1 exists; 2 would be out of bounds
-    state = run_from(config, state, BrokerRestart(0))
-    assert not_enabled(config, state, ControllerElectLeader(0)) == (
+    state = run_from(config, state, S.BrokerRestart(0))
+    assert not_enabled(config, state, S.ControllerElectLeader(0)) == (
         refused(Refusal.LEADER_EPOCH_BOUND)
     )
 
@@ -160,11 +138,11 @@ def test_elect_leader_respects_the_leader_epoch_bound():
 def test_actions_check_partition_and_broker_ranges():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, ControllerElectLeader(1)) == (
+    assert not_enabled(config, state, S.ControllerElectLeader(1)) == (
         refused(Refusal.NO_SUCH_PARTITION, partition=1)
     )
-    assert not_enabled(config, state, BrokerCrash(2)) == refused(Refusal.NO_SUCH_BROKER, broker=2)
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 5)) == (
+    assert not_enabled(config, state, S.BrokerCrash(2)) == refused(Refusal.NO_SUCH_BROKER, broker=2)
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 5)) == (
         refused(Refusal.NO_SUCH_BROKER, broker=5)
     )
     with pytest.raises(TypeError, match="not an action"):
@@ -172,18 +150,18 @@ def test_actions_check_partition_and_broker_ranges():
 
 
 # ------------------------------------------------------------------------------------------
-# ControllerHandleBrokerFailure
+# S.ControllerHandleBrokerFailure
 
 
 def test_handle_failure_needs_a_session_and_bounds_live_expiries():
     config = cfg(brokers=2, max_crashes=1, max_session_expiries=0)
     state = initial_state(config)
-    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+    assert not_enabled(config, state, S.ControllerHandleBrokerFailure(1)) == (
         refused(Refusal.SESSION_EXPIRIES_BOUND)
     )
-    state = run_from(config, state, BrokerCrash(1), ControllerHandleBrokerFailure(1))
+    state = run_from(config, state, S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1))
     assert state.expiries == 0  # the expiry after a crash is not bounded
-    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+    assert not_enabled(config, state, S.ControllerHandleBrokerFailure(1)) == (
         refused(Refusal.NO_SESSION, broker=1)
     )
 
@@ -193,7 +171,7 @@ def test_handle_failure_of_a_live_leader_leaves_a_zombie():
     # broker 0 gets no LeaderAndIsr (no session) and still believes it leads epoch 0.
     config = cfg("current", brokers=3, max_session_expiries=1)
     state = run(config, produce(1))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1, 2]]], elected=1, excused=[])
     )
@@ -208,7 +186,7 @@ def test_handle_failure_of_a_live_leader_leaves_a_zombie():
     zombie = state.replica(0, 0)
     assert (zombie.leader, zombie.leader_epoch, zombie.isr) == (0, 0, (0, 1, 2))
     assert zombie.purgatory == (PendingProduce(0, 1),)
-    assert not_enabled(config, state, ControllerHandleBrokerFailure(1)) == (
+    assert not_enabled(config, state, S.ControllerHandleBrokerFailure(1)) == (
         refused(Refusal.SESSION_EXPIRIES_BOUND)
     )
 
@@ -216,24 +194,24 @@ def test_handle_failure_of_a_live_leader_leaves_a_zombie():
 def test_broker_register_after_a_live_expiry():
     config = cfg("current", brokers=3, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, BrokerRegister(0)) == refused(Refusal.HAS_SESSION, broker=0)
-    state = run_from(config, state, ControllerHandleBrokerFailure(0))
-    state, said = outcome(config, state, BrokerRegister(0))
+    assert not_enabled(config, state, S.BrokerRegister(0)) == refused(Refusal.HAS_SESSION, broker=0)
+    state = run_from(config, state, S.ControllerHandleBrokerFailure(0))
+    state, said = outcome(config, state, S.BrokerRegister(0))
     assert said == Outcome(Code.REGISTERED, broker_epoch=1)
     assert state.broker_epochs == (1, 0, 0)
     assert state.controller.registered == (1, 0, 0)
     assert LeaderAndIsr(0, 0, 1, 1, (1, 2), 1) in state.leader_and_isr
-    state, said = outcome(config, state, BecomeFollower(0, 0, 1, 1))
+    state, said = outcome(config, state, S.BecomeFollower(0, 0, 1, 1))
     assert said == Outcome(Code.FOLLOWER, leader=1, leader_epoch=1)
     assert state.replica(0, 0).remote_log_end_offset == ()  # no longer a zombie leader
-    crashed = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
-    assert not_enabled(config, crashed, BrokerRegister(0)) == refused(Refusal.BROKER_DOWN, broker=0)
+    crashed = run(config, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, crashed, S.BrokerRegister(0)) == refused(Refusal.BROKER_DOWN, broker=0)
 
 
 def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(2))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
+    state = run(config, S.BrokerCrash(2))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(2))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 0, [0, 1]]], elected=0, excused=[])
     )
@@ -247,8 +225,8 @@ def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
 
 def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
     config = cfg("kip-320", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(2))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(2))
+    state = run(config, S.BrokerCrash(2))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(2))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 1, [0, 1]]], elected=0, excused=[])
     )
@@ -257,8 +235,8 @@ def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
 
 def test_handle_leader_failure_elects_the_first_live_isr_member():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(0))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    state = run(config, S.BrokerCrash(0))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1, 2]]], elected=1, excused=[])
     )
@@ -271,8 +249,8 @@ def test_handle_leader_failure_elects_the_first_live_isr_member():
 
 def test_handle_last_isr_member_failure_takes_the_partition_offline():
     config = cfg("current", brokers=2, max_crashes=2)
-    state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerCrash(0))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    state = run(config, S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1), S.BrokerCrash(0))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, -1, 1, [0]]], elected=0, excused=[])
     )
@@ -281,9 +259,9 @@ def test_handle_last_isr_member_failure_takes_the_partition_offline():
 
 def test_handle_failure_of_a_broker_outside_every_isr_changes_nothing():
     config, state = offline()
-    state = run_from(config, state, BrokerRestart(1), BrokerCrash(1))
+    state = run_from(config, state, S.BrokerRestart(1), S.BrokerCrash(1))
     partitions = state.controller.partitions
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(1))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(1))
     assert said == Outcome(Code.BROKER_FAILURE_HANDLED, changes=[], elected=0, excused=[])
     assert state.controller.partitions == partitions
     assert state.controller.registered == (-1, -1)
@@ -291,8 +269,8 @@ def test_handle_failure_of_a_broker_outside_every_isr_changes_nothing():
 
 def test_handle_failure_changes_every_partition_in_one_batch():
     config = cfg("current", brokers=2, partitions=2, max_crashes=1)
-    state = run(config, BrokerCrash(0))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    state = run(config, S.BrokerCrash(0))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1]], [1, 1, 0, [1]]], elected=1,
                 excused=[])
@@ -305,9 +283,9 @@ def test_handle_failure_changes_every_partition_in_one_batch():
 
 def test_handle_failure_with_unclean_election_counts_it():
     config = cfg("current", brokers=2, max_crashes=2, unclean_leader_election_enable=True)
-    state = run(config, BrokerCrash(1), ControllerHandleBrokerFailure(1), BrokerRestart(1),
-                BrokerCrash(0))
-    state, said = outcome(config, state, ControllerHandleBrokerFailure(0))
+    state = run(config, S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1), S.BrokerRestart(1),
+                S.BrokerCrash(0))
+    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1]]], elected=1, excused=[])
     )
@@ -316,14 +294,14 @@ def test_handle_failure_with_unclean_election_counts_it():
 
 def test_handle_failure_respects_the_leader_epoch_bound():
     config = cfg("kip-320", brokers=3, max_crashes=1, max_leader_epochs=1)
-    state = run(config, BrokerCrash(2))
-    assert not_enabled(config, state, ControllerHandleBrokerFailure(2)) == (
+    state = run(config, S.BrokerCrash(2))
+    assert not_enabled(config, state, S.ControllerHandleBrokerFailure(2)) == (
         refused(Refusal.LEADER_EPOCH_BOUND)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# ControllerElectPreferredLeader, and a full failover and failback on the way
+# S.ControllerElectPreferredLeader, and a full failover and failback on the way
 
 
 def failback_config():
@@ -334,21 +312,21 @@ def failed_over(config):
     """Leader 0 crashed, 1 leads in epoch 1, 0 restarted and follows 1."""
     return run(
         config,
-        BrokerCrash(0),
-        ControllerHandleBrokerFailure(0),
-        BecomeLeader(0, 1, 1, 1),
-        BrokerRestart(0),
-        BecomeFollower(0, 0, 1, 1),
+        S.BrokerCrash(0),
+        S.ControllerHandleBrokerFailure(0),
+        S.BecomeLeader(0, 1, 1, 1),
+        S.BrokerRestart(0),
+        S.BecomeFollower(0, 0, 1, 1),
     )
 
 
 def test_failover_then_rejoin_then_preferred_election():
     config = failback_config()
     state = failed_over(config)
-    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+    assert not_enabled(config, state, S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.PREFERRED_NOT_IN_ISR, broker=0)
     )
-    state, said = outcomes(config, state, fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
+    state, said = outcomes(config, state, fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0))
     assert said == [
         Outcome(Code.FETCH_SENT, fetch_offset=0),
         Outcome(Code.RECORDS_SENT, records=0, fetch_offset=0, high_watermark=0,
@@ -357,67 +335,67 @@ def test_failover_then_rejoin_then_preferred_election():
         Outcome(Code.ISR_CHANGED, isr=[0, 1]),
     ]
     assert state.controller.partitions[0] == PartitionState(1, 1, (0, 1), 2)
-    state, said = outcome(config, state, ControllerElectPreferredLeader(0))
+    state, said = outcome(config, state, S.ControllerElectPreferredLeader(0))
     assert said == Outcome(Code.ELECTED_PREFERRED, leader=0, leader_epoch=2)
     assert state.controller.partitions[0] == PartitionState(0, 2, (0, 1), 3)
     assert state.leader_and_isr == {
         LeaderAndIsr(0, 0, 0, 2, (0, 1), 3),
         LeaderAndIsr(1, 0, 0, 2, (0, 1), 3),
     }
-    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+    assert not_enabled(config, state, S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.ALREADY_LEADS, broker=0)
     )
 
 
 def test_preferred_election_guards():
     config = cfg(brokers=2)
-    assert not_enabled(config, initial_state(config), ControllerElectPreferredLeader(0)) == (
+    assert not_enabled(config, initial_state(config), S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.ALREADY_LEADS, broker=0)
     )
-    config, state = offline()  # the offline election's (ControllerElectLeader), not this one
-    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+    config, state = offline()  # the offline election's (S.ControllerElectLeader), not this one
+    assert not_enabled(config, state, S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.NO_LEADER, partition=0)
     )
     config = failback_config().replace(max_leader_epochs=2)
-    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
-    assert not_enabled(config, state, ControllerElectPreferredLeader(0)) == (
+    state = run_from(config, failed_over(config), fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0))
+    assert not_enabled(config, state, S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.LEADER_EPOCH_BOUND)
     )
     # A session expiry takes the broker out of the ISR first; the guard is shown on a built state.
     expired = replace(state, controller=replace(state.controller, registered=(-1, 0)))
-    assert not_enabled(config, expired, ControllerElectPreferredLeader(0)) == (
+    assert not_enabled(config, expired, S.ControllerElectPreferredLeader(0)) == (
         refused(Refusal.NO_SESSION, broker=0)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# NetworkDropLeaderAndIsr
+# S.NetworkDropLeaderAndIsr
 
 
 def test_drop_leader_and_isr():
     config = cfg("current", brokers=3, max_crashes=1, max_message_drops=1)
-    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 0)) == (
+    state = run(config, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, S.NetworkDropLeaderAndIsr(0, 1, 0, 0)) == (
         refused(Refusal.NO_SUCH_LEADER_AND_ISR)
     )
-    state, said = outcome(config, state, NetworkDropLeaderAndIsr(0, 1, 0, 1))
+    state, said = outcome(config, state, S.NetworkDropLeaderAndIsr(0, 1, 0, 1))
     assert said == Outcome(Code.DROPPED)
     assert state.leader_and_isr == {LeaderAndIsr(0, 0, 0, 0, (0, 1), 1)}
     assert state.drops == 1
-    assert not_enabled(config, state, NetworkDropLeaderAndIsr(0, 0, 0, 1)) == (
+    assert not_enabled(config, state, S.NetworkDropLeaderAndIsr(0, 0, 0, 1)) == (
         refused(Refusal.MESSAGE_DROPS_BOUND)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# BecomeLeader
+# S.BecomeLeader
 
 
 def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw():
     config, state = committed_v1(max_crashes=1)
-    state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0))
-    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == refused(Refusal.OTHER_ROLE)
-    state, said = outcome(config, state, BecomeLeader(0, 1, 1, 1))
+    state = run_from(config, state, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, state, S.BecomeFollower(0, 1, 1, 1)) == refused(Refusal.OTHER_ROLE)
+    state, said = outcome(config, state, S.BecomeLeader(0, 1, 1, 1))
     assert said == Outcome(Code.LEADER, leader_epoch=1)
     assert state.replica(0, 1) == Replica(
         log=(v(1),),
@@ -437,10 +415,10 @@ def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw
 
 def test_become_leader_stops_the_brokers_own_fetcher_in_the_smaller_abstraction():
     config = failback_config().replace(leader_keeps_last_fetch=False)
-    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
-                     FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
+    state = run_from(config, failed_over(config), fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0),
+                     S.FollowerSendFetch(0, 0), S.ControllerElectPreferredLeader(0))
     assert isinstance(state.fetches[0][0], FetchRequest)
-    state = step(config, state, BecomeLeader(0, 0, 2, 3))
+    state = step(config, state, S.BecomeLeader(0, 0, 2, 3))
     assert state.fetches[0] == (None, None)
 
 
@@ -448,16 +426,16 @@ def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
     # On a real network the old leader can still handle the new leader's last fetch (and
     # count its LEO); the smaller abstraction deletes that fetch, which no network does.
     config = failback_config().replace(leader_keeps_last_fetch=True)
-    state = run_from(config, failed_over(config), fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
-                     FollowerSendFetch(0, 0), ControllerElectPreferredLeader(0))
+    state = run_from(config, failed_over(config), fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0),
+                     S.FollowerSendFetch(0, 0), S.ControllerElectPreferredLeader(0))
     assert isinstance(state.fetches[0][0], FetchRequest)
-    state = step(config, state, BecomeLeader(0, 0, 2, 3))
+    state = step(config, state, S.BecomeLeader(0, 0, 2, 3))
     assert isinstance(state.fetches[0][0], FetchRequest)  # still in flight to broker 1
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == (
+    assert not_enabled(config, state, S.FollowerSendFetch(0, 0)) == (
         refused(Refusal.FOLLOWS_NOBODY, broker=0)
     )
-    state = step(config, state, LeaderHandleFetch(0, 1, 0))  # 1 has not heard yet: it answers
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 0))
+    state = step(config, state, S.LeaderHandleFetch(0, 1, 0))  # 1 has not heard yet: it answers
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 0))
     assert said == Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=1)
     assert state.fetches[0] == (None, None)
     assert state.replica(0, 0).epoch_cache[-1] == (2, 0)
@@ -468,8 +446,8 @@ def test_become_leader_in_a_new_epoch_keeps_follower_state_purgatory_and_advance
     config = cfg("kip-320", brokers=3, max_crashes=1)
     state = run(config, produce(1), fetch(1), fetch(1))
     assert state.replica(0, 0).high_watermark == 0
-    state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    state, said = outcome(config, state, BecomeLeader(0, 0, 1, 1))
+    state = run_from(config, state, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, S.BecomeLeader(0, 0, 1, 1))
     assert said == Outcome(Code.STILL_LEADER, leader_epoch=1)
     r = state.replica(0, 0)
     assert r.epoch_cache == ((0, 0), (1, 1))
@@ -481,48 +459,48 @@ def test_become_leader_in_a_new_epoch_keeps_follower_state_purgatory_and_advance
 
 def test_become_leader_isr_only_change_updates_the_view():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, produce(1), fetch(1), fetch(1), BrokerCrash(2),
-                ControllerHandleBrokerFailure(2))
+    state = run(config, produce(1), fetch(1), fetch(1), S.BrokerCrash(2),
+                S.ControllerHandleBrokerFailure(2))
     before = state.replica(0, 0)
-    state, said = outcome(config, state, BecomeLeader(0, 0, 0, 1))
+    state, said = outcome(config, state, S.BecomeLeader(0, 0, 0, 1))
     assert said == Outcome(Code.ISR_UPDATED)
     assert state.replica(0, 0) == replace(before, isr=(0, 1), partition_epoch=1, high_watermark=1)
 
 
 def test_become_leader_rejects_a_stale_request():
     config = cfg("current", brokers=3, max_crashes=2)
-    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2), BrokerCrash(1),
-                ControllerHandleBrokerFailure(1), BecomeLeader(0, 0, 0, 2))
+    state = run(config, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2), S.BrokerCrash(1),
+                S.ControllerHandleBrokerFailure(1), S.BecomeLeader(0, 0, 0, 2))
     assert state.replica(0, 0).isr == (0,)
-    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == (
+    assert not_enabled(config, state, S.BecomeLeader(0, 0, 0, 1)) == (
         refused(Refusal.STALE_LEADER_AND_ISR, leader_epoch=0, partition_epoch=1,
                 view_leader_epoch=0, view_partition_epoch=2)
     )
-    assert not_enabled(config, state, BecomeLeader(0, 0, 3, 3)) == (
+    assert not_enabled(config, state, S.BecomeLeader(0, 0, 3, 3)) == (
         refused(Refusal.NO_SUCH_LEADER_AND_ISR)
     )
 
 
 def test_become_leader_needs_the_broker_up():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    state = run(config, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
     state = replace(state, alive=(False, True, False))  # a crash would have dropped the request
-    assert not_enabled(config, state, BecomeLeader(0, 0, 0, 1)) == (
+    assert not_enabled(config, state, S.BecomeLeader(0, 0, 0, 1)) == (
         refused(Refusal.BROKER_DOWN, broker=0)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# BecomeFollower
+# S.BecomeFollower
 
 
 def test_become_follower_drops_leader_side_state_and_purgatory():
     config = failback_config()
     state = run_from(config, failed_over(config), produce(1, leader=1), fetch(0, leader=1),
-                     fetch(0, leader=1), LeaderExpandIsr(0, 1, 0),
-                     ControllerElectPreferredLeader(0))
+                     fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0),
+                     S.ControllerElectPreferredLeader(0))
     assert state.replica(0, 1).purgatory == (PendingProduce(0, 1),)
-    state, said = outcome(config, state, BecomeFollower(0, 1, 2, 3))
+    state, said = outcome(config, state, S.BecomeFollower(0, 1, 2, 3))
     assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=2)
     assert state.replica(0, 1) == Replica(
         log=(v(1, 1),),
@@ -538,19 +516,19 @@ def test_become_follower_drops_leader_side_state_and_purgatory():
 
 def test_become_follower_guards():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    assert not_enabled(config, state, BecomeLeader(0, 1, 0, 1)) == refused(Refusal.OTHER_ROLE)
-    assert not_enabled(config, state, BecomeFollower(0, 1, 1, 1)) == (
+    state = run(config, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, S.BecomeLeader(0, 1, 0, 1)) == refused(Refusal.OTHER_ROLE)
+    assert not_enabled(config, state, S.BecomeFollower(0, 1, 1, 1)) == (
         refused(Refusal.NO_SUCH_LEADER_AND_ISR)
     )
-    state = run_from(config, state, BecomeFollower(0, 1, 0, 1))
+    state = run_from(config, state, S.BecomeFollower(0, 1, 0, 1))
     state = replace(state, leader_and_isr=state.leader_and_isr | {LeaderAndIsr(1, 0, 0, 0, (0, 1), 0)})
-    assert not_enabled(config, state, BecomeFollower(0, 1, 0, 0)) == (
+    assert not_enabled(config, state, S.BecomeFollower(0, 1, 0, 0)) == (
         refused(Refusal.STALE_LEADER_AND_ISR, leader_epoch=0, partition_epoch=0,
                 view_leader_epoch=0, view_partition_epoch=1)
     )
     crashed = replace(state, alive=(True, False, False))
-    assert not_enabled(config, crashed, BecomeFollower(0, 1, 0, 0)) == (
+    assert not_enabled(config, crashed, S.BecomeFollower(0, 1, 0, 0)) == (
         refused(Refusal.BROKER_DOWN, broker=1)
     )
 
@@ -561,62 +539,62 @@ def test_become_follower_isr_change_in_the_same_epoch_is_not_a_new_leadership():
     variant = "hw-truncation"
     config = cfg(variant, brokers=3, max_crashes=1)
     config = config.replace(variant=config.variant.with_rules(isr_shrink_bumps_leader_epoch=False))
-    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    state, said = outcome(config, state, BecomeFollower(0, 1, 0, 1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, S.BecomeFollower(0, 1, 0, 1))
     assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=0)
     assert state.replica(0, 1).log == (v(1),)
     assert state.replica(0, 1).high_watermark == 0
 
 
 # ------------------------------------------------------------------------------------------
-# ProducerSend and ConsumerRead
+# S.ProducerSend and S.ConsumerRead
 
 
 def test_producer_send():
     config = cfg(brokers=2, max_records=1)
-    state, said = outcome(config, initial_state(config), ProducerSend(0))
+    state, said = outcome(config, initial_state(config), S.ProducerSend(0))
     assert said == Outcome(Code.PRODUCE_SENT, value=1, broker=0)
     assert state.produce_requests == {ProduceRequest(0, 0, 1)}
     assert state.next_value == 2
-    assert not_enabled(config, state, ProducerSend(0)) == refused(Refusal.RECORDS_BOUND)
+    assert not_enabled(config, state, S.ProducerSend(0)) == refused(Refusal.RECORDS_BOUND)
 
 
 def test_producer_send_needs_a_leader():
     config, state = offline()
-    assert not_enabled(config, state, ProducerSend(0)) == refused(Refusal.NO_LEADER, partition=0)
+    assert not_enabled(config, state, S.ProducerSend(0)) == refused(Refusal.NO_LEADER, partition=0)
 
 
 def test_producer_send_uses_the_controllers_leader_even_before_it_leads():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0))
-    state, said = outcome(config, state, ProducerSend(0))
+    state = run(config, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0))
+    state, said = outcome(config, state, S.ProducerSend(0))
     assert said == Outcome(Code.PRODUCE_SENT, value=1, broker=1)
 
 
 def test_consumer_read():
     config, state = committed_v1()
-    state, said = outcome(config, state, ConsumerRead(0))
+    state, said = outcome(config, state, S.ConsumerRead(0))
     assert said == Outcome(Code.READ, records=1, broker=0)
     assert state.consumed == {Acked(0, 0, 1)}
-    assert not_enabled(config, state, ConsumerRead(0)) == refused(Refusal.NOTHING_NEW)
+    assert not_enabled(config, state, S.ConsumerRead(0)) == refused(Refusal.NOTHING_NEW)
 
 
 def test_consumer_read_guards():
     config = cfg(brokers=2)
-    assert not_enabled(config, initial_state(config), ConsumerRead(0)) == (
+    assert not_enabled(config, initial_state(config), S.ConsumerRead(0)) == (
         refused(Refusal.NOTHING_NEW)
     )
     config, state = committed_v1(max_crashes=1)
-    crashed = run_from(config, state, BrokerCrash(0))
-    assert not_enabled(config, crashed, ConsumerRead(0)) == refused(Refusal.NO_LIVE_LEADER)
-    failed_over_ = run_from(config, crashed, ControllerHandleBrokerFailure(0))
-    assert not_enabled(config, failed_over_, ConsumerRead(0)) == (
+    crashed = run_from(config, state, S.BrokerCrash(0))
+    assert not_enabled(config, crashed, S.ConsumerRead(0)) == refused(Refusal.NO_LIVE_LEADER)
+    failed_over_ = run_from(config, crashed, S.ControllerHandleBrokerFailure(0))
+    assert not_enabled(config, failed_over_, S.ConsumerRead(0)) == (
         refused(Refusal.DOES_NOT_LEAD_IN_VIEW, broker=1)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# LeaderAppend
+# S.LeaderAppend
 
 
 def test_leader_append_acks_all_parks_the_write():
@@ -655,7 +633,7 @@ def test_leader_append_alone_in_the_isr_commits_at_once():
     config = cfg(brokers=1)
     state = run(config, produce(1))
     assert state.replica(0, 0).high_watermark == 1
-    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    state, said = outcome(config, state, S.LeaderAckProduce(0, 0, 0))
     assert said == Outcome(Code.ACKNOWLEDGED)
     assert state.acked == {Acked(0, 0, 1)}
 
@@ -670,8 +648,8 @@ def test_leader_append_flush_policy(interval, flushed):
 
 def test_leader_append_not_leader_or_follower():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0), ProducerSend(0))
-    state, said = outcome(config, state, LeaderAppend(0, 1, 1))
+    state = run(config, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0), S.ProducerSend(0))
+    state, said = outcome(config, state, S.LeaderAppend(0, 1, 1))
     assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.replica(0, 1).log == ()
     assert state.produce_requests == frozenset()
@@ -681,8 +659,8 @@ def lagging_follower(variant="current", **changes):
     """Two brokers, min ISR 2: v1 committed, v2 appended, follower 1 stops fetching and is
     removed from the ISR after two ticks."""
     config = cfg(variant, brokers=2, min_insync_replicas=2, max_records=3, **changes)
-    state = run(config, produce(1), fetch(1), fetch(1), produce(2), Tick(), Tick(),
-                LeaderShrinkIsr(0, 0, 1))
+    state = run(config, produce(1), fetch(1), fetch(1), produce(2), S.Tick(), S.Tick(),
+                S.LeaderShrinkIsr(0, 0, 1))
     return config, state
 
 
@@ -708,29 +686,29 @@ def test_leader_append_acks_1_ignores_min_insync_replicas():
 def test_leader_append_guards():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, LeaderAppend(0, 0, 1)) == refused(Refusal.NO_SUCH_PRODUCE)
-    state = run_from(config, state, ProducerSend(0))
+    assert not_enabled(config, state, S.LeaderAppend(0, 0, 1)) == refused(Refusal.NO_SUCH_PRODUCE)
+    state = run_from(config, state, S.ProducerSend(0))
     crashed = replace(state, alive=(False, True))
-    assert not_enabled(config, crashed, LeaderAppend(0, 0, 1)) == (
+    assert not_enabled(config, crashed, S.LeaderAppend(0, 0, 1)) == (
         refused(Refusal.BROKER_DOWN, broker=0)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# LeaderAckProduce
+# S.LeaderAckProduce
 
 
 def test_leader_ack_produce_waits_for_the_hw():
     config = cfg(brokers=2)
     state = run(config, produce(1), fetch(1))
-    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == (
+    assert not_enabled(config, state, S.LeaderAckProduce(0, 0, 0)) == (
         refused(Refusal.HW_NOT_PAST, high_watermark=0, offset=0)
     )
-    assert not_enabled(config, state, LeaderAckProduce(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderAckProduce(0, 0, 1)) == (
         refused(Refusal.NO_PENDING_WRITE, offset=1)
     )
     state = run_from(config, state, fetch(1))
-    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    state, said = outcome(config, state, S.LeaderAckProduce(0, 0, 0))
     assert said == Outcome(Code.ACKNOWLEDGED)
     assert state.acked == {Acked(0, 0, 1)}
     assert state.replica(0, 0).purgatory == ()
@@ -743,7 +721,7 @@ def test_leader_ack_produce_not_enough_replicas_after_append(variant, hw):
     config, state = lagging_follower(variant)
     assert [w.offset for w in state.replica(0, 0).purgatory] == [0, 1]
     assert state.replica(0, 0).high_watermark == hw
-    state, said = outcome(config, state, LeaderAckProduce(0, 0, 0))
+    state, said = outcome(config, state, S.LeaderAckProduce(0, 0, 0))
     assert said == Outcome(Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
     assert state.acked == frozenset()
     assert state.replica(0, 0).purgatory == (PendingProduce(1, 2),)
@@ -752,20 +730,20 @@ def test_leader_ack_produce_not_enough_replicas_after_append(variant, hw):
 def test_leader_ack_produce_needs_the_leader():
     config, state = committed_v1()
     state = state.with_replica(0, 0, replace(state.replica(0, 0), leader=1))
-    assert not_enabled(config, state, LeaderAckProduce(0, 0, 0)) == (
+    assert not_enabled(config, state, S.LeaderAckProduce(0, 0, 0)) == (
         refused(Refusal.DOES_NOT_LEAD, broker=0)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# LeaderHandleFetch
+# S.LeaderHandleFetch
 
 
 def test_leader_handle_fetch_records_the_follower_and_answers_with_records():
     config = cfg(brokers=3, max_records=2)
-    state = run(config, produce(1), produce(2), FollowerSendFetch(0, 1))
+    state = run(config, produce(1), produce(2), S.FollowerSendFetch(0, 1))
     assert state.fetches[0][1] == FetchRequest(0, 0, -1, 0, 0)
-    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
+    state, said = outcome(config, state, S.LeaderHandleFetch(0, 0, 1))
     assert said == (
         Outcome(Code.RECORDS_SENT, records=2, fetch_offset=0, high_watermark=0,
                 answer_high_watermark=0)
@@ -782,7 +760,7 @@ def test_leader_handle_fetch_advances_hw_to_the_isr_minimum():
     config = cfg(brokers=3)
     state = run(config, produce(1), fetch(1), fetch(2), fetch(1))
     assert state.replica(0, 0).high_watermark == 0  # broker 2 reported offset 0 last
-    state, said = outcomes(config, state, FollowerSendFetch(0, 2), LeaderHandleFetch(0, 0, 2))
+    state, said = outcomes(config, state, S.FollowerSendFetch(0, 2), S.LeaderHandleFetch(0, 0, 2))
     assert said == [
         Outcome(Code.FETCH_SENT, fetch_offset=1),
         Outcome(Code.RECORDS_SENT, records=0, fetch_offset=1, high_watermark=1,
@@ -793,7 +771,7 @@ def test_leader_handle_fetch_advances_hw_to_the_isr_minimum():
     # commit one round trip later.
     assert state.fetches[0][2] == FetchResponse(0, 0, "records", high_watermark=0,
                                                 fetch_offset=1)
-    state, said = outcomes(config, state, FollowerHandleFetchResponse(0, 2), fetch(2))
+    state, said = outcomes(config, state, S.FollowerHandleFetchResponse(0, 2), fetch(2))
     assert said == [
         Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=0),
         Outcome(Code.FETCH_SENT, fetch_offset=1),
@@ -807,19 +785,19 @@ def test_leader_handle_fetch_advances_hw_to_the_isr_minimum():
 def test_leader_handle_fetch_guards():
     config = cfg(brokers=3)
     state = initial_state(config)
-    assert not_enabled(config, state, LeaderHandleFetch(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderHandleFetch(0, 0, 1)) == (
         refused(Refusal.NO_REQUEST_IN_FLIGHT)
     )
-    state = run_from(config, state, FollowerSendFetch(0, 1))
-    assert not_enabled(config, state, LeaderHandleFetch(0, 2, 1)) == (
+    state = run_from(config, state, S.FollowerSendFetch(0, 1))
+    assert not_enabled(config, state, S.LeaderHandleFetch(0, 2, 1)) == (
         refused(Refusal.REQUEST_FOR_OTHER_BROKER, broker=0)
     )
     crashed = replace(state, alive=(False, True, True))
-    assert not_enabled(config, crashed, LeaderHandleFetch(0, 0, 1)) == (
+    assert not_enabled(config, crashed, S.LeaderHandleFetch(0, 0, 1)) == (
         refused(Refusal.BROKER_DOWN, broker=0)
     )
-    answered = run_from(config, state, LeaderHandleFetch(0, 0, 1))
-    assert not_enabled(config, answered, LeaderHandleFetch(0, 0, 1)) == (
+    answered = run_from(config, state, S.LeaderHandleFetch(0, 0, 1))
+    assert not_enabled(config, answered, S.LeaderHandleFetch(0, 0, 1)) == (
         refused(Refusal.NO_REQUEST_IN_FLIGHT)
     )
 
@@ -828,19 +806,19 @@ def stale_follower_view(variant: str):
     """Three brokers: 0 failed over to 1 and came back as a follower of 1, but broker 2 has not
     applied its LeaderAndIsr yet and still fetches from 0."""
     config = cfg(variant, brokers=3, max_crashes=1, max_leader_epochs=3)
-    state = run(config, BrokerCrash(0), ControllerHandleBrokerFailure(0), BrokerRestart(0),
-                BecomeFollower(0, 0, 1, 1), FollowerSendFetch(0, 2))
+    state = run(config, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0), S.BrokerRestart(0),
+                S.BecomeFollower(0, 0, 1, 1), S.FollowerSendFetch(0, 2))
     return config, state
 
 
 def test_leader_handle_fetch_not_leader_or_follower():
     config, state = stale_follower_view("hw-truncation")
-    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 2))
+    state, said = outcome(config, state, S.LeaderHandleFetch(0, 0, 2))
     assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.fetches[0][2] == FetchResponse(0, 1, "error", error="NOT_LEADER_OR_FOLLOWER")
     # Without fencing the follower sees the error code; it changes nothing.
     before = state.replica(0, 2)
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 2))
     assert said == Outcome(Code.NOT_LEADER_OR_FOLLOWER)
     assert state.replica(0, 2) == before
     assert state.fetches[0][2] is None
@@ -848,7 +826,7 @@ def test_leader_handle_fetch_not_leader_or_follower():
 
 def test_leader_handle_fetch_not_leader_answer_is_dropped_across_epochs_with_fencing():
     config, state = stale_follower_view("current")
-    state, said = outcomes(config, state, LeaderHandleFetch(0, 0, 2), FollowerHandleFetchResponse(0, 2))
+    state, said = outcomes(config, state, S.LeaderHandleFetch(0, 0, 2), S.FollowerHandleFetchResponse(0, 2))
     assert said == [
         Outcome(Code.NOT_LEADER_OR_FOLLOWER),
         Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=1, current_leader_epoch=0),
@@ -860,43 +838,43 @@ def test_leader_handle_fetch_offset_out_of_range_on_old_variants():
     state = run(config, produce(1))
     # A follower ahead of its leader (say, the leader lost an unflushed suffix).
     follower = replace(state.replica(0, 1), log=(v(1), v(9)), epoch_cache=((0, 0),))
-    state = run_from(config, state.with_replica(0, 1, follower), FollowerSendFetch(0, 1))
-    state, said = outcome(config, state, LeaderHandleFetch(0, 0, 1))
+    state = run_from(config, state.with_replica(0, 1, follower), S.FollowerSendFetch(0, 1))
+    state, said = outcome(config, state, S.LeaderHandleFetch(0, 0, 1))
     assert said == Outcome(Code.OFFSET_OUT_OF_RANGE)
     assert state.fetches[0][1] == FetchResponse(0, 0, "error", end_offset=1,
                                                 error="OFFSET_OUT_OF_RANGE")
     assert state.replica(0, 0).remote_log_end_offset == (-1, -1)  # nothing recorded
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert said == Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=1)
     assert state.replica(0, 1).log == (v(1),)
 
 
 # ------------------------------------------------------------------------------------------
-# LeaderShrinkIsr
+# S.LeaderShrinkIsr
 
 
 def test_leader_shrink_isr_after_the_lag_time():
     config = cfg("current", brokers=3)
     state = run(config, produce(1), fetch(1), fetch(1))
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 2)) == (
         refused(Refusal.NOT_LAGGING, follower=2)
     )
-    state = run_from(config, state, Tick())
+    state = run_from(config, state, S.Tick())
     assert state.replica(0, 0).lag_ticks == (0, 1, 1)
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 2)) == (
         refused(Refusal.NOT_LAGGING, follower=2)
     )
-    state = run_from(config, state, Tick())
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+    state = run_from(config, state, S.Tick())
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 1)) == (
         refused(Refusal.CAUGHT_UP, follower=1)
     )
-    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 2))
+    state, said = outcome(config, state, S.LeaderShrinkIsr(0, 0, 2))
     assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
     r = state.replica(0, 0)
     assert (r.isr, r.partition_epoch) == ((0, 1), 1)
     assert r.high_watermark == 1  # the remaining ISR has v1 everywhere
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 2)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 2)) == (
         refused(Refusal.NOT_IN_ISR, follower=2)
     )
 
@@ -904,11 +882,11 @@ def test_leader_shrink_isr_after_the_lag_time():
 def test_leader_shrink_isr_by_message_lag():
     config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
     state = run(config, produce(1), fetch(1))  # broker 1 reported offset 0: one behind
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 1)) == (
         refused(Refusal.NOT_LAGGING, follower=1)
     )
     state = run_from(config, state, produce(2))  # now two behind
-    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
+    state, said = outcome(config, state, S.LeaderShrinkIsr(0, 0, 1))
     assert said == Outcome(Code.ISR_CHANGED, isr=[0])
     assert state.replica(0, 0).high_watermark == 2
 
@@ -918,104 +896,104 @@ def test_leader_shrink_isr_by_message_lag_ignores_a_follower_not_yet_heard_from(
     # 1 record behind (the leader has 1), which is not more than replica.lag.max.messages=1.
     config = cfg("hw-truncation", brokers=2, replica_lag_max_messages=1, max_records=2)
     state = run(config, produce(1))
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 1)) == (
         refused(Refusal.NOT_LAGGING, follower=1)
     )
 
 
 def test_leader_isr_change_guards():
     config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, produce(1), Tick(), Tick())
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 0)) == (
+    state = run(config, produce(1), S.Tick(), S.Tick())
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 0)) == (
         refused(Refusal.OWN_MEMBERSHIP)
     )
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 1, 2)) == (
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 1, 2)) == (
         refused(Refusal.DOES_NOT_LEAD, broker=1)
     )
-    state = run_from(config, state, BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    assert not_enabled(config, state, LeaderShrinkIsr(0, 0, 1)) == (
+    state = run_from(config, state, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    assert not_enabled(config, state, S.LeaderShrinkIsr(0, 0, 1)) == (
         refused(Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=0, view_partition_epoch=0,
                 leader_epoch=0, partition_epoch=1)
     )
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 2)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 2)) == (
         refused(Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=0, view_partition_epoch=0,
                 leader_epoch=0, partition_epoch=1)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# LeaderExpandIsr
+# S.LeaderExpandIsr
 
 
 def test_leader_expand_isr_once_the_follower_reaches_the_hw():
     config = cfg("kip-320", brokers=2, max_records=2)
-    state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
+    state = run(config, produce(1), S.Tick(), S.Tick(), S.LeaderShrinkIsr(0, 0, 1))
     assert state.replica(0, 0).high_watermark == 1
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
     )
     state = run_from(config, state, fetch(1))  # reports offset 0: still below HW 1
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
     )
     state = run_from(config, state, fetch(1))
-    state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
+    state, said = outcome(config, state, S.LeaderExpandIsr(0, 0, 1))
     assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 2)
     assert (state.replica(0, 0).isr, state.replica(0, 0).partition_epoch) == ((0, 1), 2)
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.ALREADY_IN_ISR, follower=1)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# FollowerSendFetch
+# S.FollowerSendFetch
 
 
 def test_follower_send_fetch_carries_offset_epochs_and_broker_epoch():
     config = failback_config()
     state = failed_over(config)
-    state, said = outcome(config, state, FollowerSendFetch(0, 0))
+    state, said = outcome(config, state, S.FollowerSendFetch(0, 0))
     assert said == Outcome(Code.FETCH_SENT, fetch_offset=0)
     assert state.fetches[0][0] == FetchRequest(1, 0, -1, 1, 1)
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == refused(Refusal.CONNECTION_BUSY)
+    assert not_enabled(config, state, S.FollowerSendFetch(0, 0)) == refused(Refusal.CONNECTION_BUSY)
 
 
 def test_follower_send_fetch_last_fetched_epoch_is_the_last_records_epoch():
     config = cfg(brokers=2)
-    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1))
+    state = run(config, produce(1), fetch(1), S.FollowerSendFetch(0, 1))
     assert state.fetches[0][1] == FetchRequest(0, 1, 0, 0, 0)
 
 
 def test_follower_send_fetch_guards():
     config = cfg(brokers=3, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, FollowerSendFetch(0, 0)) == (
+    assert not_enabled(config, state, S.FollowerSendFetch(0, 0)) == (
         refused(Refusal.FOLLOWS_NOBODY, broker=0)
     )
-    crashed = run_from(config, state, BrokerCrash(0))
-    assert not_enabled(config, crashed, FollowerSendFetch(0, 1)) == (
+    crashed = run_from(config, state, S.BrokerCrash(0))
+    assert not_enabled(config, crashed, S.FollowerSendFetch(0, 1)) == (
         refused(Refusal.LEADER_DOWN, leader=0)
     )
-    assert not_enabled(config, crashed, FollowerSendFetch(0, 0)) == (
+    assert not_enabled(config, crashed, S.FollowerSendFetch(0, 0)) == (
         refused(Refusal.BROKER_DOWN, broker=0)
     )
     config, state = offline()
-    state = run_from(config, state, BrokerRestart(1), BecomeFollower(0, 1, 1, 2))
+    state = run_from(config, state, S.BrokerRestart(1), S.BecomeFollower(0, 1, 1, 2))
     assert state.replica(0, 1).leader == -1
-    assert not_enabled(config, state, FollowerSendFetch(0, 1)) == (
+    assert not_enabled(config, state, S.FollowerSendFetch(0, 1)) == (
         refused(Refusal.FOLLOWS_NOBODY, broker=1)
     )
 
 
 # ------------------------------------------------------------------------------------------
-# FollowerHandleFetchResponse
+# S.FollowerHandleFetchResponse
 
 
 def test_follower_handle_fetch_response_appends_and_takes_the_leaders_hw():
     config, state = committed_v1()
-    state = run_from(config, state, FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state = run_from(config, state, S.FollowerSendFetch(0, 1), S.LeaderHandleFetch(0, 0, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert said == Outcome(Code.RECORDS_APPENDED, records=0, high_watermark=1)
     r = state.replica(0, 1)
     assert (r.log, r.high_watermark, r.epoch_cache, r.flushed_offset) == ((v(1),), 1, ((0, 0),), 0)
@@ -1032,9 +1010,9 @@ def test_follower_drops_an_answer_for_an_old_fetch_offset():
     # The follower's log was cut (say, a truncation to its HW 0) while its fetch from offset 1
     # was in flight; the answer no longer fits its log.
     config = cfg("hw-truncation", brokers=3)
-    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1))
+    state = run(config, produce(1), fetch(1), S.FollowerSendFetch(0, 1), S.LeaderHandleFetch(0, 0, 1))
     state = state.with_replica(0, 1, state.replica(0, 1).truncated_to(0))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert said == Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=1, log_end_offset=0)
     assert state.replica(0, 1).log == ()
     assert state.fetches[0][1] is None
@@ -1042,27 +1020,27 @@ def test_follower_drops_an_answer_for_an_old_fetch_offset():
 
 def test_follower_drops_an_answer_from_a_broker_it_no_longer_follows():
     config = cfg("hw-truncation", brokers=3, max_crashes=1)
-    state = run(config, FollowerSendFetch(0, 2), LeaderHandleFetch(0, 0, 2))
+    state = run(config, S.FollowerSendFetch(0, 2), S.LeaderHandleFetch(0, 0, 2))
     # The controller moves leadership to 1 while the answer from 0 is in flight.
     state = replace(state, leader_and_isr=frozenset({LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}))
-    state = run_from(config, state, BecomeFollower(0, 2, 1, 1))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    state = run_from(config, state, S.BecomeFollower(0, 2, 1, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 2))
     assert said == Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=0)
 
 
 def test_follower_handle_fetch_response_guards():
     config = cfg(brokers=2)
     state = initial_state(config)
-    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == (
+    assert not_enabled(config, state, S.FollowerHandleFetchResponse(0, 1)) == (
         refused(Refusal.NO_RESPONSE_IN_FLIGHT)
     )
-    state = run_from(config, state, FollowerSendFetch(0, 1))
-    assert not_enabled(config, state, FollowerHandleFetchResponse(0, 1)) == (
+    state = run_from(config, state, S.FollowerSendFetch(0, 1))
+    assert not_enabled(config, state, S.FollowerHandleFetchResponse(0, 1)) == (
         refused(Refusal.NO_RESPONSE_IN_FLIGHT)
     )
-    state = run_from(config, state, LeaderHandleFetch(0, 0, 1))
+    state = run_from(config, state, S.LeaderHandleFetch(0, 0, 1))
     crashed = replace(state, alive=(True, False))
-    assert not_enabled(config, crashed, FollowerHandleFetchResponse(0, 1)) == (
+    assert not_enabled(config, crashed, S.FollowerHandleFetchResponse(0, 1)) == (
         refused(Refusal.BROKER_DOWN, broker=1)
     )
 
@@ -1071,38 +1049,38 @@ def test_follower_drops_an_epoch_answer_when_no_truncation_is_due():
     config = cfg("kip-101", brokers=2)
     state = run(config, produce(1), fetch(1))
     state = state.with_fetch(0, 1, FetchResponse(0, 0, "epoch", epoch=0, end_offset=0))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert said == Outcome(Code.DROPPED_NO_TRUNCATION_DUE)
     assert state.replica(0, 1).log == (v(1),)
 
 
 # ------------------------------------------------------------------------------------------
-# BrokerFlush, BrokerCrash, BrokerRestart, Tick
+# S.BrokerFlush, S.BrokerCrash, S.BrokerRestart, S.Tick
 
 
 def test_broker_flush():
     config = cfg(brokers=2, max_crashes=1)
     state = initial_state(config)
-    assert not_enabled(config, state, BrokerFlush(0, 0)) == refused(Refusal.NOTHING_TO_FLUSH)
+    assert not_enabled(config, state, S.BrokerFlush(0, 0)) == refused(Refusal.NOTHING_TO_FLUSH)
     no_crashes = config.replace(max_crashes=0)
-    assert not_enabled(no_crashes, run(no_crashes, produce(1)), BrokerFlush(0, 0)) == (
+    assert not_enabled(no_crashes, run(no_crashes, produce(1)), S.BrokerFlush(0, 0)) == (
         refused(Refusal.FLUSH_MOOT)
     )
     state = run_from(config, state, produce(1))
-    state, said = outcome(config, state, BrokerFlush(0, 0))
+    state, said = outcome(config, state, S.BrokerFlush(0, 0))
     assert said == Outcome(Code.FLUSHED)
     assert state.replica(0, 0).flushed_offset == 1
     crashed = replace(state, alive=(False, True))
-    assert not_enabled(config, crashed, BrokerFlush(0, 0)) == refused(Refusal.BROKER_DOWN, broker=0)
+    assert not_enabled(config, crashed, S.BrokerFlush(0, 0)) == refused(Refusal.BROKER_DOWN, broker=0)
 
 
 def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
     config = cfg(brokers=3, max_crashes=1, max_records=3)
-    state = run(config, produce(1), BrokerFlush(0, 0), produce(2), fetch(1), fetch(1),
-                FollowerSendFetch(0, 2), ProducerSend(0))
+    state = run(config, produce(1), S.BrokerFlush(0, 0), produce(2), fetch(1), fetch(1),
+                S.FollowerSendFetch(0, 2), S.ProducerSend(0))
     leader = state.replica(0, 0)
     assert (leader.log_end_offset, leader.high_watermark, leader.flushed_offset) == (2, 0, 1)
-    state, said = outcome(config, state, BrokerCrash(0))
+    state, said = outcome(config, state, S.BrokerCrash(0))
     assert said == Outcome(Code.CRASHED, excused=[])
     assert state.alive == (False, True, True)
     assert state.crashes == 1
@@ -1111,17 +1089,17 @@ def test_broker_crash_loses_the_unflushed_suffix_view_and_messages():
     assert state.fetches[0] == (None, None, None)  # request from 2 to 0 lost
     assert state.produce_requests == frozenset()
     assert state.controller.registered == (0, 0, 0)  # the session has not expired yet
-    assert not_enabled(config, state, BrokerCrash(0)) == refused(Refusal.BROKER_DOWN, broker=0)
-    assert not_enabled(config, state, BrokerCrash(1)) == refused(Refusal.CRASHES_BOUND)
+    assert not_enabled(config, state, S.BrokerCrash(0)) == refused(Refusal.BROKER_DOWN, broker=0)
+    assert not_enabled(config, state, S.BrokerCrash(1)) == refused(Refusal.CRASHES_BOUND)
 
 
 def test_broker_crash_excuses_committed_writes_once_every_isr_member_is_down():
     config = cfg("current", brokers=2, max_crashes=2)
-    state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0),
-                BrokerFlush(0, 1))
-    state, said = outcome(config, state, BrokerCrash(1))
+    state = run(config, produce(1), fetch(1), fetch(1), S.LeaderAckProduce(0, 0, 0),
+                S.BrokerFlush(0, 1))
+    state, said = outcome(config, state, S.BrokerCrash(1))
     assert said == Outcome(Code.CRASHED, excused=[])  # broker 0 is alive and in the ISR
-    state, said = outcome(config, state, BrokerCrash(0))
+    state, said = outcome(config, state, S.BrokerCrash(0))
     assert said == Outcome(Code.CRASHED, excused=[1])
     assert state.excused == {1}
     assert state.replica(0, 0).log == ()
@@ -1130,8 +1108,8 @@ def test_broker_crash_excuses_committed_writes_once_every_isr_member_is_down():
 
 def test_broker_crash_excuses_nothing_when_every_isr_member_kept_the_write():
     config = cfg("current", brokers=2, max_crashes=2, log_flush_interval_messages=1)
-    state = run(config, produce(1), fetch(1), fetch(1), LeaderAckProduce(0, 0, 0))
-    state, said = outcomes(config, state, BrokerCrash(1), BrokerCrash(0))
+    state = run(config, produce(1), fetch(1), fetch(1), S.LeaderAckProduce(0, 0, 0))
+    state, said = outcomes(config, state, S.BrokerCrash(1), S.BrokerCrash(0))
     assert said == [
         Outcome(Code.CRASHED, excused=[]),
         Outcome(Code.CRASHED, excused=[]),
@@ -1141,14 +1119,14 @@ def test_broker_crash_excuses_nothing_when_every_isr_member_kept_the_write():
 
 def test_broker_restart():
     config = cfg(brokers=2, partitions=2, max_crashes=1)
-    state = run(config, BrokerCrash(1))
-    assert not_enabled(config, state, BrokerRestart(1)) == (
+    state = run(config, S.BrokerCrash(1))
+    assert not_enabled(config, state, S.BrokerRestart(1)) == (
         refused(Refusal.SESSION_NOT_EXPIRED, broker=1)
     )
-    assert not_enabled(config, state, BrokerRestart(0)) == refused(Refusal.ALREADY_UP, broker=0)
-    state = run_from(config, state, ControllerHandleBrokerFailure(1))
+    assert not_enabled(config, state, S.BrokerRestart(0)) == refused(Refusal.ALREADY_UP, broker=0)
+    state = run_from(config, state, S.ControllerHandleBrokerFailure(1))
     known = state.leader_and_isr
-    state, said = outcome(config, state, BrokerRestart(1))
+    state, said = outcome(config, state, S.BrokerRestart(1))
     assert said == Outcome(Code.BROKER_UP, broker_epoch=1)
     assert state.alive == (True, True)
     assert state.broker_epochs == (0, 1)
@@ -1161,16 +1139,16 @@ def test_broker_restart():
 
 def test_tick_ages_every_leaders_lag_clock_up_to_the_cap():
     config = cfg(brokers=3, partitions=2, max_ticks=3, max_crashes=1)
-    state = run(config, BrokerCrash(1))
-    state, said = outcome(config, state, Tick())
+    state = run(config, S.BrokerCrash(1))
+    state, said = outcome(config, state, S.Tick())
     assert said == Outcome(Code.TICK, ticks=1)
     assert state.ticks == 1
     assert state.replica(0, 0).lag_ticks == (0, 1, 1)
     assert state.replica(1, 1).lag_ticks == ()  # its leader crashed and lost its clocks
     assert state.replica(0, 2).lag_ticks == ()  # followers keep no clocks
-    state = run_from(config, state, Tick(), Tick())
+    state = run_from(config, state, S.Tick(), S.Tick())
     assert state.replica(0, 0).lag_ticks == (0, 2, 2)  # capped at replica.lag.time.max.ms + 1
-    assert not_enabled(config, state, Tick()) == refused(Refusal.TICKS_BOUND)
+    assert not_enabled(config, state, S.Tick()) == refused(Refusal.TICKS_BOUND)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1185,23 +1163,23 @@ def test_every_action_maps_to_a_kebab_command_and_back():
         assert ACTIONS_BY_COMMAND[command] is kind
         assert ACTIONS_BY_NAME[kind.__name__] is kind
         assert "".join(word.capitalize() for word in command.split("-")) == kind.__name__
-    assert LeaderShrinkIsr.command() == "leader-shrink-isr"
-    assert Tick.command() == "tick"
+    assert S.LeaderShrinkIsr.command() == "leader-shrink-isr"
+    assert S.Tick.command() == "tick"
 
 
 def test_action_text_names_every_argument():
-    action = LeaderShrinkIsr(0, 1, 2)
+    action = S.LeaderShrinkIsr(0, 1, 2)
     assert action.name == "LeaderShrinkIsr"
     assert action.args() == {"partition": 0, "broker": 1, "follower": 2}
     assert str(action) == "LeaderShrinkIsr(partition=0, broker=1, follower=2)"
-    assert str(Tick()) == "Tick()"
+    assert str(S.Tick()) == "Tick()"
 
 
 def test_epoch_request_carries_the_latest_cached_epoch():
     config = cfg("kip-101", brokers=3, max_crashes=1)
-    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2),
-                BecomeFollower(0, 1, 1, 1))
-    state, said = outcome(config, state, FollowerSendFetch(0, 1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2),
+                S.BecomeFollower(0, 1, 1, 1))
+    state, said = outcome(config, state, S.FollowerSendFetch(0, 1))
     assert said == Outcome(Code.EPOCH_REQUEST_SENT, epoch=0)
     assert state.fetches[0][1] == EpochRequest(0, 0, 1)
 
@@ -1265,19 +1243,19 @@ def test_states_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.replica(0, 0).high_watermark = 3  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        LeaderShrinkIsr(0, 0, 1).follower = 2  # type: ignore[misc]
+        S.LeaderShrinkIsr(0, 0, 1).follower = 2  # type: ignore[misc]
 
 
 def test_equal_states_hash_equal_and_deduplicate():
     config = cfg("current", brokers=3, max_crashes=1)
-    actions = (produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    actions = (produce(1), fetch(1), S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
     first, second = run(config, *actions), run(config, *actions)
     assert first == second and first is not second
     assert hash(first) == hash(second)
     assert len({first, second, initial_state(config)}) == 2
     # Independent actions in either order lead to the same state.
-    a = run(config, FollowerSendFetch(0, 1), FollowerSendFetch(0, 2))
-    b = run(config, FollowerSendFetch(0, 2), FollowerSendFetch(0, 1))
+    a = run(config, S.FollowerSendFetch(0, 1), S.FollowerSendFetch(0, 2))
+    b = run(config, S.FollowerSendFetch(0, 2), S.FollowerSendFetch(0, 1))
     assert a == b and hash(a) == hash(b)
 
 
@@ -1313,5 +1291,5 @@ def test_recovery_forgets_an_epoch_that_began_at_the_log_end_when_asked_to():
         state = initial_state(config)
         r = replace(state.replica(0, 0), log=(Record(0, 1),), flushed_offset=1,
                     epoch_cache=((0, 0), (1, 1)))
-        state = step(config, state.with_replica(0, 0, r), BrokerCrash(0))
+        state = step(config, state.with_replica(0, 0, r), S.BrokerCrash(0))
         assert state.replica(0, 0).epoch_cache == cache

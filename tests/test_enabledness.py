@@ -23,31 +23,8 @@ import pytest
 
 import spec.actions as actions
 from spec import VARIANTS, Config, NotEnabled, initial_state, step
-from spec.actions import (
-    ACTION_TYPES,
-    Action,
-    BecomeFollower,
-    BecomeLeader,
-    BrokerCrash,
-    BrokerFlush,
-    BrokerRegister,
-    BrokerRestart,
-    ConsumerRead,
-    ControllerElectLeader,
-    ControllerElectPreferredLeader,
-    ControllerHandleBrokerFailure,
-    FollowerHandleFetchResponse,
-    FollowerSendFetch,
-    LeaderAckProduce,
-    LeaderAppend,
-    LeaderExpandIsr,
-    LeaderHandleFetch,
-    LeaderShrinkIsr,
-    NetworkDropFetch,
-    NetworkDropLeaderAndIsr,
-    ProducerSend,
-    Tick,
-)
+from spec import actions as S
+from spec.actions import ACTION_TYPES, Action
 from spec.state import Cluster
 
 SEED = 1207
@@ -91,22 +68,22 @@ def universe(config: Config, state: Cluster) -> list[Action]:
     keys |= set(itertools.product(parts, brokers, range(-1, 3), range(-1, 3)))
     out: list[Action] = []
     for p in parts:
-        out += [ControllerElectLeader(p), ControllerElectPreferredLeader(p), ConsumerRead(p),
-                ProducerSend(p)]
+        out += [S.ControllerElectLeader(p), S.ControllerElectPreferredLeader(p), S.ConsumerRead(p),
+                S.ProducerSend(p)]
         for b in brokers:
-            out += [ProducerSend(p, b), NetworkDropFetch(p, b), FollowerSendFetch(p, b),
-                    FollowerHandleFetchResponse(p, b), BrokerFlush(p, b)]
-            out += [LeaderAppend(p, b, v) for v in values]
-            out += [LeaderAckProduce(p, b, o) for o in values]
+            out += [S.ProducerSend(p, b), S.NetworkDropFetch(p, b), S.FollowerSendFetch(p, b),
+                    S.FollowerHandleFetchResponse(p, b), S.BrokerFlush(p, b)]
+            out += [S.LeaderAppend(p, b, v) for v in values]
+            out += [S.LeaderAckProduce(p, b, o) for o in values]
             for f in brokers:
-                out += [LeaderHandleFetch(p, b, f), LeaderShrinkIsr(p, b, f),
-                        LeaderExpandIsr(p, b, f)]
+                out += [S.LeaderHandleFetch(p, b, f), S.LeaderShrinkIsr(p, b, f),
+                        S.LeaderExpandIsr(p, b, f)]
     for key in sorted(keys):
-        out += [BecomeLeader(*key), BecomeFollower(*key), NetworkDropLeaderAndIsr(*key)]
+        out += [S.BecomeLeader(*key), S.BecomeFollower(*key), S.NetworkDropLeaderAndIsr(*key)]
     for b in brokers:
-        out += [ControllerHandleBrokerFailure(b), BrokerCrash(b), BrokerRestart(b),
-                BrokerRegister(b)]
-    out.append(Tick())
+        out += [S.ControllerHandleBrokerFailure(b), S.BrokerCrash(b), S.BrokerRestart(b),
+                S.BrokerRegister(b)]
+    out.append(S.Tick())
     return out
 
 
@@ -193,8 +170,8 @@ def _dropping(kind: type[Action]):
     return mutant
 
 
-@pytest.mark.parametrize("kind", [ControllerElectPreferredLeader, LeaderShrinkIsr, Tick,
-                                  NetworkDropLeaderAndIsr])
+@pytest.mark.parametrize("kind", [S.ControllerElectPreferredLeader, S.LeaderShrinkIsr, S.Tick,
+                                  S.NetworkDropLeaderAndIsr])
 def test_a_candidates_that_drops_an_action_type_is_caught(monkeypatch, kind):
     monkeypatch.setattr(actions, "candidates", _dropping(kind))
     report = check_walks(CONFIGS, SEED, walks=3)
@@ -206,5 +183,5 @@ def test_the_checker_reports_a_dropped_instance_in_one_state(monkeypatch):
     config = CONFIGS["current 2b"]
     state = initial_state(config)
     assert missed_actions(config, state) == []
-    monkeypatch.setattr(actions, "candidates", _dropping(ProducerSend))
-    assert missed_actions(config, state) == [ProducerSend(0)]
+    monkeypatch.setattr(actions, "candidates", _dropping(S.ProducerSend))
+    assert missed_actions(config, state) == [S.ProducerSend(0)]

@@ -22,21 +22,7 @@ from conftest import (
 )
 
 from spec import VARIANTS, violations
-from spec.actions import (
-    BecomeFollower,
-    BecomeLeader,
-    BrokerCrash,
-    BrokerFlush,
-    BrokerRestart,
-    ControllerElectLeader,
-    ControllerHandleBrokerFailure,
-    FollowerHandleFetchResponse,
-    FollowerSendFetch,
-    LeaderExpandIsr,
-    LeaderHandleFetch,
-    LeaderShrinkIsr,
-    Tick,
-)
+from spec import actions as S
 from spec.state import FetchResponse, PartitionState, Record, Replica
 from vocab.outcomes import Code, Outcome, Refusal
 
@@ -104,8 +90,8 @@ def diverged_follower(variant: str):
     """Three brokers: follower 1 has v1, follower 2 has v1 v2 (v2 uncommitted); leader 0
     dies, broker 1 leads epoch 1 and broker 2 becomes its follower."""
     config = cfg(variant, brokers=3, max_crashes=1, max_leader_epochs=3)
-    state = run(config, produce(1), fetch(1), produce(2), fetch(2), BrokerCrash(0),
-                ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1))
+    state = run(config, produce(1), fetch(1), produce(2), fetch(2), S.BrokerCrash(0),
+                S.ControllerHandleBrokerFailure(0), S.BecomeLeader(0, 1, 1, 1))
     return config, state
 
 
@@ -148,7 +134,7 @@ def diverged_follower(variant: str):
 )
 def test_follower_removes_the_suffix_the_new_leader_lacks(variant, become, said):
     config, state = diverged_follower(variant)
-    state, first = outcome(config, state, BecomeFollower(0, 2, 1, 1))
+    state, first = outcome(config, state, S.BecomeFollower(0, 2, 1, 1))
     assert first == become
     state, rest = outcomes(config, state, fetch(2, leader=1))
     assert rest == said
@@ -161,21 +147,21 @@ def test_follower_removes_the_suffix_the_new_leader_lacks(variant, become, said)
 
 def test_truncation_round_blocks_records_until_done():
     config, state = diverged_follower("kip-101")
-    state = run_from(config, state, BecomeFollower(0, 2, 1, 1))
+    state = run_from(config, state, S.BecomeFollower(0, 2, 1, 1))
     assert state.replica(0, 2).truncation_pending is True
     state = state.with_fetch(0, 2, FetchResponse(1, 1, "records", records=(v(9, 1),),
                                                  fetch_offset=2))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 2))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 2))
     assert said == Outcome(Code.DROPPED_TRUNCATION_PENDING)
     assert state.replica(0, 2).log == (v(1), v(2))
 
 
 def test_kip_101_truncation_is_due_only_with_a_log():
     config = cfg("kip-101", brokers=3, max_crashes=1)
-    state = run(config, BrokerCrash(2), ControllerHandleBrokerFailure(2),
-                BecomeFollower(0, 1, 1, 1))
+    state = run(config, S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2),
+                S.BecomeFollower(0, 1, 1, 1))
     assert state.replica(0, 1).truncation_pending is False
-    assert outcome(config, state, FollowerSendFetch(0, 1))[1] == (
+    assert outcome(config, state, S.FollowerSendFetch(0, 1))[1] == (
         Outcome(Code.FETCH_SENT, fetch_offset=0)
     )
 
@@ -189,9 +175,9 @@ def test_hw_truncation_on_leader_change_loses_a_committed_record():
     config = cfg("hw-truncation", brokers=3, max_crashes=1)
     state = run(config, produce(1), fetch(1), fetch(2), fetch(1), fetch(2))
     assert [state.replica(0, b).high_watermark for b in range(3)] == [1, 0, 0]
-    state = run_from(config, state, BrokerCrash(0), ControllerHandleBrokerFailure(0),
-                     BecomeLeader(0, 1, 1, 1))
-    state, said = outcome(config, state, BecomeFollower(0, 2, 1, 1))
+    state = run_from(config, state, S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0),
+                     S.BecomeLeader(0, 1, 1, 1))
+    state, said = outcome(config, state, S.BecomeFollower(0, 2, 1, 1))
     assert said == (
         Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=1, leader_epoch=1, high_watermark=0)
     )
@@ -203,8 +189,8 @@ def test_hw_truncation_keeps_the_log_when_only_the_epoch_changes():
     # The ZooKeeper-era controller bumps the leader epoch on an ISR shrink; the leader is the
     # same broker, so pre-0.11 makeFollower did not truncate.
     config = cfg("hw-truncation", brokers=3, max_crashes=1)
-    state = run(config, produce(1), fetch(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
-    state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
+    state, said = outcome(config, state, S.BecomeFollower(0, 1, 1, 1))
     assert said == Outcome(Code.FOLLOWER, leader=0, leader_epoch=1)
     assert state.replica(0, 1).log == (v(1),)
 
@@ -214,11 +200,11 @@ def test_hw_truncation_after_a_restart():
     # but the restarted broker forgot its view, so becoming follower counts as a leader change
     # and truncates to its HW (0).
     config = cfg("hw-truncation", brokers=2, max_crashes=1, log_flush_interval_messages=1)
-    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
-                BrokerRestart(1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1),
+                S.BrokerRestart(1))
     r = state.replica(0, 1)
     assert (r.log, r.high_watermark, r.leader) == ((v(1),), 0, -1)
-    state, said = outcome(config, state, BecomeFollower(0, 1, 1, 1))
+    state, said = outcome(config, state, S.BecomeFollower(0, 1, 1, 1))
     assert said == (
         Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=0, leader_epoch=1, high_watermark=0)
     )
@@ -271,11 +257,11 @@ def test_hw_truncation_after_a_restart():
 def test_restart_then_follow_keeps_the_log_under_epoch_rules(variant, said):
     # As above, but the epoch rules ask the leader instead of trusting the stale HW 0.
     config = cfg(variant, brokers=2, max_crashes=1, log_flush_interval_messages=1)
-    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
-                BrokerRestart(1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1),
+                S.BrokerRestart(1))
     ps = state.controller.partitions[0]
     epochs = (ps.leader_epoch, ps.partition_epoch)
-    state = run_from(config, state, BecomeLeader(0, 0, *epochs), BecomeFollower(0, 1, *epochs))
+    state = run_from(config, state, S.BecomeLeader(0, 0, *epochs), S.BecomeFollower(0, 1, *epochs))
     state, got = outcomes(config, state, fetch(1), fetch(1))
     assert got == said
     assert state.replica(0, 1).log == (v(1),)
@@ -285,10 +271,10 @@ def test_restart_then_follow_keeps_the_log_under_epoch_rules(variant, said):
 def test_hw_truncation_not_to_an_offline_partition():
     config = cfg("hw-truncation", brokers=2, max_crashes=3, max_leader_epochs=5,
                  log_flush_interval_messages=1)
-    state = run(config, produce(1), fetch(1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
-                BrokerCrash(0), ControllerHandleBrokerFailure(0), BrokerRestart(1))
+    state = run(config, produce(1), fetch(1), S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1),
+                S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0), S.BrokerRestart(1))
     assert state.controller.partitions[0] == PartitionState(-1, 2, (0,), 2)
-    state, said = outcome(config, state, BecomeFollower(0, 1, 2, 2))
+    state, said = outcome(config, state, S.BecomeFollower(0, 1, 2, 2))
     assert said == Outcome(Code.FOLLOWER, leader=-1, leader_epoch=2)
     assert state.replica(0, 1).log == (v(1),)
 
@@ -299,13 +285,13 @@ def test_hw_truncation_out_of_range_after_the_leader_lost_data():
     config = cfg("hw-truncation", brokers=2, max_crashes=2, max_leader_epochs=5)
     state = run(config, produce(1), fetch(1), fetch(1), fetch(1))
     state = state.with_replica(0, 1, replace(state.replica(0, 1), flushed_offset=1))
-    state = run_from(config, state, BrokerCrash(1), BrokerCrash(0),
-                     ControllerHandleBrokerFailure(1), ControllerHandleBrokerFailure(0),
-                     BrokerRestart(0))
+    state = run_from(config, state, S.BrokerCrash(1), S.BrokerCrash(0),
+                     S.ControllerHandleBrokerFailure(1), S.ControllerHandleBrokerFailure(0),
+                     S.BrokerRestart(0))
     assert state.excused == {1}
-    state = run_from(config, state, ControllerElectLeader(0), BecomeLeader(0, 0, 3, 3),
-                     BrokerRestart(1))
-    state, said = outcomes(config, state, BecomeFollower(0, 1, 3, 3), fetch(1))
+    state = run_from(config, state, S.ControllerElectLeader(0), S.BecomeLeader(0, 0, 3, 3),
+                     S.BrokerRestart(1))
+    state, said = outcomes(config, state, S.BecomeFollower(0, 1, 3, 3), fetch(1))
     assert said == [
         Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=0, leader_epoch=3, high_watermark=1),
         Outcome(Code.FETCH_SENT, fetch_offset=1),
@@ -324,10 +310,10 @@ def fast_failover(variant: str):
     dies; broker 2 leads epoch 2 (its cache: 0:0 2:2); broker 1 returns as its follower."""
     config = cfg(variant, brokers=3, max_records=3, max_crashes=2, max_leader_epochs=3,
                  log_flush_interval_messages=1)
-    state = run(config, produce(1), fetch(1), produce(2), fetch(2), BrokerCrash(0),
-                ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1),
-                produce(3, leader=1), BrokerCrash(1), ControllerHandleBrokerFailure(1),
-                BecomeLeader(0, 2, 2, 2), BrokerRestart(1), BecomeFollower(0, 1, 2, 2))
+    state = run(config, produce(1), fetch(1), produce(2), fetch(2), S.BrokerCrash(0),
+                S.ControllerHandleBrokerFailure(0), S.BecomeLeader(0, 1, 1, 1),
+                produce(3, leader=1), S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1),
+                S.BecomeLeader(0, 2, 2, 2), S.BrokerRestart(1), S.BecomeFollower(0, 1, 2, 2))
     assert state.replica(0, 1).log == (v(1), v(3, 1))
     assert state.replica(0, 2).epoch_cache == ((0, 0), (2, 2))
     return config, state
@@ -458,9 +444,9 @@ def test_kip_101_keeps_the_record_of_an_epoch_the_leader_never_had():
 
 def test_kip_279_follower_truncates_to_its_hw_on_an_undefined_answer():
     config, state = lacks_epoch("kip-279")
-    state = run_from(config, state, FollowerSendFetch(0, 1))
+    state = run_from(config, state, S.FollowerSendFetch(0, 1))
     state = state.with_fetch(0, 1, FetchResponse(0, 3, "epoch", epoch=-1, end_offset=-1))
-    state, said = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state, said = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert said == Outcome(Code.TRUNCATED, before=2, after=1)
     assert state.replica(0, 1).log == (v(1),)
     assert state.replica(0, 1).truncation_pending is False
@@ -521,13 +507,13 @@ def epoch_bump(variant: str):
     """Three brokers; broker 2 fails and the controller shrinks the ISR. kip-320 (a
     ZooKeeper-era controller) bumps the leader epoch to 1."""
     config = cfg(variant, brokers=3, max_crashes=1)
-    return config, run(config, produce(1), BrokerCrash(2), ControllerHandleBrokerFailure(2))
+    return config, run(config, produce(1), S.BrokerCrash(2), S.ControllerHandleBrokerFailure(2))
 
 
 def test_fenced_leader_epoch():
     config, state = epoch_bump("kip-320")
-    state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
-                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    state, said = outcomes(config, state, S.FollowerSendFetch(0, 1), S.BecomeLeader(0, 0, 1, 1),
+                           S.LeaderHandleFetch(0, 0, 1), S.FollowerHandleFetchResponse(0, 1))
     assert said == [
         Outcome(Code.FETCH_SENT, fetch_offset=0),
         Outcome(Code.STILL_LEADER, leader_epoch=1),
@@ -540,8 +526,8 @@ def test_fenced_leader_epoch():
 
 def test_unknown_leader_epoch():
     config, state = epoch_bump("kip-320")
-    state, said = outcomes(config, state, BecomeFollower(0, 1, 1, 1), FollowerSendFetch(0, 1),
-                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    state, said = outcomes(config, state, S.BecomeFollower(0, 1, 1, 1), S.FollowerSendFetch(0, 1),
+                           S.LeaderHandleFetch(0, 0, 1), S.FollowerHandleFetchResponse(0, 1))
     assert said == [
         Outcome(Code.FOLLOWER, leader=0, leader_epoch=1),
         Outcome(Code.FETCH_SENT, fetch_offset=0),
@@ -555,8 +541,8 @@ def test_unknown_leader_epoch():
 @pytest.mark.parametrize("variant", ["hw-truncation", "kip-279"])
 def test_without_fencing_a_stale_epoch_fetch_is_served(variant):
     config, state = epoch_bump(variant)
-    state, said = outcomes(config, state, FollowerSendFetch(0, 1), BecomeLeader(0, 0, 1, 1),
-                           LeaderHandleFetch(0, 0, 1), FollowerHandleFetchResponse(0, 1))
+    state, said = outcomes(config, state, S.FollowerSendFetch(0, 1), S.BecomeLeader(0, 0, 1, 1),
+                           S.LeaderHandleFetch(0, 0, 1), S.FollowerHandleFetchResponse(0, 1))
     assert said == [
         Outcome(Code.FETCH_SENT, fetch_offset=0),
         Outcome(Code.STILL_LEADER, leader_epoch=1),
@@ -579,9 +565,9 @@ def test_an_answer_from_the_previous_epoch(variant, said, log):
     # The follower's fetch is answered in epoch 0; it applies epoch 1 (same leader) before the
     # answer arrives. Only fencing variants drop it.
     config, state = epoch_bump(variant)
-    state = run_from(config, state, FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1),
-                     BecomeFollower(0, 1, 1, 1))
-    state, got = outcome(config, state, FollowerHandleFetchResponse(0, 1))
+    state = run_from(config, state, S.FollowerSendFetch(0, 1), S.LeaderHandleFetch(0, 0, 1),
+                     S.BecomeFollower(0, 1, 1, 1))
+    state, got = outcome(config, state, S.FollowerHandleFetchResponse(0, 1))
     assert got == said
     assert state.replica(0, 1).log == log
 
@@ -589,7 +575,7 @@ def test_an_answer_from_the_previous_epoch(variant, said, log):
 def test_current_controller_keeps_the_leader_epoch_on_isr_shrink():
     config, state = epoch_bump("current")
     assert state.controller.partitions[0] == PartitionState(0, 0, (0, 1), 1)
-    state, said = outcomes(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
+    state, said = outcomes(config, state, S.BecomeFollower(0, 1, 0, 1), fetch(1))
     assert said == [
         Outcome(Code.FOLLOWER, leader=0, leader_epoch=0),
         Outcome(Code.FETCH_SENT, fetch_offset=0),
@@ -608,10 +594,10 @@ def stale_hw_leader(variant: str):
     dies; broker 1 leads epoch 1 with a stale HW 0 (followers learn HW a round trip late);
     broker 3 follows it and fetches from offset 0."""
     config = cfg(variant, brokers=4, max_crashes=1, max_leader_epochs=3)
-    state = run(config, produce(1), produce(2), fetch(1), fetch(2), fetch(1), fetch(2), Tick(),
-                Tick(), LeaderShrinkIsr(0, 0, 3), BrokerCrash(0), ControllerHandleBrokerFailure(0),
-                BecomeLeader(0, 1, 1, 2), BecomeFollower(0, 3, 1, 2), FollowerSendFetch(0, 3),
-                LeaderHandleFetch(0, 1, 3))
+    state = run(config, produce(1), produce(2), fetch(1), fetch(2), fetch(1), fetch(2), S.Tick(),
+                S.Tick(), S.LeaderShrinkIsr(0, 0, 3), S.BrokerCrash(0), S.ControllerHandleBrokerFailure(0),
+                S.BecomeLeader(0, 1, 1, 2), S.BecomeFollower(0, 3, 1, 2), S.FollowerSendFetch(0, 3),
+                S.LeaderHandleFetch(0, 1, 3))
     r = state.replica(0, 1)
     assert (r.high_watermark, r.epoch_cache, r.remote_log_end_offset[3]) == (
         0, ((0, 0), (1, 2)), 0)
@@ -621,18 +607,18 @@ def stale_hw_leader(variant: str):
 @pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279"])
 def test_stale_hw_admits_a_replica_missing_committed_data(variant):
     config, state = stale_hw_leader(variant)
-    state, said = outcome(config, state, LeaderExpandIsr(0, 1, 3))
+    state, said = outcome(config, state, S.LeaderExpandIsr(0, 1, 3))
     assert said == Outcome(Code.ISR_CHANGED, isr=[1, 2, 3])  # B5: broker 3 has nothing of v1 v2 yet
 
 
 @pytest.mark.parametrize("variant", ["kip-320", "current"])
 def test_expansion_waits_for_the_epoch_start(variant):
     config, state = stale_hw_leader(variant)
-    assert not_enabled(config, state, LeaderExpandIsr(0, 1, 3)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 1, 3)) == (
         refused(Refusal.BELOW_EPOCH_START, follower=3, offset=2)
     )
-    state = run_from(config, state, FollowerHandleFetchResponse(0, 3), fetch(3, leader=1))
-    assert outcome(config, state, LeaderExpandIsr(0, 1, 3))[1] == (
+    state = run_from(config, state, S.FollowerHandleFetchResponse(0, 3), fetch(3, leader=1))
+    assert outcome(config, state, S.LeaderExpandIsr(0, 1, 3))[1] == (
         Outcome(Code.ISR_CHANGED, isr=[1, 2, 3])
     )
 
@@ -641,10 +627,10 @@ def stale_broker_epoch(variant: str):
     """Follower 1's last fetch (offset 1, broker epoch 0) is all the leader knows of it when
     it crashes with nothing flushed; its session expires and the ISR shrinks to {0}."""
     config = cfg(variant, brokers=2, max_crashes=1, max_leader_epochs=3)
-    state = run(config, produce(1), fetch(1), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 0, 1),
-                BrokerCrash(1), ControllerHandleBrokerFailure(1))
+    state = run(config, produce(1), fetch(1), S.FollowerSendFetch(0, 1), S.LeaderHandleFetch(0, 0, 1),
+                S.BrokerCrash(1), S.ControllerHandleBrokerFailure(1))
     ps = state.controller.partitions[0]
-    state = run_from(config, state, BecomeLeader(0, 0, ps.leader_epoch, ps.partition_epoch))
+    state = run_from(config, state, S.BecomeLeader(0, 0, ps.leader_epoch, ps.partition_epoch))
     assert state.replica(0, 0).remote_log_end_offset == (-1, 1)
     assert state.replica(0, 0).remote_broker_epoch == (-1, 0)
     return config, state
@@ -652,30 +638,30 @@ def stale_broker_epoch(variant: str):
 
 def test_current_rejects_an_expansion_from_a_stale_broker_epoch():
     config, state = stale_broker_epoch("current")
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
     )
-    state = run_from(config, state, BrokerRestart(1))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    state = run_from(config, state, S.BrokerRestart(1))
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
     )
     # The restarted broker (epoch 1) catches up and is admitted on its own fetches.
-    state = run_from(config, state, BecomeFollower(0, 1, 0, 1), fetch(1))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    state = run_from(config, state, S.BecomeFollower(0, 1, 0, 1), fetch(1))
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.BELOW_HIGH_WATERMARK, follower=1)
     )
     state = run_from(config, state, fetch(1))
     assert state.replica(0, 0).remote_broker_epoch == (-1, 1)
-    assert outcome(config, state, LeaderExpandIsr(0, 0, 1))[1] == (
+    assert outcome(config, state, S.LeaderExpandIsr(0, 0, 1))[1] == (
         Outcome(Code.ISR_CHANGED, isr=[0, 1])
     )
 
 
 def test_kip_320_readmits_a_crashed_replica_from_its_stale_fetch():
     config, state = stale_broker_epoch("kip-320")
-    state, said = outcome(config, state, LeaderExpandIsr(0, 0, 1))
+    state, said = outcome(config, state, S.LeaderExpandIsr(0, 0, 1))
     assert said == Outcome(Code.ISR_CHANGED, isr=[0, 1])  # B7
-    state = run_from(config, state, BrokerRestart(1))
+    state = run_from(config, state, S.BrokerRestart(1))
     assert violations(config, state) == [
         ("NoCommittedDataLoss",
          "p0 offset 0: leader 0 has v1@e0 below HW 1, ISR member 1 has nothing"),
@@ -685,7 +671,7 @@ def test_kip_320_readmits_a_crashed_replica_from_its_stale_fetch():
 def test_broker_epoch_rule_alone_fixes_kip_320():
     config, state = stale_broker_epoch("kip-320")
     config = config.replace(variant=VARIANTS["kip-320"].with_rules(broker_epochs=True))
-    assert not_enabled(config, state, LeaderExpandIsr(0, 0, 1)) == (
+    assert not_enabled(config, state, S.LeaderExpandIsr(0, 0, 1)) == (
         refused(Refusal.STALE_BROKER_EPOCH, broker_epoch=0, follower=1)
     )
 
@@ -697,21 +683,21 @@ def test_broker_epoch_rule_alone_fixes_kip_320():
 @pytest.mark.parametrize(("variant", "hw"), [("kip-320", 1), ("current", 0)])
 def test_hw_does_not_advance_below_min_isr_in_current(variant, hw):
     config = cfg(variant, brokers=2, min_insync_replicas=2)
-    state = run(config, produce(1), Tick(), Tick())
-    state, said = outcome(config, state, LeaderShrinkIsr(0, 0, 1))
+    state = run(config, produce(1), S.Tick(), S.Tick())
+    state, said = outcome(config, state, S.LeaderShrinkIsr(0, 0, 1))
     assert said == Outcome(Code.ISR_CHANGED, isr=[0])
     assert state.replica(0, 0).high_watermark == hw
     # The lagging follower catches up and rejoins: with min ISR met again, HW moves.
     state = run_from(config, state, fetch(1), fetch(1))
     assert state.replica(0, 0).high_watermark == hw
-    state = run_from(config, state, LeaderExpandIsr(0, 0, 1))
+    state = run_from(config, state, S.LeaderExpandIsr(0, 0, 1))
     assert state.replica(0, 0).high_watermark == 1
 
 
 @pytest.mark.parametrize("variant", ALL)
 def test_every_variant_rejects_acks_all_writes_below_min_isr(variant):
     config = cfg(variant, brokers=2, min_insync_replicas=2)
-    state = run(config, produce(1), Tick(), Tick(), LeaderShrinkIsr(0, 0, 1))
+    state = run(config, produce(1), S.Tick(), S.Tick(), S.LeaderShrinkIsr(0, 0, 1))
     assert outcomes(config, state, produce(2))[1] == [
         Outcome(Code.PRODUCE_SENT, value=2, broker=0),
         Outcome(Code.NOT_ENOUGH_REPLICAS),
@@ -727,11 +713,11 @@ def b2_total_loss(variant: str):
     A (broker 0) flushed it; both crash; B (broker 1) returns first with an empty log, is
     elected in epoch 3 (cache 3:0) and writes v2 at offset 0; A returns with v1 and HW 1."""
     config = cfg(variant, brokers=2, max_records=2, max_crashes=2, max_leader_epochs=4)
-    state = run(config, produce(1), fetch(1), fetch(1), BrokerFlush(0, 0), BrokerCrash(0),
-                BrokerCrash(1), ControllerHandleBrokerFailure(0), ControllerHandleBrokerFailure(1),
-                BrokerRestart(1), BecomeFollower(0, 1, 2, 2), ControllerElectLeader(0),
-                BecomeLeader(0, 1, 3, 3), produce(2, leader=1), BrokerRestart(0),
-                BecomeFollower(0, 0, 3, 3))
+    state = run(config, produce(1), fetch(1), fetch(1), S.BrokerFlush(0, 0), S.BrokerCrash(0),
+                S.BrokerCrash(1), S.ControllerHandleBrokerFailure(0), S.ControllerHandleBrokerFailure(1),
+                S.BrokerRestart(1), S.BecomeFollower(0, 1, 2, 2), S.ControllerElectLeader(0),
+                S.BecomeLeader(0, 1, 3, 3), produce(2, leader=1), S.BrokerRestart(0),
+                S.BecomeFollower(0, 0, 3, 3))
     assert state.replica(0, 1).epoch_cache == ((3, 0),)
     assert (state.replica(0, 0).log, state.replica(0, 0).high_watermark) == ((v(1),), 1)
     return config, state
@@ -739,7 +725,7 @@ def b2_total_loss(variant: str):
 
 def converge(config, state):
     state, said = outcomes(config, state, fetch(0, leader=1), fetch(0, leader=1),
-                           fetch(0, leader=1), LeaderExpandIsr(0, 1, 0))
+                           fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0))
     return state, said
 
 
