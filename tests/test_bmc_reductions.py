@@ -91,7 +91,7 @@ def _pairs_seen(config: Config):
     table = sym.action_table(sym.make_shape(config))
     index = {(inst.name, inst.brokers): k for k, inst in enumerate(table)}
     for _, state, succ in _walks(config, seed=11, walks=15, steps=30):
-        actions = [a for a, _ in succ]
+        actions = [a for a, _ in succ if sym.encoded(a)]
         keys = [index[(i.name, i.brokers)] for i in
                 (sym.instance_for(table, a, state) for a in actions)]
         for x in range(len(actions)):

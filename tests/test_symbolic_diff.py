@@ -71,7 +71,7 @@ def test_relation_agrees_with_step(config, rnd):
     walk = []
     while sum(len(succ) for _, succ in walk) < ACCEPTS_PER_EXAMPLE:
         walk += _walk(config, rnd, WALK_STEPS_MAX)  # walks can dead-end: take another
-    pairs = [(s, action, nxt) for s, succ in walk for action, nxt in succ]
+    pairs = [(s, action, nxt) for s, succ in walk for action, nxt in succ if sym.encoded(action)]
     rnd.shuffle(pairs)
     relations = {}  # one formula per instance: pre, post and a are the same variables
     for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
