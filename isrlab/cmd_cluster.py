@@ -3,12 +3,14 @@
 Both modes take the same options. `sim` runs every node in one process under virtual time
 (deterministic: the same seed gives the same trace bytes); `tcp` runs each broker and the
 metadata store as an OS process on 127.0.0.1 with real files, signals and sockets.
-Exit 0 on a completed run, 2 on bad usage or config.
+Exit 0 on a completed run, 1 when a node process died without a fault asking it to (named on
+stderr and in run.json), 2 on bad usage, config or set-up (a port in use, say).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from isrlab.options import add_cluster_options, cluster_config
@@ -55,17 +57,36 @@ def run(args: argparse.Namespace) -> int:
         result.write(out)
         summary = result.summary
     else:
-        from impl.tcp import TcpOptions, run_cluster
+        from impl.tcp import ClusterError, TcpOptions, run_cluster
 
         options = TcpOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
                              commit=_commit(), base_port=args.base_port)
         print(f"isrlab cluster tcp: seed {seed}, {config.brokers} broker processes on "
               f"127.0.0.1, {args.duration / 1000:g} s, nemesis {','.join(args.nemesis) or 'none'}")
-        summary = run_cluster(config, options, out)
+        try:
+            summary = run_cluster(config, options, out)
+        except ClusterError as error:
+            print(f"isrlab cluster tcp: {error}", file=sys.stderr)
+            return 2
     for line in _summary_lines(summary):
         print(line)
     print(f"  traces: {out}/ (replay with: isrlab replay {out})")
-    return 0
+    failures = summary.get("node_failures", [])
+    for f in failures:
+        print(f"isrlab cluster: FAILED: {f['node']} exited with status {f['exit']} at "
+              f"{f['time_ms'] / 1000:.1f} s without a fault asking it to (log: {f['log']})",
+              file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text) if text.isascii() else None
+    except ValueError:
+        value = None
+    if value is None or not (value == 0 or 1024 <= value <= 65535):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a port in 1024..65535, or 0")
+    return value
 
 
 def register(sub) -> None:
@@ -79,6 +100,6 @@ def register(sub) -> None:
         add_cluster_options(p)
         p.add_argument("--trace-out", required=True, metavar="DIR", help="where traces go")
         if mode == "tcp":
-            p.add_argument("--base-port", type=int, default=0,
+            p.add_argument("--base-port", type=_port, default=0,
                            help="first port (default: any free ports)")
         p.set_defaults(func=run, error_prefix="isrlab cluster")

@@ -242,9 +242,74 @@ def from_wire(body: object) -> Message:
             raise WireError(f"{cls.__name__}: missing field {f.name!r}")
         values[f.name] = _decode(cls.__name__, f.name, f.type, body[f.name])
     try:
-        return cls(**values)
+        message = cls(**values)
     except TypeError as error:
         raise WireError(f"{cls.__name__}: {error}") from None
+    for name, value in values.items():
+        if type(value) is int and not MIN_INT <= value <= MAX_INT:
+            raise WireError(f"{cls.__name__}.{name}: {value} is out of range")
+        if type(value) is str and len(value) > MAX_STRING:
+            raise WireError(f"{cls.__name__}.{name}: string longer than {MAX_STRING}")
+    check = _SHAPES.get(cls)
+    problem = check(message) if check is not None else None
+    if problem:
+        raise WireError(f"{cls.__name__}: {problem}")
+    return message
+
+
+# Types say what a field holds; these say how fields fit together, so that no handler ever
+# indexes past a list or reads a value the sender could not have meant.
+MIN_INT = -1
+MAX_INT = (1 << 62) - 1
+MAX_STRING = 256
+ACKS = ("0", "1", "all")
+FETCH_KINDS = ("records", "epoch", "diverging", "error")
+
+
+def _replica_set(brokers: tuple[int, ...]) -> bool:
+    return all(b >= 0 for b in brokers) and len(set(brokers)) == len(brokers)
+
+
+def _produce(m: Produce) -> str | None:
+    if m.acks not in ACKS:
+        return f"acks must be one of {', '.join(ACKS)}"
+    if not m.values:
+        return "a batch needs at least one record"
+    if len(m.values) != len(m.payloads):
+        return f"{len(m.values)} values but {len(m.payloads)} payloads"
+    return None
+
+
+def _produce_response(m: ProduceResponse) -> str | None:
+    if not m.results:
+        return "no results"
+    return None
+
+
+def _fetch_response(m: FetchResponse) -> str | None:
+    if m.kind not in FETCH_KINDS:
+        return f"kind must be one of {', '.join(FETCH_KINDS)}"
+    if any(e < 0 or v < 0 for e, v, _ in m.records):
+        return "a record's epoch and value must be non-negative"
+    return None
+
+
+def _consumer_fetch_response(m: ConsumerFetchResponse) -> str | None:
+    offsets = [o for o, _ in m.records]
+    if any(o < 0 for o in offsets) or offsets != sorted(set(offsets)):
+        return "record offsets must be non-negative and increasing"
+    return None
+
+
+_SHAPES = {
+    Produce: _produce,
+    ProduceResponse: _produce_response,
+    FetchResponse: _fetch_response,
+    ConsumerFetchResponse: _consumer_fetch_response,
+    LeaderAndIsr: lambda m: None if _replica_set(m.isr) else "isr must name distinct brokers",
+    AlterIsr: lambda m: None if _replica_set(m.isr) else "isr must name distinct brokers",
+    AlterIsrResponse: lambda m: None if _replica_set(m.isr) else "isr must name distinct brokers",
+}
 
 
 def _decode(cls: str, name: str, annotation: str, value: object) -> object:
@@ -265,19 +330,54 @@ def _decode(cls: str, name: str, annotation: str, value: object) -> object:
         raise WireError(f"{where}: expected a list")
     try:
         if annotation == "tuple[int, ...]":
-            assert all(type(v) is int for v in value)
+            _ints(value)
             return tuple(value)
         if annotation == "tuple[bytes, ...]":
-            return tuple(bytes.fromhex(v) for v in value)
+            return tuple(_hex(v) for v in value)
         if annotation.startswith("tuple[tuple[int, int, bytes]"):
-            return tuple((int(e), int(v), bytes.fromhex(p)) for e, v, p in value)
+            return tuple((_int(e), _int(v), _hex(p)) for e, v, p in map(_triple, value))
         if annotation.startswith("tuple[tuple[int, int, str]"):
-            return tuple((int(v), int(o), str(e)) for v, o, e in value)
+            return tuple((_int(v), _int(o), _str(e)) for v, o, e in map(_triple, value))
         if annotation.startswith("tuple[tuple[int, int]"):
-            return tuple((int(o), int(v)) for o, v in value)
+            return tuple((_int(o), _int(v)) for o, v in map(_pair, value))
     except (AssertionError, TypeError, ValueError):
         raise WireError(f"{where}: malformed entries") from None
     raise WireError(f"{where}: unsupported field type {annotation}")
+
+
+def _int(v: object) -> int:
+    if type(v) is not int or not MIN_INT <= v <= MAX_INT:
+        raise ValueError
+    return v
+
+
+def _ints(values: list) -> None:
+    for v in values:
+        _int(v)
+
+
+def _str(v: object) -> str:
+    if type(v) is not str or len(v) > MAX_STRING:
+        raise ValueError
+    return v
+
+
+def _hex(v: object) -> bytes:
+    if type(v) is not str:
+        raise ValueError
+    return bytes.fromhex(v)
+
+
+def _triple(v: object) -> list:
+    if type(v) is not list or len(v) != 3:
+        raise ValueError
+    return v
+
+
+def _pair(v: object) -> list:
+    if type(v) is not list or len(v) != 2:
+        raise ValueError
+    return v
 
 
 # Effects -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 The names are loaded lazily so that `python -m impl.tcp.node` does not import itself twice.
 """
 
-__all__ = ["TcpOptions", "run_cluster"]
+__all__ = ["ClusterError", "TcpOptions", "run_cluster"]
 
 
 def __getattr__(name: str):

@@ -13,7 +13,9 @@ object. Four kinds of object travel:
 `MAX_FRAME_BYTES` is a `FrameTooLarge` (the connection cannot be resynchronised, so it is
 closed); a frame that is not a JSON object, or a message that `messages.from_wire` refuses, is
 a `BadFrame` item in the output (the length prefix still delimits it, so the connection goes
-on). Nothing here raises on bad input from the network except `FrameTooLarge`.
+on): bytes that are not UTF-8 or not JSON, JSON nested deeper than the decoder's recursion
+limit, numbers out of range. Nothing here raises on bad input from the network except
+`FrameTooLarge`.
 
 `message_to_wire` is `Message.to_wire()` with fast paths for the messages that carry records
 (same JSON, without `dataclasses.asdict`'s deep copy), since those dominate a throughput run.
@@ -24,6 +26,8 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
+
+import msgspec
 
 from impl.protocol.messages import (
     FetchResponse,
@@ -38,7 +42,7 @@ MAX_FRAME_BYTES = 4 << 20
 LENGTH = struct.Struct(">I")
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_decode_json = json.JSONDecoder().decode
+_decode_json = msgspec.json.decode
 
 
 class FrameTooLarge(Exception):
@@ -140,12 +144,12 @@ class FrameDecoder:
             start = position + 4
             position = start + length
             try:
-                body = _decode_json(buffer[start:position].decode("utf-8"))
-            except UnicodeDecodeError:
-                out.append(BadFrame("frame is not UTF-8"))
+                body = _decode_json(buffer[start:position])
+            except RecursionError:
+                out.append(BadFrame("frame nests too deeply"))
                 continue
-            except ValueError as error:
-                out.append(BadFrame(f"frame is not JSON ({error.args[0].split(':')[0]})"))
+            except msgspec.DecodeError as error:
+                out.append(BadFrame(f"frame is not JSON ({str(error)[:80]})"))
                 continue
             if not isinstance(body, dict):
                 out.append(BadFrame("frame is not a JSON object"))

@@ -19,8 +19,10 @@ message; its first frame is a hello naming the sender) and receives on connectio
 to its listener on 127.0.0.1. When a connection breaks the core hears `on_disconnected(peer)`;
 messages that could not be written are logged as `NetworkDrop` events (why `unreachable`).
 
-The supervisor speaks over the same listener (hello `supervisor`) in control frames, each
-answered with `{"ack": ...}`:
+The supervisor speaks over the same listener in control frames, each answered with
+`{"ack": ...}`, on a connection whose hello is `{"hello": "supervisor", "secret": S}`: S is
+the run's secret, handed to the node in the environment (`ISRLAB_CONTROL_SECRET`), so no other
+local process can stop or partition a node:
 - `{"ctl": "block", "peers": [...]}`: a partition. Frames to or from those peers are dropped,
   each logged as a `NetworkDrop` event in this node's trace (why `partition`); the core hears
   `on_disconnected` for each. `{"ctl": "unblock"}` lifts it. Only the cut-off node filters, so
@@ -32,13 +34,17 @@ answered with `{"ack": ...}`:
   (the supervisor fixes time 0 once every node is ready).
 - `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
   `final.json` of the node's view written to `RUN_DIR/<node>/`.
-A frame over the size cap closes its connection; any other bad frame gets `{"error": ...}`
-back. Both are logged as one line on stderr; the node goes on serving.
+A frame over the size cap, a first frame that is not a valid hello, partial frames over the
+buffered-byte cap, and a partial frame idle for `IDLE_TIMEOUT_S` close their connection; any
+other bad frame (not JSON, too deep, a malformed message, a send time ahead of our clock, a
+`src` other than the hello's) gets `{"error": ...}` back. Each is logged as one line on
+stderr; the node goes on serving. At most `MAX_CONNECTIONS` connections are served at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import math
 import os
@@ -79,6 +85,17 @@ from vocab.outcomes import Code
 
 HOST = "127.0.0.1"
 SUPERVISOR = "supervisor"
+# Every process of a run reads the same CLOCK_REALTIME, so honest send times are never far ahead.
+MAX_CLOCK_SKEW_MS = 1_000
+# What a node accepts from its listener: a run has a handful of peers, so anything beyond these
+# is a misbehaving local process, refused before it can cost memory.
+MAX_CONNECTIONS = 64
+MAX_BUFFERED_BYTES = 64 << 20  # over all connections' partial frames
+IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long while a frame is partial
+HELLO_TIMEOUT_S = 5.0
+# The supervisor hands its nodes a per-run secret in the environment (never on the command line
+# nor in any file); a control frame is obeyed only on a connection whose hello carried it.
+SECRET_ENV = "ISRLAB_CONTROL_SECRET"
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -105,8 +122,11 @@ class Node:
     """Drives one core over TCP (see the module docstring)."""
 
     def __init__(self, name: str, core, trace: FileTrace, ports: dict[str, int], start_ms: int,
-                 storage: BrokerStorage | None = None):
+                 storage: BrokerStorage | None = None, secret: str | None = None):
         self.name = name
+        self.secret = secret
+        self.connections = 0
+        self.buffered = 0
         self.core = core
         self.trace = trace
         self.ports = ports
@@ -121,7 +141,8 @@ class Node:
         self.go = trio.Event()
         self.last_now = 0
         self.drops: list[tuple] = []
-        self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0}
+        self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0,
+                      "refused_connections": 0}
         self.listeners: list = []
 
     # Time and inputs ---------------------------------------------------------------------------
@@ -134,9 +155,15 @@ class Node:
             self.last_now = t
         return self.last_now
 
-    def observe(self, sent_ms: int) -> None:
+    def observe(self, sent_ms: int) -> bool:
+        """Move the clock past a received message's send time, unless that time is further
+        ahead of our own clock than processes of one machine can disagree: a peer's clock is
+        never trusted to stall our timers."""
         if sent_ms >= self.last_now:
+            if sent_ms > wall_ms() - self.start_ms + MAX_CLOCK_SKEW_MS:
+                return False
             self.last_now = sent_ms + 1
+        return True
 
     def handle(self, call) -> None:
         """Hand an input to the core, `call(core, now)`, and carry out its effects
@@ -316,11 +343,27 @@ class Node:
         await trio.serve_listeners(self._serve_connection, self.listeners)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        if self.connections >= MAX_CONNECTIONS:
+            self.stats["refused_connections"] += 1
+            log(self.name, f"refusing a connection: {MAX_CONNECTIONS} are open")
+            await _close_quietly(stream)
+            return
+        self.connections += 1
         decoder = FrameDecoder()
+        held = 0  # this connection's share of self.buffered
         peer: str | None = None
         try:
             while True:
-                data = await stream.receive_some(1 << 20)
+                pending = len(decoder.buffer)
+                timeout = HELLO_TIMEOUT_S if peer is None else IDLE_TIMEOUT_S
+                with trio.move_on_after(timeout) as waited:
+                    data = await stream.receive_some(1 << 20)
+                if waited.cancelled_caught:
+                    if peer is None or pending:
+                        log(self.name, f"closing an idle connection from "
+                                       f"{peer or 'an unknown peer'}")
+                        break
+                    continue
                 if not data:
                     break
                 decoder.feed(data)
@@ -332,14 +375,26 @@ class Node:
                                    f"{error}")
                     await stream.send_all(encode_frame({"error": str(error)}))
                     break
+                self.buffered += len(decoder.buffer) - held
+                held = len(decoder.buffer)
+                if self.buffered > MAX_BUFFERED_BYTES:
+                    self.stats["bad_frames"] += 1
+                    log(self.name, f"closing a connection from {peer or 'an unknown peer'}: "
+                                   f"partial frames over {MAX_BUFFERED_BYTES} bytes in all")
+                    break
                 errors: list[str] = []
                 controls: list[dict] = []
+                fatal = False
                 for frame in frames:
                     if type(frame) is BadFrame:
                         errors.append(frame.reason)
                         continue
-                    if peer is None and isinstance(frame.get("hello"), str):
-                        peer = frame["hello"]
+                    if peer is None:
+                        peer, problem = self._hello(frame)
+                        if problem:
+                            errors.append(problem)
+                            fatal = True
+                            break
                         continue
                     if "ctl" in frame:
                         if peer == SUPERVISOR:
@@ -352,9 +407,12 @@ class Node:
                     except WireError as error:
                         errors.append(str(error))
                         continue
-                    if peer is None:
-                        peer = src
-                    self.observe(sent_ms)
+                    if src != peer:
+                        errors.append(f"message from {src!r} on {peer!r}'s connection")
+                        continue
+                    if not self.observe(sent_ms):
+                        errors.append(f"send time {sent_ms} ms is ahead of this node's clock")
+                        continue
                     if src in self.blocked:
                         self.log_drop(src, self.name, mid, message, "partition")
                         continue
@@ -363,17 +421,35 @@ class Node:
                 self.trace.flush()
                 for reason in errors:
                     self.stats["bad_frames"] += 1
-                    log(self.name, f"bad frame from {peer or 'an unknown peer'}: {reason}")
-                    await stream.send_all(encode_frame({"error": reason}))
+                    log(self.name, f"bad frame from {peer or 'an unknown peer'}: {reason[:200]}")
+                    await stream.send_all(encode_frame({"error": reason[:200]}))
+                if fatal:
+                    peer = None
+                    break
                 for frame in controls:
                     await stream.send_all(encode_frame({"ack": self.control(frame)}))
         except _CONNECTION_ERRORS:
             pass
         finally:
+            self.connections -= 1
+            self.buffered -= held
             await _close_quietly(stream)
         if peer is not None and peer != SUPERVISOR and not self.stopped.is_set():
             self.disconnected(peer)
             self.trace.flush()
+
+    def _hello(self, frame: dict) -> tuple[str | None, str | None]:
+        """(peer, None) for a valid first frame, (None, why) otherwise."""
+        name = frame.get("hello")
+        if name == SUPERVISOR:
+            given = frame.get("secret")
+            if (self.secret is None or not isinstance(given, str)
+                    or not hmac.compare_digest(given.encode(), self.secret.encode())):
+                return None, "supervisor hello without this run's secret"
+            return name, None
+        if not isinstance(name, str) or name == self.name or name not in self.ports:
+            return None, "the first frame must be a hello naming a node of this run"
+        return name, None
 
     def control(self, frame: dict) -> str:
         what = frame.get("ctl")
@@ -461,7 +537,8 @@ def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
             views = MetaCore(config).initial_view
             for effect in core.bootstrap([views(p) for p in range(config.partitions)]):
                 storage.apply(effect)
-    return Node(role, core, trace, ports, args.start_ms, storage), storage, pending
+    secret = os.environ.pop(SECRET_ENV, None)
+    return Node(role, core, trace, ports, args.start_ms, storage, secret), storage, pending
 
 
 async def run_node(args: argparse.Namespace) -> None:

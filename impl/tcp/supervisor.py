@@ -19,8 +19,13 @@ The nemesis (seeded; one fault at a time, as in the simulator):
 Faults are `nemesis` lines in `nemesis.ndjson`. `run.json` is the simulator's, with mode `tcp`.
 
 Shutdown: every node is sent `stop` (SIGCONT first if paused); a node that does not exit in
-time is killed. `run_cluster` kills whatever is left on any exit path, Ctrl-C included, and
-nodes exit by themselves if the supervisor dies (they watch their parent).
+time is killed. `run_cluster` kills whatever is left on any exit path, Ctrl-C and set-up
+failures included (SIGTERM, then SIGKILL), and nodes exit by themselves if the supervisor dies
+(they watch their parent). A node that exits when neither the nemesis nor the shutdown asked it
+to is a failed run: named in the summary's `node_failures` and in run.json.
+
+Control frames carry a per-run secret (`secrets.token_hex`) that the supervisor hands its
+nodes in their environment; it is written nowhere.
 
 Left out: messages a node had written to a socket and that the kernel delivers after the
 node's crash line (the drain before SIGKILL makes that rare); messages lost in a socket
@@ -33,11 +38,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,8 +55,8 @@ from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
 from impl.storage import FileDisk
-from impl.tcp.framing import FrameDecoder, encode_frame
-from impl.tcp.node import HOST, SUPERVISOR, Node, wall_ms
+from impl.tcp.framing import FrameDecoder, FrameTooLarge, encode_frame
+from impl.tcp.node import HOST, SECRET_ENV, SUPERVISOR, Node, wall_ms
 from impl.tcp.tracefile import FileTrace
 from impl.trace import dumps, event_counts, header_config, reproduce_command
 from vocab.actions import ActionName as A
@@ -80,14 +87,20 @@ class TcpOptions:
 
 
 def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
-    if base_port:
-        return {name: base_port + i for i, name in enumerate(names)}
+    """Consecutive ports from `base_port` (each checked free), or any free ports (0)."""
+    if base_port and not 1024 <= base_port <= 65536 - len(names):
+        raise ClusterError(f"--base-port {base_port}: must be 0 (any free ports) or in "
+                           f"1024..{65536 - len(names)} ({len(names)} ports)")
     sockets = []
     try:
-        for _ in names:
+        for i, _ in enumerate(names):
             s = socket.socket()
-            s.bind((HOST, 0))
             sockets.append(s)
+            port = base_port + i if base_port else 0
+            try:
+                s.bind((HOST, port))
+            except OSError as error:
+                raise ClusterError(f"port {port} on {HOST}: {error.strerror}") from None
         return {name: s.getsockname()[1] for name, s in zip(names, sockets, strict=True)}
     finally:
         for s in sockets:
@@ -108,35 +121,47 @@ def node_command(node: str, header_cfg: dict, run_dir: Path, ports: dict, start_
     return cmd
 
 
-def node_env() -> dict:
+class ClusterError(Exception):
+    """The run could not be set up or a node failed it: one line for the user."""
+
+
+def node_env(secret: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env[SECRET_ENV] = secret
     return env
 
 
 class Processes:
     """The node processes of one run; `kill_all` works with or without a trio loop."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, secret: str):
         self.run_dir = run_dir
+        self.secret = secret
         self.procs: dict[str, trio.Process] = {}
+        self.every: list[trio.Process] = []  # every process ever spawned, for the last cleanup
         self.paused: set[str] = set()
 
     async def spawn(self, node: str, cmd: list[str], timeout_s: float = 20) -> None:
-        with open(self.run_dir / f"{node}.log", "ab") as err:
+        log_path = self.run_dir / f"{node}.log"
+        with open(log_path, "ab") as err:
             proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE, stderr=err,
-                                                    env=node_env(), cwd=str(REPO_ROOT))
+                                                    env=node_env(self.secret),
+                                                    cwd=str(REPO_ROOT))
         self.procs[node] = proc
+        self.every.append(proc)
         seen = b""
-        with trio.fail_after(timeout_s):
+        with trio.move_on_after(timeout_s):
             while b"ready\n" not in seen:
                 chunk = await proc.stdout.receive_some(256)
                 if not chunk:
-                    raise RuntimeError(f"{node} exited before it was ready; see "
-                                       f"{self.run_dir / (node + '.log')}")
+                    raise ClusterError(f"{node} exited before it was ready: "
+                                       f"{_last_line(log_path)} (log: {log_path})")
                 seen += chunk
-        await proc.stdout.aclose()
+            await proc.stdout.aclose()
+            return
+        raise ClusterError(f"{node} was not ready within {timeout_s:g} s (log: {log_path})")
 
     def alive(self, node: str) -> bool:
         proc = self.procs.get(node)
@@ -147,42 +172,70 @@ class Processes:
             self.procs[node].send_signal(sig)
 
     def kill_all(self, grace_s: float = 2.0) -> None:
-        """SIGCONT + SIGTERM, then SIGKILL what is still there; reap everything."""
-        import time
-
-        for node in list(self.procs):
-            self.signal(node, signal.SIGCONT)
-            self.signal(node, signal.SIGTERM)
+        """SIGCONT + SIGTERM, then SIGKILL what is still there; reap everything. Works outside
+        trio (by pid: trio's process objects need its loop once a process has exited) and
+        never raises."""
+        pids = [proc.pid for proc in self.every]
+        for pid in pids:
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                _kill(pid, sig)
         deadline = time.monotonic() + grace_s
-        while any(self.alive(n) for n in self.procs) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and any(_running(pid) for pid in pids):
             time.sleep(0.02)
-        for node in list(self.procs):
-            self.signal(node, signal.SIGKILL)
-        for proc in self.procs.values():
-            try:
-                proc._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        for pid in pids:
+            if _running(pid):
+                _kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+            time.sleep(0.02)
 
 
-async def control(port: int, body: dict, timeout_s: float = 3.0) -> dict | None:
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Reap `pid` if it has exited; True while it runs."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False  # already reaped
+    return done == 0
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1][:200] if lines else "no output"
+
+
+async def control(port: int, body: dict, secret: str, timeout_s: float = 3.0) -> dict | None:
     """One control frame to a node; its answer, or None if it did not answer in time."""
     with trio.move_on_after(timeout_s):
         try:
             stream = await trio.open_tcp_stream(HOST, port)
         except OSError:
             return None
-        async with stream:
-            await stream.send_all(encode_frame({"hello": SUPERVISOR}) + encode_frame(body))
-            decoder = FrameDecoder()
-            while True:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return None
-                decoder.feed(data)
-                for frame in decoder.frames():
-                    if isinstance(frame, dict):
-                        return frame
+        try:
+            async with stream:
+                await stream.send_all(encode_frame({"hello": SUPERVISOR, "secret": secret})
+                                      + encode_frame(body))
+                decoder = FrameDecoder()
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return None
+                    decoder.feed(data)
+                    for frame in decoder.frames():
+                        if isinstance(frame, dict):
+                            return frame
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, FrameTooLarge):
+            return None
     return None
 
 
@@ -216,7 +269,10 @@ class Cluster:
                        "run": self.run_name, "config": self.header_cfg}
         self.ports = pick_ports([*self.brokers, "meta", "producer", "consumer"],
                                 options.base_port)
-        self.procs = Processes(run_dir)
+        self.secret = secrets.token_hex(16)
+        self.procs = Processes(run_dir, self.secret)
+        self.down: set[str] = set()  # killed by the nemesis and not yet restarted
+        self.failures: list[dict] = []  # nodes that exited when nothing asked them to
         self.start_ms = 0
         self.rng = random.Random(options.seed)
         self.workload_rng = random.Random(f"{options.seed}/workload")
@@ -227,6 +283,9 @@ class Cluster:
 
     def now(self) -> int:
         return wall_ms() - self.start_ms
+
+    async def control(self, node: str, body: dict) -> dict | None:
+        return await control(self.ports[node], body, self.secret)
 
     def command(self, node: str, restart: bool = False) -> list[str]:
         o = self.options
@@ -245,9 +304,9 @@ class Cluster:
                 nursery.start_soon(self.procs.spawn, node, self.command(node))
         self.start_ms = wall_ms() + o.startup_ms
         for node in ["meta", *self.brokers]:
-            answer = await control(self.ports[node], {"ctl": "go", "start_ms": self.start_ms})
+            answer = await self.control(node, {"ctl": "go", "start_ms": self.start_ms})
             if answer is None:
-                raise RuntimeError(f"{node} did not answer `go`")
+                raise ClusterError(f"{node} did not answer `go`")
         self.nemesis_trace = FileTrace("nemesis", self.header, self.run_dir / "nemesis.ndjson",
                                        enabled=o.trace)
         producer = ProducerCore(self.config.partitions, self.config.acks,
@@ -260,9 +319,14 @@ class Cluster:
             self.clients[name] = Node(name, core, trace, self.ports, self.start_ms)
         try:
             async with trio.open_nursery() as nursery:
-                for node in self.clients.values():
+                for name, node in self.clients.items():
                     node.nursery = nursery
-                    await nursery.start(node.serve)
+                    try:
+                        await nursery.start(node.serve)
+                    except OSError as error:
+                        raise ClusterError(f"{name} cannot listen on port "
+                                           f"{self.ports[name]}: {error.strerror}") from None
+                nursery.start_soon(self.watchdog)
                 wait_ms = -self.now()
                 if wait_ms > 0:
                     await trio.sleep(wait_ms / 1000)
@@ -282,6 +346,21 @@ class Cluster:
             self.nemesis_trace.close()
         return self.summary(producer, consumer)
 
+    async def watchdog(self) -> None:
+        """A node that exits when nothing asked it to fails the run."""
+        while True:
+            await trio.sleep(0.05)
+            self.notice_failures()
+
+    def notice_failures(self) -> None:
+        for node, proc in self.procs.procs.items():
+            code = proc.returncode
+            if code is not None and node not in self.down and not any(
+                    f["node"] == node and f["pid"] == proc.pid for f in self.failures):
+                self.failures.append({"node": node, "pid": proc.pid, "exit": code,
+                                      "time_ms": self.now(),
+                                      "log": str(self.run_dir / f"{node}.log")})
+
     async def stop_all(self) -> None:
         for node in list(self.procs.procs):
             self.procs.signal(node, signal.SIGCONT)
@@ -289,13 +368,15 @@ class Cluster:
         async def stop(node: str) -> None:
             if not self.procs.alive(node):
                 return
-            await control(self.ports[node], {"ctl": "stop"})
+            await self.control(node, {"ctl": "stop"})
             with trio.move_on_after(5):
                 await self.procs.procs[node].wait()
 
+        self.notice_failures()
         async with trio.open_nursery() as nursery:
             for node in list(self.procs.procs):
                 nursery.start_soon(stop, node)
+        self.notice_failures()
 
     # Workload and nemesis ------------------------------------------------------------------------
 
@@ -353,6 +434,7 @@ class Cluster:
                                       "target": target})
             self.nemesis_trace.flush()
             await trio.sleep(0.002)  # peers' reactions sort after the crash line
+            self.down.add(target)
             self.procs.signal(target, signal.SIGKILL)
             await self.procs.procs[target].wait()
             if self.options.trace:
@@ -361,6 +443,7 @@ class Cluster:
             async def restart() -> None:
                 self.nemesis_line("restart", target)
                 await self.procs.spawn(target, self.command(target, restart=True))
+                self.down.discard(target)
             return restart
         if kind == "pause":
             self.stats["pauses"] += 1
@@ -378,26 +461,26 @@ class Cluster:
             if cut_from == ["meta"]:
                 groups = [[target, *sorted(n for n in others if n != "meta")], ["meta"]]
             self.nemesis_line("partition", target, groups=groups)
-            await control(self.ports[target], {"ctl": "block", "peers": cut_from})
+            await self.control(target, {"ctl": "block", "peers": cut_from})
             for peer in cut_from:
                 if peer in self.clients:
                     self.clients[peer].disconnected(target)
                     self.clients[peer].trace.flush()
                 else:
-                    await control(self.ports[peer], {"ctl": "disconnected", "peer": target})
+                    await self.control(peer, {"ctl": "disconnected", "peer": target})
 
             async def heal() -> None:
                 self.nemesis_line("heal", target)
-                await control(self.ports[target], {"ctl": "unblock"})
+                await self.control(target, {"ctl": "unblock"})
             return heal
         if kind == "slow":
             delay = self.rng.randint(20, 200)
             self.nemesis_line("slow", target, delay_ms=delay)
-            await control(self.ports[target], {"ctl": "slow", "delay_ms": delay})
+            await self.control(target, {"ctl": "slow", "delay_ms": delay})
 
             async def fast() -> None:
                 self.nemesis_line("heal", target)
-                await control(self.ports[target], {"ctl": "slow", "delay_ms": 0})
+                await self.control(target, {"ctl": "slow", "delay_ms": 0})
             return fast
         return nothing
 
@@ -443,6 +526,8 @@ class Cluster:
             "writes_unknown": producer.stats["info"],
             "reads": consumer.reads,
             "unclean_elections": meta_final.get("unclean_elections", 0) if meta_final else 0,
+            "node_failures": [{k: f[k] for k in ("node", "exit", "time_ms", "log")}
+                              for f in self.failures],
         }
         command = reproduce_command(self.config, self.options, mode="tcp")
         run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
@@ -466,5 +551,12 @@ def run_cluster(config: ClusterConfig, options: TcpOptions, out_dir: Path | str)
     cluster = Cluster(config, options, Path(out_dir))
     try:
         return trio.run(cluster.run)
+    except BaseExceptionGroup as group:
+        matched, _ = group.split(ClusterError)
+        if matched is None:
+            raise
+        while isinstance(matched, BaseExceptionGroup):
+            matched = matched.exceptions[0]
+        raise matched from None
     finally:
         cluster.procs.kill_all()
