@@ -148,6 +148,9 @@ class FrameDecoder:
             except RecursionError:
                 out.append(BadFrame("frame nests too deeply"))
                 continue
+            except UnicodeDecodeError:
+                out.append(BadFrame("frame is not UTF-8"))
+                continue
             except msgspec.DecodeError as error:
                 out.append(BadFrame(f"frame is not JSON ({str(error)[:80]})"))
                 continue

@@ -273,6 +273,7 @@ class Cluster:
         self.procs = Processes(run_dir, self.secret)
         self.down: set[str] = set()  # killed by the nemesis and not yet restarted
         self.failures: list[dict] = []  # nodes that exited when nothing asked them to
+        self.stopping = False
         self.start_ms = 0
         self.rng = random.Random(options.seed)
         self.workload_rng = random.Random(f"{options.seed}/workload")
@@ -355,7 +356,8 @@ class Cluster:
     def notice_failures(self) -> None:
         for node, proc in self.procs.procs.items():
             code = proc.returncode
-            if code is not None and node not in self.down and not any(
+            if code is not None and node not in self.down and not (
+                    self.stopping and code == 0) and not any(
                     f["node"] == node and f["pid"] == proc.pid for f in self.failures):
                 self.failures.append({"node": node, "pid": proc.pid, "exit": code,
                                       "time_ms": self.now(),
@@ -373,6 +375,7 @@ class Cluster:
                 await self.procs.procs[node].wait()
 
         self.notice_failures()
+        self.stopping = True
         async with trio.open_nursery() as nursery:
             for node in list(self.procs.procs):
                 nursery.start_soon(stop, node)

@@ -1,0 +1,308 @@
+"""Hostile peers and faults on the TCP cluster: no frame kills or stalls a node, nobody without
+the run's secret steers it, and the supervisor notices a node that dies unasked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impl.config import ClusterConfig
+from impl.protocol.messages import Produce, ProduceResponse, WireError
+from impl.tcp.framing import (
+    LENGTH,
+    MAX_FRAME_BYTES,
+    BadFrame,
+    FrameDecoder,
+    FrameTooLarge,
+    decode_message,
+    encode_frame,
+    encode_message,
+)
+from impl.tcp.supervisor import Processes, control, node_command, pick_ports
+
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "the-run-secret"
+
+
+def _raw(payload: bytes) -> bytes:
+    return LENGTH.pack(len(payload)) + payload
+
+
+def _produce_frame(values, payloads, acks="1", t=0) -> bytes:
+    body = {"type": "Produce", "partition": 0, "values": values,
+            "payloads": payloads, "acks": acks}
+    return encode_frame({"src": "producer", "mid": "producer:m1", "t": t, "msg": body})
+
+
+# Frames, sans-I/O --------------------------------------------------------------------------------
+
+
+def test_a_deeply_nested_frame_is_a_bad_frame_not_a_recursion_error():
+    decoder = FrameDecoder()
+    decoder.feed(_raw(b"[" * 100_000 + b"]" * 100_000))
+    assert decoder.frames() == [BadFrame("frame nests too deeply")]
+
+
+@pytest.mark.parametrize("msg, problem", [
+    ({"values": [1, 2], "payloads": ["00"]}, "2 values but 1 payloads"),
+    ({"values": [], "payloads": []}, "a batch needs at least one record"),
+    ({"acks": "2"}, "acks must be one of"),
+    ({"partition": -5}, "Produce.partition: -5 is out of range"),
+    ({"values": [1 << 63], "payloads": ["00"]}, "Produce.values: malformed entries"),
+])
+def test_produce_shapes_the_broker_could_not_handle_are_refused_at_decode(msg, problem):
+    body = {"type": "Produce", "partition": 0, "values": [1], "payloads": ["00"], "acks": "1",
+            **msg}
+    with pytest.raises(WireError, match=problem):
+        decode_message({"src": "producer", "mid": "producer:m1", "t": 0, "msg": body})
+
+
+@pytest.mark.parametrize("msg, problem", [
+    ({"type": "FetchResponse", "partition": 0, "leader": 0, "leader_epoch": 0, "kind": "records",
+      "records": [[0, 1]]}, "FetchResponse.records: malformed entries"),
+    ({"type": "FetchResponse", "partition": 0, "leader": 0, "leader_epoch": 0, "kind": "boom"},
+     "kind must be one of"),
+    ({"type": "ProduceResponse", "partition": 0, "results": [[1, 0]]},
+     "ProduceResponse.results: malformed entries"),
+    ({"type": "LeaderAndIsr", "partition": 0, "leader": 0, "leader_epoch": 0, "isr": [0, 0],
+      "partition_epoch": 0}, "isr must name distinct brokers"),
+    ({"type": "ConsumerFetchResponse", "partition": 0, "error": "NONE",
+      "records": [[3, 1], [2, 1]]}, "offsets must be non-negative and increasing"),
+])
+def test_every_message_type_is_checked_for_shape(msg, problem):
+    with pytest.raises(WireError, match=problem):
+        decode_message({"src": "b0", "mid": "b0:m1", "t": 0, "msg": msg})
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=4),
+    max_leaves=20)
+
+
+def _real_frames() -> list[bytes]:
+    return [
+        encode_frame({"hello": "producer"}),
+        encode_message("producer", "producer:m1", 5, Produce(0, (1, 2), (b"a", b"b"), "all")),
+        encode_message("b0", "b0:m3", 9, ProduceResponse(0, ((1, 0, "NONE"),))),
+    ]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.data())
+def test_any_corruption_of_real_frames_is_a_frame_a_bad_frame_or_too_large(data):
+    stream = bytearray(b"".join(_real_frames()))
+    for _ in range(data.draw(st.integers(0, 4))):
+        kind = data.draw(st.sampled_from(["flip", "cut", "insert", "json"]))
+        at = data.draw(st.integers(0, len(stream)))
+        if kind == "flip" and at < len(stream):
+            stream[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "cut":
+            del stream[at:at + data.draw(st.integers(1, 20))]
+        elif kind == "insert":
+            stream[at:at] = data.draw(st.binary(max_size=12))
+        else:
+            body = json.dumps(data.draw(_json)).encode()
+            stream[at:at] = _raw(body)
+    decoder = FrameDecoder()
+    decoder.feed(bytes(stream))
+    try:
+        frames = decoder.frames()
+    except FrameTooLarge:
+        return
+    for frame in frames:
+        assert type(frame) is BadFrame or isinstance(frame, dict)
+        if isinstance(frame, dict) and "msg" in frame:
+            try:
+                decode_message(frame)
+            except WireError:
+                pass
+
+
+# A live broker -----------------------------------------------------------------------------------
+
+
+async def _replies(sock: socket.socket, n: int) -> list:
+    decoder = FrameDecoder()
+    out: list = []
+    with trio.fail_after(10):
+        while len(out) < n:
+            data = await trio.to_thread.run_sync(sock.recv, 65536)
+            if not data:
+                break
+            decoder.feed(data)
+            out += decoder.frames()
+    return out
+
+
+async def _closed(sock: socket.socket) -> bool:
+    with trio.fail_after(10):
+        while True:
+            data = await trio.to_thread.run_sync(sock.recv, 65536)
+            if not data:
+                return True
+
+
+def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_path):
+    config = ClusterConfig(brokers=1, min_insync_replicas=1)
+    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
+    ports = pick_ports(["b0", "meta", "producer"])
+    procs = Processes(tmp_path, SECRET)
+    far_future = 1 << 62
+
+    async def scenario() -> None:
+        await procs.spawn("b0", node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test",
+                                             "t"))
+        assert await control(ports["b0"], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
+                             SECRET)
+        listener = (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
+        # Frames that killed or stalled a node: deep nesting, a length mismatch, a clock 2^62
+        # ahead, a message whose src is not the connection's hello.
+        with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
+            bad.sendall(encode_frame({"hello": "producer"})
+                        + _raw(b"[" * 100_000 + b"]" * 100_000)
+                        + _produce_frame([1, 2], ["00"])
+                        + _produce_frame([1], ["00"], t=far_future)
+                        + encode_message("b1", "b1:m1", 0, Produce(0, (1,), (b"x",), "1")))
+            errors = [f["error"] for f in await _replies(bad, 4)]
+            assert errors == [
+                "frame nests too deeply",
+                "Produce: 2 values but 1 payloads",
+                f"send time {far_future} ms is ahead of this node's clock",
+                "message from 'b1' on 'producer''s connection",
+            ]
+        # A forged supervisor: no secret, no control; the connection is closed.
+        for hello in ({"hello": "supervisor"}, {"hello": "supervisor", "secret": "guess"}):
+            with socket.create_connection(("127.0.0.1", ports["b0"])) as forged:
+                forged.sendall(encode_frame(hello) + encode_frame({"ctl": "stop"})
+                               + encode_frame({"ctl": "block", "peers": ["meta"]}))
+                replies = await _replies(forged, 1)
+                assert replies == [{"error": "supervisor hello without this run's secret"}]
+                assert await _closed(forged)
+        assert procs.alive("b0")
+        # Half-sent frames beyond the node's total cap are refused, not buffered.
+        hogs = []
+        chunk = b"x" * (1 << 20)
+        closed = 0
+        for _ in range(30):
+            hog = socket.create_connection(("127.0.0.1", ports["b0"]))
+            hogs.append(hog)
+            hog.sendall(encode_frame({"hello": "producer"}) + LENGTH.pack(MAX_FRAME_BYTES))
+            try:
+                for _ in range(3):
+                    hog.sendall(chunk)
+                    await trio.sleep(0)
+            except OSError:
+                closed += 1
+        await trio.sleep(0.5)
+        for hog in hogs:
+            hog.close()
+        # Still serving, and its timers still fire: the produce is acknowledged.
+        stream = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
+        await stream.send_all(encode_frame({"hello": "producer"}) + encode_message(
+            "producer", "producer:m1", 0, Produce(0, (41,), (b"x",), "1")))
+        inbound = await listener.accept()
+        decoder = FrameDecoder()
+        frames: list = []
+        with trio.fail_after(5):
+            while len(frames) < 2:
+                decoder.feed(await inbound.receive_some(65536))
+                frames += decoder.frames()
+        assert decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
+        await stream.aclose()
+        await inbound.aclose()
+        await listener.aclose()
+        assert await control(ports["b0"], {"ctl": "stop"}, SECRET) == {"ack": "stop"}
+        with trio.fail_after(5):
+            await procs.procs["b0"].wait()
+
+    try:
+        trio.run(scenario)
+    finally:
+        procs.kill_all()
+    assert procs.procs["b0"].returncode == 0
+    log = (tmp_path / "b0.log").read_text()
+    assert "partial frames over" in log
+    assert "Traceback" not in log
+
+
+# The supervisor ----------------------------------------------------------------------------------
+
+
+def _isrlab(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "isrlab.cli", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _node_pids(run_dir: Path, role: str | None = None) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"impl.tcp.node" in argv and str(run_dir).encode() in argv and (
+                role is None or role.encode() in argv):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_node_that_dies_unasked_fails_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _isrlab("cluster", "tcp", "--seed", "3", "--duration", "4",
+                   "--trace-out", str(run_dir))
+    deadline = time.monotonic() + 20
+    while not (run_dir / "producer.ndjson").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    (victim,) = _node_pids(run_dir, "b2")
+    os.kill(victim, signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    assert "isrlab cluster: FAILED: b2 exited with status -9" in err
+    run = json.loads((run_dir / "run.json").read_text())
+    assert [f["node"] for f in run["summary"]["node_failures"]] == ["b2"]
+    assert _node_pids(run_dir) == []
+
+
+def test_a_port_in_use_is_one_line_and_leaves_no_process(tmp_path):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        if port > 65000:
+            pytest.fail(f"picked port {port} leaves no room for a run's consecutive ports")
+        proc = _isrlab("cluster", "tcp", "--duration", "1", "--base-port", str(port),
+                       "--trace-out", str(tmp_path / "run"))
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert err.strip().splitlines() == [
+        f"isrlab cluster tcp: port {port} on 127.0.0.1: Address already in use"]
+    assert _node_pids(tmp_path / "run") == []
+
+
+@pytest.mark.parametrize("port", ["-1", "80", "70000", "٣٠٠٠"])
+def test_a_base_port_out_of_range_is_refused(tmp_path, port):
+    proc = _isrlab("cluster", "tcp", "--base-port", port, "--trace-out", str(tmp_path))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "--base-port" in err and "a port in 1024..65535, or 0" in err
+    assert "Traceback" not in err
