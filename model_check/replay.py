@@ -219,14 +219,16 @@ def _check_numbering(nodes: dict[str, list[Event]]) -> None:
 
 def _load_file(path: Path) -> list[Event]:
     try:
-        handle = path.open(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error.strerror}") from None
-    with handle:
-        return _parse_lines(str(path), handle)
+    return _parse_lines(str(path), data.split(b"\n"))
 
 
 _decode = msgspec.json.Decoder().decode
+# The longest line a writer makes is a crash's post-state (every replica of a broker): far
+# below this. A longer line is refused before it is parsed.
+MAX_LINE_BYTES = 1 << 20
 
 
 def _parse_lines(path: str, lines) -> list[Event]:
@@ -236,10 +238,17 @@ def _parse_lines(path: str, lines) -> list[Event]:
         where = f"{path}:{number}"
         if not line.strip():
             continue
+        if len(line) > MAX_LINE_BYTES:
+            raise TraceError(f"{where}: line of {len(line)} bytes, over the "
+                             f"{MAX_LINE_BYTES}-byte limit")
         try:
             body = _decode(line)
+        except UnicodeDecodeError:
+            raise TraceError(f"{where}: not UTF-8") from None
+        except RecursionError:
+            raise TraceError(f"{where}: JSON nested too deeply") from None
         except msgspec.DecodeError as error:
-            raise TraceError(f"{where}: not JSON ({error})") from None
+            raise TraceError(f"{where}: not JSON ({str(error)[:120]})") from None
         kind = body.get("kind") if isinstance(body, dict) else None
         if not events and kind != "header":
             raise TraceError(f"{where}: first line must be a {FORMAT} header")
@@ -291,7 +300,7 @@ def spec_config(trace_config: dict) -> Config:
             variant=VARIANTS[trace_config["variant"]],
             acks=str(trace_config["acks"]),
             min_insync_replicas=int(trace_config["min_insync_replicas"]),
-            unclean_leader_election_enable=bool(trace_config["unclean_leader_election_enable"]),
+            unclean_leader_election_enable=_bool(trace_config["unclean_leader_election_enable"]),
             log_flush_interval_messages=trace_config.get("log_flush_interval_messages"),
             replica_lag_time_max_ticks=1,
             max_records=UNBOUNDED, max_leader_epochs=UNBOUNDED, max_crashes=UNBOUNDED,
@@ -299,7 +308,13 @@ def spec_config(trace_config: dict) -> Config:
             max_partition_epoch=UNBOUNDED,
         )
     except (KeyError, TypeError, ValueError) as error:
-        raise TraceError(f"header config: bad or missing {error}") from None
+        raise TraceError(f"header config: bad or missing {str(error)[:120]}") from None
+
+
+def _bool(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"{value!r} (expected true or false)")
+    return value
 
 
 class _Mismatch(Exception):
@@ -325,6 +340,10 @@ class Replayer:
         self.phantom: set[str] = set()
         self.slot: dict[tuple[int, int], str] = {}  # (partition, follower) -> message id
         self.read_frontier: dict[int, int] = {}
+        self.client_acked: set[int] = set()  # impl values the producer saw acknowledged
+        self.served: set[tuple[int, int, int]] = set()  # (partition, offset, impl value)
+        self.reads: list[tuple[str, int, int, int]] = []  # (where, partition, offset, value)
+        self.received: set[str] | None = None  # every message id some event receives
 
     # Steps -----------------------------------------------------------------------------------
 
@@ -394,30 +413,69 @@ class Replayer:
 
     def apply(self, e: Event) -> None:
         if e.kind == "history":
-            self._history(e.body)
+            self._history(e.body, e.where)
             return
         if e.kind != "event":
             return
         handler = _HANDLERS.get(e.action)
         if handler is None:
             raise _Mismatch(f"no spec counterpart for implementation action {e.action!r}")
+        if e.body.get("state") is None and e.action not in _STATELESS:
+            raise _Mismatch(f"{e.action} event without its post-state: nothing to compare")
         try:
             handler(self, e.body, e.body.get("args", {}))
-        except (KeyError, TypeError, IndexError) as error:
+        except (KeyError, TypeError, IndexError, ValueError) as error:
             raise _Mismatch(f"malformed {e.action} event: {error!r}") from None
 
-    def _history(self, h: dict) -> None:
-        """An acknowledgement the client saw must be one the spec gave."""
-        if h.get("f") != "send" or h.get("type") != "ok" or h.get("offset", -1) < 0:
+    def _history(self, h: dict, where: str = "") -> None:
+        """What a client was told must be what the spec did: every acknowledgement one the
+        spec gave (value, offset, acks level), no failure of a write the spec acknowledged;
+        reads are kept and checked against what brokers served once the run is merged."""
+        f, kind = h.get("f"), h.get("type")
+        if f == "read" and kind == "ok":
+            for record in h.get("records") or ():
+                if len(record) != 2:
+                    raise _Mismatch(f"read record {record} is not [offset, value]")
+                self.reads.append((where, h["partition"], record[0], record[1]))
             return
-        value = self.latest_spec_value.get(h["value"])
+        if f != "send" or kind not in ("ok", "fail"):
+            return
+        v, p = h.get("value"), h.get("partition")
+        if h.get("acks") != self.config.acks:
+            raise _Mismatch(f"producer history says acks={h.get('acks')} for v{v}; the run's "
+                            f"acks is {self.config.acks}")
+        value = self.latest_spec_value.get(v)
         if value is None:
-            raise _Mismatch(f"producer saw v{h['value']} acknowledged, never sent to the spec")
-        acked = Acked(h["partition"], h["offset"], value)
-        if acked not in self.state.acked:
-            raise _Mismatch(
-                f"producer saw v{h['value']} acknowledged at offset {h['offset']}, "
-                "which the spec never acknowledged")
+            raise _Mismatch(f"producer saw v{v} {kind}, never sent to the spec")
+        acked = [a for a in self.state.acked if a.value == value]
+        if kind == "fail":
+            if acked:
+                raise _Mismatch(f"producer saw v{v} fail, which the spec acknowledged at "
+                                f"offset {acked[0].offset}")
+            return
+        if v in self.client_acked:
+            raise _Mismatch(f"producer saw v{v} acknowledged twice")
+        self.client_acked.add(v)
+        offset = h.get("offset")
+        if self.config.acks == "0":
+            if offset not in (None, -1):
+                raise _Mismatch(f"acks=0 write v{v} acknowledged at offset {offset}: an acks=0 "
+                                "acknowledgement names no offset")
+            return
+        if type(offset) is not int or offset < 0:
+            raise _Mismatch(f"acks={self.config.acks} write v{v} acknowledged without an offset "
+                            f"({offset!r})")
+        if Acked(p, offset, value) not in self.state.acked:
+            raise _Mismatch(f"producer saw v{v} acknowledged at offset {offset}, which the spec "
+                            "never acknowledged")
+
+    def check_reads(self) -> None:
+        """Every record the consumer was told it read, some broker served (each serve was
+        checked against the spec's log and HW when it happened)."""
+        for where, p, offset, value in self.reads:
+            if (p, offset, value) not in self.served:
+                raise _Mismatch(f"{where}: consumer read v{value} at offset {offset} of "
+                                f"p{p}, which no broker served")
 
 
 def _p(args: dict) -> int:
@@ -551,6 +609,9 @@ def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
     value = rp.spec_value.get(recv)
     if value is None:
         raise _Mismatch(f"produce request {recv!r} was never sent by the producer")
+    if args.get("value") != rp.impl_value[value]:
+        raise _Mismatch(f"appends v{args.get('value')}, but produce request {recv!r} carried "
+                        f"v{rp.impl_value[value]}")
     spec_outcome = rp.step(S.LeaderAppend(p, b, value))
     _same_outcome("append", spec_outcome, body, ("offset",))
     rp.compare_replica(body.get("state"))
@@ -609,9 +670,12 @@ def _consumer_serve(rp: Replayer, body: dict, args: dict) -> None:
         if offset >= r.high_watermark:
             raise _Mismatch(f"served offset {offset} to a consumer, at or above the spec's HW "
                             f"{r.high_watermark} on broker {b}")
+        if offset < 0:
+            raise _Mismatch(f"served a record at offset {offset}")
         spec = rp.impl_value.get(r.log[offset].value)
         if spec != value:
             raise _Mismatch(f"served v{value} at offset {offset}; the spec's log has v{spec}")
+        rp.served.add((p, offset, value))
     # The spec's consumer reads the whole prefix (O(HW) per step), so it steps only when the
     # served records reach READ_STRIDE past its last read; every read is checked above.
     served = (body.get("detail") or {}).get("records") or [[-1]]
@@ -630,6 +694,8 @@ def _network_drop(rp: Replayer, body: dict, args: dict) -> None:
     d = body.get("detail") or {}
     kind = d.get("type")
     mid = body.get("recv")
+    if rp.received is not None and mid in rp.received:
+        raise _Mismatch(f"drops {mid!r}, which an event of this run received")
     if kind == "LeaderAndIsr":
         dst = int(d["dst"][1:])
         key = (d["partition"], dst, d["leader_epoch"], d["partition_epoch"])
@@ -654,6 +720,10 @@ def _parked_fetch_dropped(rp: Replayer, body: dict, args: dict) -> None:
         rp.slot.pop((p, f), None)
     rp.phantom.add(mid)
 
+
+# Events that carry no post-state: the client's send and a message lost on the network.
+_STATELESS = frozenset({A.PRODUCER_SEND, A.NETWORK_DROP})
+_DROPS = frozenset({A.NETWORK_DROP, A.NETWORK_DROP_FETCH})
 
 _HANDLERS = {
     A.NETWORK_DROP_FETCH: _parked_fetch_dropped,
@@ -689,11 +759,44 @@ def _describe(e: Event) -> str:
     return f"{e.where} {e.node}#{e.seq} t={e.time_ms} {e.kind} {body.get('type', body.get('f'))}"
 
 
+def _check_counts(run: Run, order: list[Event]) -> None:
+    """run.json's summary must count what the traces hold."""
+    summary = run.run_json.get("summary") if isinstance(run.run_json, dict) else None
+    if not isinstance(summary, dict):
+        raise TraceError("run.json: no summary object")
+    counted = {"writes_acked": 0, "writes_failed": 0, "writes_unknown": 0, "reads": 0,
+               "events": 0, "dropped_messages": 0}
+    for e in order:
+        b = e.body
+        if e.kind == "history" and b.get("f") == "send":
+            key = {"ok": "writes_acked", "fail": "writes_failed", "info": "writes_unknown"}
+            if b.get("type") in key:
+                counted[key[b["type"]]] += 1
+        elif e.kind == "history" and b.get("f") == "read" and b.get("type") == "ok":
+            counted["reads"] += 1
+        elif e.kind == "event" and b["action"] == A.NETWORK_DROP:
+            counted["dropped_messages"] += 1
+        elif e.kind == "event" and b["action"] != A.BROKER_CRASH:
+            counted["events"] += 1
+    differs = [f"{k} {summary.get(k)!r} (the traces have {n})" for k, n in counted.items()
+               if k in summary and summary[k] != n]
+    if differs:
+        raise TraceError(f"run.json: summary disagrees with the traces: {'; '.join(differs)}")
+
+
 def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
     started = time.perf_counter()
     config = spec_config(run.config)
     order = merge(run)
+    if not any(e.kind == "event" for e in order):
+        raise TraceError(f"{run.header.get('run', 'the run')}: no events (an empty run "
+                         "checks nothing)")
+    if run.run_json is not None:
+        _check_counts(run, order)
     rp = Replayer(config)
+    rp.received = {e.body["recv"] for e in order
+                   if e.kind == "event" and e.body.get("recv") is not None
+                   and e.body["action"] not in _DROPS}
     recent: deque[Event] = deque(maxlen=HISTORY_TAIL)
     divergence = None
     for e in order:
@@ -704,6 +807,12 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
                                     [_describe(x) for x in recent])
             break
         recent.append(e)
+    if divergence is None:
+        try:
+            rp.check_reads()
+        except _Mismatch as mismatch:
+            divergence = Divergence(order[-1], mismatch.reason, mismatch.differences,
+                                    [_describe(x) for x in recent])
     found = violations(config, rp.state) if check_invariants and divergence is None else []
     info = run.run_json or {}
     excused = sorted(rp.impl_value.get(v, -v) for v in rp.state.excused)

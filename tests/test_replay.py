@@ -96,6 +96,12 @@ def test_a_missing_append_is_a_gap_and_renumbered_a_divergence(run_dir, tmp_path
     for seq, body in enumerate(lines[1:]):
         body["seq"] = seq
     path.write_text("".join(json.dumps(b, sort_keys=True) + "\n" for b in lines))
+    # run.json counts one event more than the traces hold.
+    with pytest.raises(TraceError, match=r"run.json: summary disagrees with the traces: "
+                                         r"events (\d+) \(the traces have (\d+)\)"):
+        replay_paths([run])
+    # Without run.json, the next event that needs the append diverges.
+    (run / "run.json").unlink()
     result = replay_paths([run])
     assert result.verdict == "divergence"
     assert result.divergence.event.node == "b0"
