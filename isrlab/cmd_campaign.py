@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from isrlab.options import UsageError, add_cluster_options, cluster_config
+from isrlab.options import WORKERS, add_cluster_options, cluster_config, integer, output_dir
 
 
 def run(args) -> int:
     from impl.sim import SimOptions
     from model_check.campaign import format_summary, run_campaign, tty_progress
 
+    output_dir("--out", args.out)
     config = cluster_config(args)
-    if args.runs < 1:
-        raise UsageError("--runs must be >= 1")
     seed = 1 if args.seed is None else args.seed
     nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
     options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
@@ -54,8 +53,9 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     add_cluster_options(p)
     p.set_defaults(duration=20_000)
-    p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--runs", type=integer(1, 10**6), default=20)
+    p.add_argument("--workers", type=WORKERS, default=None,
+                   help="processes (default: all cores; at most 4 per core)")
     p.add_argument("--out", default="campaign-out", metavar="DIR")
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")

@@ -10,7 +10,17 @@ import argparse
 import json
 import sys
 
-from isrlab.options import ACKS_CHOICES, UsageError, invariant_names, kafka_config
+from isrlab.options import (
+    ACKS_CHOICES,
+    SEED,
+    SMALL,
+    WORKERS,
+    UsageError,
+    integer,
+    invariant_names,
+    kafka_config,
+    output_file,
+)
 
 
 def register(sub) -> None:
@@ -21,33 +31,41 @@ def register(sub) -> None:
     check.add_argument("--model", choices=("kafka", "tla-compat"), default="kafka")
     check.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
     check.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
-    for flag, metavar, what in (
-        ("--brokers", "N", "brokers (= replication factor), default 3"),
-        ("--partitions", "N", "partitions, default 1"),
-        ("--records", "N", "max records written, default 2"),
-        ("--epochs", "N", "max leader epochs, default 2"),
-        ("--crashes", "N", "max broker crashes, default 0"),
-        ("--log-size", "N", "tla-compat only: LogSize, default 2"),
-        ("--min-isr", "N", "min.insync.replicas, default 1"),
+    for flag, kind, what in (
+        ("--brokers", SMALL, "brokers (= replication factor), default 3"),
+        ("--partitions", SMALL, "partitions, default 1"),
+        ("--records", integer(1, 1000), "max records written, default 2"),
+        ("--epochs", integer(1, 1000), "max leader epochs, default 2"),
+        ("--crashes", integer(0, 1000), "max broker crashes, default 0"),
+        ("--log-size", integer(1, 1000), "tla-compat only: LogSize, default 2"),
+        ("--min-isr", SMALL, "min.insync.replicas, default 1"),
     ):
-        check.add_argument(flag, type=int, metavar=metavar, help=what)
+        check.add_argument(flag, type=kind, metavar="N", help=what)
     check.add_argument("--acks", choices=ACKS_CHOICES)
     check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                        help="unclean.leader.election.enable (default off)")
     check.add_argument("--invariant", action="append", metavar="NAME", help="check only these")
     check.add_argument("--no-invariants", action="store_true", help="explore without checking")
     check.add_argument("--no-symmetry", action="store_true")
-    check.add_argument("--workers", type=int, default=1)
-    check.add_argument("--max-states", type=int, metavar="N")
-    check.add_argument("--max-depth", type=int, metavar="N")
+    check.add_argument("--workers", type=WORKERS, default=1,
+                       help="worker processes (at most 4 per core)")
+    check.add_argument("--max-states", type=integer(1), metavar="N")
+    check.add_argument("--max-depth", type=integer(1), metavar="N")
     check.add_argument("--simulate", action="store_true", help="random walks instead of BFS")
-    check.add_argument("--seed", type=int)
-    check.add_argument("--depth", type=int, default=50, help="simulation: steps per trace")
-    check.add_argument("--traces", type=int, default=100, help="simulation: number of traces")
+    check.add_argument("--seed", type=SEED)
+    check.add_argument("--depth", type=integer(1, 10**6), default=50,
+                       help="simulation: steps per trace")
+    check.add_argument("--traces", type=integer(1), default=100,
+                       help="simulation: number of traces")
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
     check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    check.set_defaults(func=run)
+    check.set_defaults(func=run, error_prefix="isrlab check")
+
+
+# Settings of the kafka model that the tla-compat model does not have: refused, not ignored.
+_KAFKA_ONLY = (("partitions", "--partitions"), ("crashes", "--crashes"), ("acks", "--acks"),
+               ("min_isr", "--min-isr"), ("unclean", "--unclean"), ("config", "--config"))
 
 
 def build_model(args: argparse.Namespace):
@@ -57,11 +75,16 @@ def build_model(args: argparse.Namespace):
     if args.model == "kafka":
         from model_check.model import KafkaModel
 
+        if args.log_size is not None:
+            raise UsageError("--log-size: only the tla-compat model has it (use --records)")
         config = kafka_config(args)
         names = invariant_names(args, list(INVARIANTS))
         return KafkaModel(config, names), config.variant.name, names
     from model_check.tla_compat import ALL_INVARIANTS, DEFAULT_INVARIANTS, TlaCompatModel
 
+    for dest, flag in _KAFKA_ONLY:
+        if getattr(args, dest) is not None:
+            raise UsageError(f"{flag}: the tla-compat model has no such setting")
     variant = args.variant or "kip-320"
     if variant not in ("hw-truncation", "kip-101", "kip-279", "kip-320"):
         raise UsageError(f"--variant: the tla-compat model has hw-truncation, kip-101, kip-279, "
@@ -69,10 +92,10 @@ def build_model(args: argparse.Namespace):
     names = invariant_names(args, list(ALL_INVARIANTS), list(DEFAULT_INVARIANTS))
     model = TlaCompatModel(
         variant,
-        brokers=args.brokers or 3,
-        log_size=args.log_size or 2,
-        records=args.records or 2,
-        epochs=args.epochs or 2,
+        brokers=3 if args.brokers is None else args.brokers,
+        log_size=2 if args.log_size is None else args.log_size,
+        records=2 if args.records is None else args.records,
+        epochs=2 if args.epochs is None else args.epochs,
         invariants=names,
     )
     return model, variant, names
@@ -82,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
     from model_check.explorer import explore, simulate, tty_progress
     from model_check.report import counterexample_table, itf_trace, junit_xml, result_json, summary
 
+    output_file("--itf", args.itf)
+    output_file("--junit", args.junit)
     model, variant, names = build_model(args)
-    if args.workers < 1:
-        raise UsageError("--workers: must be >= 1")
     if args.simulate:
         seed = args.seed if args.seed is not None else 0
         print(f"simulation seed {seed}", file=sys.stderr)

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from isrlab.options import add_cluster_options, cluster_config
+from isrlab.options import add_cluster_options, cluster_config, output_dir
 
 
 def _commit() -> str:
@@ -42,6 +42,7 @@ def _summary_lines(summary: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    output_dir("--trace-out", args.trace_out)
     config = cluster_config(args)
     seed = 1 if args.seed is None else args.seed
     out = Path(args.trace_out)

@@ -8,35 +8,44 @@ from __future__ import annotations
 import argparse
 import sys
 
-from isrlab.options import ACKS_CHOICES, UsageError, invariant_names, kafka_config
+from isrlab.options import (
+    ACKS_CHOICES,
+    SEED,
+    SMALL,
+    integer,
+    invariant_names,
+    kafka_config,
+    output_file,
+)
 
 
 def register(sub) -> None:
     fuzz = sub.add_parser("fuzz", help="Hypothesis random walks of the spec, shrunk counterexamples",
                           description="Exit 0: no violation found; 1: a violation (written as a "
                           "scenario transcript); 2: bad usage.")
-    fuzz.add_argument("--examples", type=int, default=100, help="number of runs")
-    fuzz.add_argument("--steps", type=int, default=50, help="max steps per run")
-    fuzz.add_argument("--seed", type=int)
+    fuzz.add_argument("--examples", type=integer(1, 10**7), default=100, help="number of runs")
+    fuzz.add_argument("--steps", type=integer(1, 10**5), default=50, help="max steps per run")
+    fuzz.add_argument("--seed", type=SEED)
     fuzz.add_argument("--out", metavar="FILE", help="where to write the transcript")
     fuzz.add_argument("--variant")
     fuzz.add_argument("--config", metavar="FILE.properties")
-    for flag in ("--brokers", "--partitions", "--records", "--epochs", "--crashes", "--min-isr"):
-        fuzz.add_argument(flag, type=int, metavar="N")
+    for flag, kind in (("--brokers", SMALL), ("--partitions", SMALL),
+                       ("--records", integer(1, 1000)), ("--epochs", integer(1, 1000)),
+                       ("--crashes", integer(0, 1000)), ("--min-isr", SMALL)):
+        fuzz.add_argument(flag, type=kind, metavar="N")
     fuzz.add_argument("--acks", choices=ACKS_CHOICES)
     fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
     fuzz.add_argument("--invariant", action="append", metavar="NAME")
-    fuzz.set_defaults(func=run, no_invariants=False)
+    fuzz.set_defaults(func=run, no_invariants=False, error_prefix="isrlab fuzz")
 
 
 def run(args: argparse.Namespace) -> int:
     from model_check.fuzz import fuzz
     from spec import INVARIANTS
 
+    output_file("--out", args.out)
     config = kafka_config(args)
     names = invariant_names(args, list(INVARIANTS))
-    if args.examples < 1 or args.steps < 1:
-        raise UsageError("--examples and --steps must be >= 1")
     seed = args.seed if args.seed is not None else 0
     print(f"fuzz seed {seed}: {args.examples} runs of up to {args.steps} steps, "
           f"variant {config.variant.name}, {config.brokers} brokers, {config.partitions} partitions",

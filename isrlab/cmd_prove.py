@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from isrlab.options import UsageError, kafka_config
+from isrlab.options import WORKERS, UsageError, integer, kafka_config
 
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
 INDUCTION_DEFAULTS = dict(brokers=3)
@@ -28,7 +28,8 @@ def register(sub) -> None:
         "classified reachable; 2: bad usage; 3: unknown, or a CTI classified unreachable "
         "(the invariant needs strengthening).")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--bmc", type=int, metavar="K", help="search K steps for a violation")
+    mode.add_argument("--bmc", type=integer(0, 1000), metavar="K",
+                      help="search K steps for a violation")
     mode.add_argument("--induction", action="store_true", help="prove the invariants inductive")
     p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
     p.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
@@ -41,7 +42,8 @@ def register(sub) -> None:
         ("--flush", "log.flush.interval.messages, default never"),
         ("--cache-slots", "induction: leader-epoch cache entries represented, default 3"),
     ):
-        p.add_argument(flag, type=int, metavar="N", help=what)
+        p.add_argument(flag, type=integer(1, 64) if flag != "--crashes" else integer(0, 64),
+                       metavar="N", help=what)
     p.add_argument("--acks", choices=("0", "1", "all", "-1"))
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                    help="unclean.leader.election.enable (default off)")
@@ -51,9 +53,9 @@ def register(sub) -> None:
     p.add_argument("--lemma", action="append", metavar="NAME",
                    help="induction: strengthening lemmas (default: all of spec/lemmas.py)")
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
-    p.add_argument("--max-states", type=int, default=500_000,
+    p.add_argument("--max-states", type=integer(1), default=500_000,
                    help="explorer bound when classifying a CTI")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
+    p.add_argument("--workers", type=WORKERS, default=1, metavar="N",
                    help="BMC: ask depths in N processes (same result as 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -78,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bmc is None and not args.induction:
         raise UsageError("prove: choose --bmc K or --induction")
-    if args.bmc is not None and args.bmc < 0:
-        raise UsageError("--bmc: K must be >= 0")
     if args.workers < 1:
         raise UsageError("--workers: must be >= 1")
     config = _config(args)

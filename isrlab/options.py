@@ -8,7 +8,9 @@ a default the user did not type.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from pathlib import Path
 
 from impl.config import BUGS, VARIANTS, ClusterConfig, ClusterConfigError
 from vocab.config import ACKS_ALIASES, ACKS_LEVELS, KEYS_BY_NAME, Layer
@@ -20,6 +22,66 @@ class UsageError(Exception):
 
 
 ACKS_CHOICES = (*ACKS_LEVELS, *ACKS_ALIASES)
+
+# More worker processes than this only thrash the machine (and a typo of 100000 would fork
+# until the process table is full).
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """A user's value, quoted, cut short: an error line never echoes megabytes."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def integer(lo: int, hi: int | None = None):
+    """An argparse type: a plain ASCII integer in [lo, hi] (Python's int() would also take
+    other scripts' digits, underscores and spaces)."""
+    def parse(text: str) -> int:
+        if not _INTEGER.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not an integer")
+        value = int(text)
+        if value < lo or (hi is not None and value > hi):
+            span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({span})")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+SEED = integer(0, (1 << 63) - 1)
+WORKERS = integer(1, MAX_WORKERS)
+SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
+
+
+def output_file(flag: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{flag}: {shown(path)} is a directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag}: {shown(str(parent))} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag}: cannot write in {shown(str(parent))}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{flag}: {shown(path)} is not writable")
+
+
+def output_dir(flag: str, path: str | None) -> None:
+    """Refuse an output directory that cannot be made or written, before any work is done."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{flag}: {shown(path)} exists and is not a directory")
+    existing = target
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"{flag}: cannot write in {shown(str(existing))}")
 
 
 def acks_level(flag: str | None) -> str | None:
@@ -87,11 +149,14 @@ CLUSTER_FLAGS = (
 
 def parse_duration(text: str) -> int:
     """'60s', '500ms', '2m' or a bare number of seconds -> milliseconds."""
-    match = re.fullmatch(r"(\d+)(ms|s|m)?", text.strip())
+    match = re.fullmatch(r"([0-9]{1,9})(ms|s|m)?", text.strip())
     if not match:
-        raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. 60s, 500ms, 2m)")
+        raise argparse.ArgumentTypeError(f"bad duration {shown(text)} (e.g. 60s, 500ms, 2m)")
     value, unit = int(match.group(1)), match.group(2) or "s"
-    return value * {"ms": 1, "s": 1000, "m": 60_000}[unit]
+    ms = value * {"ms": 1, "s": 1000, "m": 60_000}[unit]
+    if not 1 <= ms <= 24 * 3_600_000:
+        raise argparse.ArgumentTypeError(f"duration {shown(text)} out of range (1ms..24h)")
+    return ms
 
 
 def parse_nemesis(text: str) -> tuple[str, ...]:
@@ -105,23 +170,23 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
 
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
     defaults = ClusterConfig()
-    p.add_argument("--seed", type=int, default=None, help="random seed (printed; default 1)")
-    p.add_argument("--brokers", type=int, help=f"default {defaults.brokers}")
-    p.add_argument("--partitions", type=int, help=f"default {defaults.partitions}")
+    p.add_argument("--seed", type=SEED, default=None, help="random seed (printed; default 1)")
+    p.add_argument("--brokers", type=SMALL, help=f"default {defaults.brokers}")
+    p.add_argument("--partitions", type=SMALL, help=f"default {defaults.partitions}")
     p.add_argument("--duration", type=parse_duration, default=60_000, metavar="T",
                    help="simulated (sim) or real (tcp) run time, e.g. 60s, 500ms")
     p.add_argument("--nemesis", type=parse_nemesis, default=(), metavar="KINDS",
                    help=f"comma-separated faults: {','.join(NEMESIS)}")
     p.add_argument("--variant", help=f"{', '.join(VARIANTS)} (default {defaults.variant})")
     p.add_argument("--acks", choices=ACKS_CHOICES, help=f"default {defaults.acks}")
-    p.add_argument("--min-isr", type=int,
+    p.add_argument("--min-isr", type=SMALL,
                    help=f"min.insync.replicas (default {defaults.min_insync_replicas})")
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                    help="unclean.leader.election.enable (default off)")
-    p.add_argument("--flush-interval", type=int, default=None, metavar="N",
+    p.add_argument("--flush-interval", type=integer(1), default=None, metavar="N",
                    help="log.flush.interval.messages (default: never flush on append)")
-    p.add_argument("--faults", type=int, default=1, metavar="N",
-                   help="faults at once (default 1: a majority stays healthy)")
+    p.add_argument("--faults", type=SMALL, default=1, metavar="N",
+                   help="faults at once (default 1: a majority stays healthy; with --nemesis)")
     p.add_argument("--config", metavar="FILE.properties",
                    help="Kafka-style settings; flags given beside it win")
     p.add_argument("--bug", action="append", default=[], metavar="NAME",

@@ -159,7 +159,10 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
             if stop_at_first_failure and outcomes[-1].failed:
                 break
     else:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        from model_check.explorer import die_with_parent
+
+        with multiprocessing.get_context("fork").Pool(
+                workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             for outcome in pool.imap_unordered(_worker, jobs):
                 outcomes.append(outcome)
                 if progress:

@@ -24,9 +24,11 @@ collide and one would go unexplored. The chance is about n^2 / 2^65 for n distin
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import time
 from collections import Counter
@@ -164,10 +166,26 @@ class _Expander:
         return violations, candidates, coverage, generated
 
 
-def _worker_main(conn, model, symmetry, check):
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this (forked or spawned worker) process die when its parent does: Linux's
+    PR_SET_PDEATHSIG, and a check that the parent did not die before it was set."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # not Linux: workers then end when their pipe breaks
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_main(conn, model, symmetry, check, parent):
+    die_with_parent(parent)
     expander = _Expander(model, symmetry, check)
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
         kind = message[0]
         if kind == "stop":
             return
@@ -199,7 +217,8 @@ class _Pool:
         self.procs = []
         for _ in range(workers):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child, model, symmetry, check), daemon=True)
+            proc = ctx.Process(target=_worker_main,
+                               args=(child, model, symmetry, check, os.getpid()), daemon=True)
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)

@@ -368,7 +368,12 @@ def _parallel_answers(config: Config, depth: int, names: tuple[str, ...], worker
     import multiprocessing
 
     # spawn: a forked child would share the parent's Z3 state.
-    pool = multiprocessing.get_context("spawn").Pool(workers)
+    import os
+
+    from model_check.explorer import die_with_parent
+
+    pool = multiprocessing.get_context("spawn").Pool(
+        workers, initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         pending = [pool.apply_async(_ask_depth, (config, depth, names, d))
                    for d in range(depth + 1)]

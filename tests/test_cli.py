@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from isrlab.cli import main
+from isrlab.options import MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,17 +73,60 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["campaign", "--runs", "0"], "isrlab campaign: error: --runs must be >= 1"),
+    (["campaign", "--runs", "0"],
+     "isrlab campaign: error: argument --runs: 0 is out of range (1..1000000)"),
     (["cluster", "sim", "--brokers", "10", "--trace-out", "x"],
      "isrlab cluster: error: brokers: must be between 1 and 9"),
-    (["check", "--variant", "nope"], "isrlab: error: --variant: unknown variant 'nope' "
+    (["check", "--variant", "nope"], "isrlab check: error: --variant: unknown variant 'nope' "
      "(known: hw-truncation, kip-101, kip-279, kip-320, current)"),
-    (["fuzz", "--examples", "0"], "isrlab: error: --examples and --steps must be >= 1"),
+    (["fuzz", "--examples", "0"],
+     "isrlab fuzz: error: argument --examples: 0 is out of range (1..10000000)"),
     (["prove", "--bmc", "1", "--brokers", "10"], "isrlab: error: brokers: must be between 1 and 9"),
+    # Each flag is range-checked before any work (these printed OK, forked thousands of
+    # processes, or were silently ignored).
+    (["check", "--workers", "100000"],
+     f"isrlab check: error: argument --workers: 100000 is out of range (1..{MAX_WORKERS})"),
+    (["check", "--max-depth", "-1"],
+     "isrlab check: error: argument --max-depth: -1 is out of range (>= 1)"),
+    (["check", "--simulate", "--traces", "-1"],
+     "isrlab check: error: argument --traces: -1 is out of range (>= 1)"),
+    (["check", "--model", "tla-compat", "--records", "0"],
+     "isrlab check: error: argument --records: 0 is out of range (1..1000)"),
+    (["check", "--model", "tla-compat", "--epochs", "-2"],
+     "isrlab check: error: argument --epochs: -2 is out of range (1..1000)"),
+    (["check", "--model", "tla-compat", "--partitions", "2"],
+     "isrlab check: error: --partitions: the tla-compat model has no such setting"),
+    (["check", "--model", "tla-compat", "--crashes", "1"],
+     "isrlab check: error: --crashes: the tla-compat model has no such setting"),
+    (["check", "--model", "tla-compat", "--acks", "1"],
+     "isrlab check: error: --acks: the tla-compat model has no such setting"),
+    (["check", "--model", "tla-compat", "--min-isr", "2"],
+     "isrlab check: error: --min-isr: the tla-compat model has no such setting"),
+    (["check", "--log-size", "3"],
+     "isrlab check: error: --log-size: only the tla-compat model has it (use --records)"),
+    (["check", "--brokers", "\u0663"],
+     "isrlab check: error: argument --brokers: '\u0663' is not an integer"),
+    (["check", "--itf", "/nonexistent-dir/cex.json"],
+     "isrlab check: error: --itf: '/nonexistent-dir' is not a directory"),
+    (["check", "--junit", "/"], "isrlab check: error: --junit: '/' is a directory"),
+    (["fuzz", "--out", "/nonexistent-dir/t.txt"],
+     "isrlab fuzz: error: --out: '/nonexistent-dir' is not a directory"),
+    (["cluster", "sim", "--faults", "0", "--nemesis", "crash", "--trace-out", "x"],
+     "isrlab cluster sim: error: argument --faults: 0 is out of range (1..64)"),
+    (["cluster", "sim", "--duration", "0", "--trace-out", "x"],
+     "isrlab cluster sim: error: argument --duration: duration '0' out of range (1ms..24h)"),
+    (["cluster", "sim", "--trace-out", "/dev/null"],
+     "isrlab cluster: error: --trace-out: '/dev/null' exists and is not a directory"),
+    (["campaign", "--runs", "1", "--out", "/dev/null"],
+     "isrlab campaign: error: --out: '/dev/null' exists and is not a directory"),
 ])
 def test_user_errors_are_one_line_and_exit_2(argv, message, capsys):
-    assert main(argv) == 2
-    assert capsys.readouterr().err == message + "\n"
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own refusals
+        code = exit_.code
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == message
 
 
 def test_an_unexpected_error_is_not_hidden_as_a_usage_error(monkeypatch):
@@ -93,3 +139,39 @@ def test_an_unexpected_error_is_not_hidden_as_a_usage_error(monkeypatch):
     monkeypatch.setattr(isrlab.cmd_replay, "run", broken)
     with pytest.raises(KeyError):
         main(["replay", "x"])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_check_workers_do_not_outlive_a_killed_parent():
+    proc = subprocess.Popen([*ISRLAB, "check", "--workers", "2", "--brokers", "3", "--records",
+                             "4", "--epochs", "4", "--crashes", "2", "--no-symmetry"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 2
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = [w for w in workers if Path(f"/proc/{w}").exists()
+                 and "Z" not in (Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0])]
+        assert alive == []
+    finally:
+        proc.kill()
+        for w in _children(proc.pid):
+            os.kill(w, signal.SIGKILL)

@@ -83,18 +83,36 @@ def test_every_key_parses_to_its_field():
 
 
 def test_properties_syntax_comments_colon_separator_and_spaces():
-    text = "# a comment\n! another\n\n  brokers : 4 \nacks = -1\nunclean.leader.election.enable=YES\n"
+    text = "# a comment\n! another\n\n  brokers : 4 \nacks = -1\nunclean.leader.election.enable=TRUE\n"
     config = parse_properties(text, "x.properties")
     assert (config.brokers, config.acks, config.unclean_leader_election_enable) == (4, "all", True)
 
 
 @pytest.mark.parametrize(
-    ("text", "value"), [("true", True), ("yes", True), ("1", True), ("false", False),
-                        ("No", False), ("0", False)]
+    ("text", "value"), [("true", True), ("True", True), ("false", False), ("FALSE", False)]
 )
 def test_boolean_spellings(text, value):
     config = config_from_pairs([("w", "unclean.leader.election.enable", text)])
     assert config.unclean_leader_election_enable is value
+
+
+@pytest.mark.parametrize("text", ["yes", "1", "no", "0", "on", "\"false\""])
+def test_only_true_and_false_are_booleans_as_in_kafka(text):
+    with pytest.raises(ConfigError, match="unclean.leader.election.enable: expected true "
+                                               "or false"):
+        config_from_pairs([("w", "unclean.leader.election.enable", text)])
+
+
+@pytest.mark.parametrize("text", ["٣", "3_0", "+3", " 3 3", "1" * 40])
+def test_integers_are_plain_ascii_digits(text):
+    with pytest.raises(ConfigError, match="brokers: expected an integer"):
+        config_from_pairs([("w", "brokers", text)])
+
+
+def test_a_huge_bad_value_is_echoed_cut_short():
+    with pytest.raises(ConfigError) as caught:
+        config_from_pairs([("w", "brokers", "x" * 5_000_000)])
+    assert len(str(caught.value)) < 200 and str(caught.value).endswith("...'")
 
 
 @pytest.mark.parametrize(("text", "acks"), [("0", "0"), ("1", "1"), ("all", "all"),

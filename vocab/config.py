@@ -32,8 +32,9 @@ TRUNCATION_RULES = ("high-watermark", "epoch-end", "epoch-end-279", "diverging-e
 
 # Values an optional integer takes for "not set".
 UNSET_WORDS = ("", "none", "never")
-TRUE_WORDS = ("true", "yes", "1")
-FALSE_WORDS = ("false", "no", "0")
+# As Kafka's ConfigDef reads a BOOLEAN: true or false, in any case, and nothing else.
+TRUE_WORDS = ("true",)
+FALSE_WORDS = ("false",)
 
 
 class Kind(StrEnum):

@@ -10,6 +10,7 @@ Every error is one line, `FILE:LINE: key: what is wrong`, fit to print as it is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -76,14 +77,22 @@ def load_pairs(path: str | Path) -> list[Pair]:
     return read_pairs(text, str(path))
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """A value from a file, quoted and cut short: an error line never echoes megabytes."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def parse_value(kind: Kind, raw: str) -> object:
     """The value of one key's text; ValueError says what is wrong (without where or key)."""
     text = raw.strip()
     if kind is Kind.INT or (kind is Kind.OPTIONAL_INT and text.lower() not in UNSET_WORDS):
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"expected an integer, got {text!r}") from None
+        # ASCII digits only: int() would also take other scripts' digits and underscores.
+        if not _INTEGER.fullmatch(text):
+            raise ValueError(f"expected an integer, got {shown(text)}")
+        return int(text)
     if kind is Kind.OPTIONAL_INT:
         return None
     if kind is Kind.BOOL:
@@ -91,13 +100,13 @@ def parse_value(kind: Kind, raw: str) -> object:
             return True
         if text.lower() in FALSE_WORDS:
             return False
-        raise ValueError(f"expected true or false, got {text!r}")
+        raise ValueError(f"expected true or false, got {shown(text)}")
     if kind is Kind.ACKS:
         level = ACKS_ALIASES.get(text.lower(), text.lower())
         if level not in ACKS_LEVELS:
             spellings = [*ACKS_LEVELS, *ACKS_ALIASES]
             raise ValueError(f"expected {', '.join(spellings[:-1])} or {spellings[-1]}, "
-                             f"got {text!r}")
+                             f"got {shown(text)}")
         return level
     if text not in VARIANT_NAMES:
         raise ValueError(f"unknown variant {text!r} (known: {', '.join(VARIANT_NAMES)})")
@@ -124,7 +133,7 @@ def settings(pairs: Iterable[Pair], layer: Layer) -> list[Setting]:
     for where, name, raw in pairs:
         key = KEYS_BY_NAME.get(name)
         if key is None:
-            raise PropertiesError(f"{where}: unknown key {name!r} (known: {', '.join(known)})",
+            raise PropertiesError(f"{where}: unknown key {shown(name)} (known: {', '.join(known)})",
                                   where=where, key=name)
         if not _uses(key, layer):
             raise PropertiesError(f"{where}: {name}: {_not_here(key, layer)}",
