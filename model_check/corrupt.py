@@ -241,6 +241,21 @@ def run_json_count_changed(files, rng):
     return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
 
 
+def run_json_not_json(files, rng):
+    if "run.json" not in files:
+        return None
+    data = files["run.json"]
+    return {**files, "run.json": data[:rng.randrange(1, len(data) - 2)]}
+
+
+def run_json_count_as_a_string(files, rng):
+    if "run.json" not in files:
+        return None
+    run = json.loads(files["run.json"])
+    run["summary"]["writes_acked"] = str(run["summary"]["writes_acked"])
+    return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
+
+
 def _raw_line(files, rng, name: str, change: Callable[[bytes], bytes]):
     if name not in files:
         return None
@@ -343,6 +358,9 @@ KINDS: tuple[Kind, ...] = (
          "a NetworkDrop forged for a fetch the leader handled"),
     Kind("run.json count changed", True, run_json_count_changed,
          "run.json's summary counts one more"),
+    Kind("run.json cut short", True, run_json_not_json, "run.json truncated: not JSON"),
+    Kind("run.json count as a string", True, run_json_count_as_a_string,
+         "run.json's writes_acked as a string"),
     Kind("event seq gap", True, event_seq_gap, "an event line removed"),
     Kind("not UTF-8", True, not_utf8, "two bytes that are not UTF-8 in a line"),
     Kind("deeply nested line", True, deeply_nested, "a detail nested 100,000 deep"),

@@ -34,7 +34,6 @@ What the mapping has to know about the implementation:
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -165,10 +164,7 @@ def load_run(paths: list[str | Path]) -> Run:
     for path in _trace_files(paths):
         candidate = path.parent / "run.json"
         if run_json is None and candidate.is_file():
-            try:
-                run_json = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                run_json = None
+            run_json = _load_run_json(candidate)
         events = _load_file(path)
         if not events:
             continue
@@ -184,6 +180,28 @@ def load_run(paths: list[str | Path]) -> Run:
         raise TraceError(f"{paths[0] if paths else '<none>'}: no trace lines")
     _check_numbering(nodes)
     return Run(header, nodes, run_json)
+
+
+def _load_run_json(path: Path) -> dict:
+    """run.json, which must be an object whose summary's counts are integers."""
+    try:
+        data = path.read_bytes()
+        if len(data) > MAX_LINE_BYTES:
+            raise TraceError(f"{path}: over {MAX_LINE_BYTES} bytes")
+        body = _decode(data)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8") from None
+    except RecursionError:
+        raise TraceError(f"{path}: JSON nested too deeply") from None
+    except msgspec.DecodeError as error:
+        raise TraceError(f"{path}: not JSON ({str(error)[:120]})") from None
+    summary = body.get("summary") if isinstance(body, dict) else None
+    if not isinstance(summary, dict) or not all(
+            type(v) is int for k, v in summary.items() if k not in ("leaders", "node_failures")):
+        raise TraceError(f"{path}: expected an object with a summary of integer counts")
+    return body
 
 
 def load_texts(texts: dict[str, str], run_json: dict | None = None) -> Run:
