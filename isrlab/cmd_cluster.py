@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     for line in _summary_lines(summary):
         print(line)
+    note = losses_note(out)
+    if note:
+        print(f"  LOST: {note}")
     print(f"  traces: {out}/ (replay with: isrlab replay {out})")
     failures = summary.get("node_failures", [])
     for f in failures:
@@ -78,6 +81,28 @@ def run(args: argparse.Namespace) -> int:
               f"{f['time_ms'] / 1000:.1f} s without a fault asking it to (log: {f['log']})",
               file=sys.stderr)
     return 1 if failures else 0
+
+
+def losses_note(run_dir: Path) -> str | None:
+    """The line that says which acknowledged writes the run lost and whether the guarantee
+    excuses them (replaying the run to learn which it does); None when none were lost."""
+    from model_check.losses import run_losses
+    from model_check.replay import TraceError, load_run, replay_run
+
+    try:
+        run = load_run([run_dir])
+    except TraceError as error:
+        return f"cannot tell (the traces do not load: {error})"
+    history = [e.body for e in run.nodes.get("producer", ()) if e.kind == "history"]
+    meta = [e.body for e in run.nodes.get("meta", ()) if e.kind == "event"]
+    final_logs = (run.run_json or {}).get("final_logs") or {}
+    if not run_losses(history, final_logs, (), meta).lost:
+        return None
+    result = replay_run(run, check_invariants=False)
+    note = run_losses(history, final_logs, result.excused_values, meta).note()
+    if result.verdict != "accepted":
+        note += " (replay diverged before the end: the excused count may be short)"
+    return note
 
 
 def _port(text: str) -> int:

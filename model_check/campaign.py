@@ -25,6 +25,7 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from model_check.history import HistoryError, check_history
+from model_check.losses import run_losses
 from model_check.replay import TraceError, format_result, load_texts, replay_run
 
 ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
@@ -51,6 +52,8 @@ class RunOutcome:
     failed: bool
     report: str = ""
     result: dict = field(default_factory=dict)
+    lost_excused: int = 0  # acknowledged writes lost within the guarantee's exception
+    loss_note: str | None = None
 
 
 def final_logs(result) -> dict[int, list[int]]:
@@ -92,18 +95,23 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
         from_traces = {"anomalies": check_history(history_lines).to_json()["anomalies"]}
     except HistoryError as error:
         from_traces = {"error": str(error)}
+    meta = [json.loads(line) for line in sim.traces.get("meta", "").splitlines()
+            if '"kind":"event"' in line]
+    loss = run_losses([h for h in history_lines if h.get("process") == "producer"],
+                      sim.final_logs, excused, meta)
     failed = verdict != "accepted" or (promises_durability(config) and bool(counts))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
               "history": history_json, "history_from_traces": from_traces, "failed": failed,
-              "excused_values": sorted(excused)}
+              "excused_values": sorted(excused), "losses": loss.to_json()}
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
         sim.write(directory)
         (directory / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
     return RunOutcome(options.seed, sim.summary["events"], acked, verdict, dict(counts),
-                      len(excused), t1 - t0, t2 - t1, failed, report, result)
+                      len(excused), t1 - t0, t2 - t1, failed, report, result,
+                      len(loss.excused), loss.note())
 
 
 def _worker(job: tuple) -> RunOutcome:
@@ -134,6 +142,8 @@ class CampaignResult:
             "unreadable": sum(o.verdict == "unreadable" for o in self.outcomes),
             "anomalies": {k: anomalies.get(k, 0) for k in ANOMALY_KINDS},
             "excused_writes": sum(o.excused for o in self.outcomes),
+            "acked_writes_lost_excused": sum(o.lost_excused for o in self.outcomes),
+            "runs_losing_acked_writes": [o.seed for o in self.outcomes if o.loss_note],
             "failed_runs": [o.seed for o in self.failed],
             "seconds": round(self.seconds, 2),
             "replay_events_per_second": round(events / replay) if replay else None,
@@ -189,6 +199,11 @@ def format_summary(result: CampaignResult) -> str:
     lines = [f"  {k.ljust(width)}  {v}" for k, v in rows]
     for o in result.failed[:5]:
         lines.append(f"  FAILED seed {o.seed}: {o.report.splitlines()[0] if o.report else ''}")
+    losing = [o for o in result.outcomes if o.loss_note]
+    if losing:
+        lines.append(f"  LOST ACKNOWLEDGED WRITES in {len(losing)} of {len(result.outcomes)} runs "
+                     f"({s['acked_writes_lost_excused']} excused by the guarantee):")
+        lines += [f"    seed {o.seed}: {o.loss_note}" for o in losing[:5]]
     return "\n".join(lines)
 
 
