@@ -210,10 +210,14 @@ def _load_file(history: History, path: Path) -> None:
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw:
             continue
+        if len(raw) > MAX_LINE_CHARS:
+            raise HistoryError(f"{path}:{number}: line over {MAX_LINE_CHARS} characters")
         try:
             line = _decode(raw)
+        except RecursionError:
+            raise HistoryError(f"{path}:{number}: JSON nested too deeply") from None
         except msgspec.DecodeError as e:
-            raise HistoryError(f"{path}:{number}: not JSON: {e}") from None
+            raise HistoryError(f"{path}:{number}: not JSON: {str(e)[:120]}") from None
         kind = line.get("kind") if isinstance(line, dict) else None
         try:
             # Event lines are the bulk and not read here: only their kind is checked.
@@ -227,6 +231,7 @@ def _load_file(history: History, path: Path) -> None:
 
 
 _decode = msgspec.json.Decoder().decode
+MAX_LINE_CHARS = 1 << 20
 
 
 def _acks_level(acks: Any) -> str:

@@ -509,3 +509,21 @@ def test_swapping_the_ack_offsets_of_two_sequential_writes_is_a_reordering(run, 
     result = check_history(h.lines, final_logs)
     assert any(a.kind == "reordered_write" and w2["value"] in a.values
                for a in result.anomalies), result.to_json()
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ('{"kind":"history","x":' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deeply"),
+    ('{"kind":"history","x":"' + "y" * (2 << 20) + '"}', "line over 1048576 characters"),
+])
+def test_a_hostile_line_is_a_history_error_naming_it(tmp_path, line, reason):
+    from model_check.history import HistoryError, load_history
+
+    header = json.dumps({"kind": "header", "format": FORMAT, "node": "producer", "run": "r",
+                         "seed": 1, "mode": "sim", "commit": "c",
+                         "config": {"acks": "all", "brokers": 3, "partitions": 1,
+                                    "variant": "current", "min_insync_replicas": 2,
+                                    "unclean_leader_election_enable": False}})
+    path = tmp_path / "producer.ndjson"
+    path.write_text(header + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(HistoryError, match=re.escape(f"{path}:2: {reason}")):
+        load_history([tmp_path])
