@@ -306,3 +306,51 @@ def test_a_base_port_out_of_range_is_refused(tmp_path, port):
     assert proc.returncode == 2
     assert "--base-port" in err and "a port in 1024..65535, or 0" in err
     assert "Traceback" not in err
+
+
+class _IdleCore:
+    """A core that never wants anything: the test is about the connection, not the protocol."""
+
+    def next_deadline(self) -> int:
+        from impl.protocol.broker import NEVER
+
+        return NEVER
+
+    def on_message(self, now, src, mid, message) -> list:
+        return []
+
+
+def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkeypatch,
+                                                                         tmp_path):
+    import impl.tcp.node as node_module
+    from impl.tcp.tracefile import FileTrace
+
+    monkeypatch.setattr(node_module, "IDLE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(node_module, "HELLO_TIMEOUT_S", 0.3)
+    ports = pick_ports(["b0", "producer"])
+    trace = FileTrace("b0", {}, tmp_path / "b0.ndjson", enabled=False)
+    node = node_module.Node("b0", _IdleCore(), trace, ports, node_module.wall_ms())
+
+    async def eof_within(stream, seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            return await stream.receive_some(100) == b""
+        return False
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            node.nursery = nursery
+            await nursery.start(node.serve)
+            silent = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
+            stalled = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
+            await stalled.send_all(encode_frame({"hello": "producer"}) + LENGTH.pack(100) + b"x")
+            idle = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
+            await idle.send_all(encode_frame({"hello": "producer"}))
+            assert await eof_within(silent, 3)
+            assert await eof_within(stalled, 3)
+            assert not await eof_within(idle, 1.0)  # a whole frame, then quiet: kept
+            for stream in (silent, stalled, idle):
+                await stream.aclose()
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+    assert node.connections == 0 and node.buffered == 0
