@@ -38,6 +38,12 @@ from pyspark_harness import schemas as S
 from vocab import trace as T
 
 HEADER_PATTERN = r'"kind"\s*:\s*"header"'
+# Lines are checked for size and nesting before any JSON parser sees them: the format nests
+# at most 6 levels (a crash's post-state) and a node writes no line near 1 MB, while one line
+# nested 100,000 deep would exhaust the JVM's parser.
+MAX_LINE_CHARS = 1 << 20
+MAX_DEPTH = 16
+_STRINGS = r'"(?:[^"\\]|\\.)*"'
 PARSE_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": S.CORRUPT}
 
 
@@ -55,6 +61,7 @@ class IngestResult:
     runs: int
     seconds: float
     malformed_examples: tuple[tuple[str, int, str], ...] = field(default=())
+    renamed: tuple[str, ...] = ()  # runs stored as `<id>@<hash>`: their id named several runs
 
     @property
     def lines(self) -> int:
@@ -176,7 +183,53 @@ def config_key(config: Column) -> Column:
     )
 
 
-def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True) -> DataFrame:
+def unsafe_reason(line: Column) -> Column:
+    """Why a line must not be parsed (too long, too deep), or null. Depth is counted on the
+    brackets outside strings: each pass removes the innermost `[]` and `{}` pairs, so a line
+    nested at most MAX_DEPTH deep has no bracket left after MAX_DEPTH passes."""
+    brackets = F.regexp_replace(F.regexp_replace(line, _STRINGS, ""), r"[^\[\]{}]", "")
+    left = brackets
+    for _ in range(MAX_DEPTH):
+        left = F.regexp_replace(left, r"\[\]|\{\}", "")
+    return (F.when(F.length(line) > MAX_LINE_CHARS,
+                   F.lit(f"line over {MAX_LINE_CHARS:,} characters"))
+            .when((F.length(brackets) > 2 * MAX_DEPTH) & (F.length(left) > 0),
+                  F.lit(f"nested deeper than {MAX_DEPTH} levels (or brackets unbalanced)")))
+
+
+def _identity(file: Column, header: Column) -> Column:
+    """A run's identity: its directory and its header without the node's name. Two runs that
+    share a run id (the same seed run twice with other settings, or copied side by side)
+    differ in one or the other."""
+    directory = F.regexp_extract(file, r"^(.*)/[^/]*$", 1)
+    content = F.to_json(F.struct(header["run"], header["seed"], header["mode"],
+                                 header["commit"], header["config"]))
+    return F.sha2(F.concat_ws("\n", directory, content), 256)
+
+
+def colliding_runs(spark: SparkSession, files: list[str]) -> dict[tuple[str, str], str]:
+    """{(run id, identity): stored run name} for run ids that name more than one run: those
+    are stored as `<run id>@<first 8 hex digits of the identity>`; others keep their id."""
+    text = (spark.read.text(files, wholetext=True)
+            .select(F.col("_metadata.file_path").alias("file"),
+                    F.explode(F.split("value", "\n", -1)).alias("text")))
+    headers = (text.where(F.col("text").contains('"header"')
+                          & F.col("text").rlike(HEADER_PATTERN)
+                          & unsafe_reason(F.col("text")).isNull())
+               .select("file", F.from_json("text", S.LINE, PARSE_OPTIONS).alias("h"))
+               .where(F.col("h.run").isNotNull())
+               .select(F.col("h.run").alias("run"),
+                       _identity(F.col("file"), F.col("h")).alias("identity"))
+               .distinct().collect())
+    by_run: dict[str, list[str]] = {}
+    for row in headers:
+        by_run.setdefault(row["run"], []).append(row["identity"])
+    return {(run, ident): f"{run}@{ident[:8]}" for run, idents in by_run.items()
+            if len(idents) > 1 for ident in idents}
+
+
+def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True,
+                renamed: dict[tuple[str, str], str] | None = None) -> DataFrame:
     """One row per line of `files`, in the columns of `schemas.STORED` (not yet written)."""
     text = (spark.read.text(files, wholetext=True)
             .select(F.col("_metadata.file_path").alias("file"), "value"))
@@ -193,9 +246,12 @@ def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True) ->
                 lambda n: F.element_at("lines", n).contains('"header"')
                 & F.element_at("lines", n).rlike(HEADER_PATTERN),
             ),
+            # (An unsafe header line is a header all the same: it ends the run above it, and
+            # its own lines are malformed because it is.)
             lambda n: F.struct(
                 n.alias("line"),
-                F.from_json(F.element_at("lines", n), S.LINE, PARSE_OPTIONS).alias("p"),
+                F.when(unsafe_reason(F.element_at("lines", n)).isNull(),
+                       F.from_json(F.element_at("lines", n), S.LINE, PARSE_OPTIONS)).alias("p"),
             ),
         ).alias("headers"),
     )
@@ -207,15 +263,18 @@ def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True) ->
     ).where(~((F.col("line") == F.col("count")) & (F.col("text") == "")))
     # The header that governs a line: the last header line at or above it.
     rows = rows.select(
-        "file", "line", "text",
+        "file", "line", "text", unsafe_reason(F.col("text")).alias("unsafe"),
         F.try_element_at(F.filter("headers", lambda h: h["line"] <= F.col("line")),
                          F.lit(-1)).alias("h"),
-        F.from_json("text", S.LINE, PARSE_OPTIONS).alias("p"),
+    ).select(
+        "*", F.when(F.col("unsafe").isNull(),
+                    F.from_json("text", S.LINE, PARSE_OPTIONS)).alias("p"),
     )
     p, h, line = F.col("p"), F.col("h"), F.col("text")
     trimmed = F.trim(line)
     reason = (
-        F.when(trimmed == "", F.lit("blank line"))
+        F.when(F.col("unsafe").isNotNull(), F.col("unsafe"))
+        .when(trimmed == "", F.lit("blank line"))
         .when(~trimmed.startswith("{"), F.lit("not a JSON object"))
         .when(p[S.CORRUPT].isNotNull(), _wrong_type(line, p))
         .when(~trimmed.endswith("}"), F.lit("not valid JSON: text after the object"))
@@ -249,6 +308,11 @@ def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True) ->
             column = F.when(good_header, config_key(F.col("h.p.config")))
         elif name == "run":
             column = F.when(good_header, F.col("h.p.run"))
+            if renamed:
+                ident = _identity(F.col("file"), F.col("h.p"))
+                for (run, identity), stored_as in renamed.items():
+                    column = F.when(good_header & (F.col("h.p.run") == run)
+                                    & (ident == identity), F.lit(stored_as)).otherwise(column)
         else:
             # A malformed line keeps only where it came from and why.
             column = F.when(F.col("reason").isNull(), F.col("p")[name])
@@ -266,7 +330,8 @@ def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = Tru
     if not files:
         raise InputError("no trace files to ingest")
     start = time.perf_counter()
-    (parse_lines(spark, files, keep_raw)
+    renamed = colliding_runs(spark, files)
+    (parse_lines(spark, files, keep_raw, renamed)
      .write.mode("overwrite").partitionBy(*S.PARTITION_COLUMNS).parquet(out))
     seconds = time.perf_counter() - start
     stored = read_stored(spark, out)
@@ -275,16 +340,22 @@ def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = Tru
     bad = (stored.where(F.col("table") == S.MALFORMED).select("file", "line", "reason")
            .orderBy("file", "line").limit(examples).collect())
     return IngestResult(out=out, files=len(files), lines_by_table=counts, runs=runs,
-                        seconds=seconds,
+                        seconds=seconds, renamed=tuple(sorted(renamed.values())),
                         malformed_examples=tuple((local_path(r["file"]) or r["file"], r["line"],
                                                   r["reason"]) for r in bad))
 
 
 def read_stored(spark: SparkSession, path: str) -> DataFrame:
     """The whole ingested dataset at `path`, with its explicit schema."""
-    if not os.path.isdir(path):
-        raise InputError(f"{path}: no ingested Parquet dataset here")
-    return spark.read.schema(S.STORED).parquet(path)
+    if not os.path.isdir(path) or not any(
+            name.startswith("table=") for name in os.listdir(path)):
+        raise InputError(f"{path}: no ingested Parquet dataset here (expected the table=*/ "
+                         "directories an earlier analyze wrote)")
+    try:
+        return spark.read.schema(S.STORED).parquet(path)
+    except Exception as error:  # noqa: BLE001 (Spark's errors arrive as Py4J/Analysis errors)
+        first = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        raise InputError(f"{path}: not a readable Parquet dataset: {first}") from None
 
 
 def read_summaries(directories: list[str]) -> list[tuple[str, str | None, str, str, int]]:

@@ -107,6 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ingested {result.lines:,} lines from {result.files} files, {result.runs} runs, "
               f"in {result.seconds:.1f} s ({result.lines / max(result.seconds, 1e-9):,.0f} "
               f"lines/s) -> {dataset}", file=sys.stderr)
+        if result.renamed:
+            print(f"{len(result.renamed)} runs share a run id with another run and are kept "
+                  f"apart as: {', '.join(result.renamed[:6])}", file=sys.stderr)
         if result.malformed:
             print(f"{result.malformed} malformed lines kept aside (report: Malformed lines):",
                   file=sys.stderr)
@@ -120,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     print("analysing ...", file=sys.stderr)
     try:
         report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn)
-    except ValueError as error:
+    except (ValueError, InputError) as error:
         raise UsageError(str(error)) from None
     print(f"{report.runs} runs, {report.configs} configs, {report.events:,} events analysed "
           f"in {report.seconds:.1f} s")

@@ -259,6 +259,29 @@ def choose_run(summary_rows: list) -> str | None:
     return best["run"]
 
 
+def loss_notes(headers: DataFrame) -> dict[str, str]:
+    """run -> the campaign's line about the acknowledged writes it lost (result.json's
+    `losses.note`: how many, and whether the pre-KIP-966 guarantee allows it), for runs whose
+    directory holds one run and such a file."""
+    runs_by_dir: dict[str, set[str]] = {}
+    for row in headers.select("file", "run").distinct().collect():
+        path = local_path(row["file"])
+        if path is not None and row["run"] is not None:
+            runs_by_dir.setdefault(os.path.dirname(path), set()).add(row["run"])
+    notes = {}
+    for directory, runs in sorted(runs_by_dir.items()):
+        if len(runs) != 1:
+            continue
+        try:
+            with open(os.path.join(directory, "result.json"), encoding="utf-8") as handle:
+                note = json.load(handle)["losses"]["note"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(note, str) and note:
+            notes[next(iter(runs))] = note
+    return notes
+
+
 def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None = None,
             replay_fn: J.ReplayFn | None = None, cross_check: bool = True,
             parquet: bool = True) -> Report:
@@ -289,6 +312,7 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
     for name in ("anomalies", "malformed"):
         data[name] = frames[name].limit(MALFORMED_CSV_ROWS_MAX).collect()
         _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns, data[name])
+    data["loss_notes"] = loss_notes(tables.headers)
     chosen = chosen_run or choose_run(data["per_run"])
     data["chosen_run"] = next((r for r in data["per_run"] if r["run"] == chosen), None)
     data["chosen_timeline"] = frames["partition_timeline"].where(F.col("run") == chosen) \
@@ -319,6 +343,24 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
                   replay_verdicts=verdicts, figures=tuple(figures))
 
 
+def _losses_section(data: dict) -> list[str]:
+    """Lost acknowledged writes first, whether or not the guarantee allows them: a loss the
+    guarantee excuses is still a loss a user must see."""
+    notes = data.get("loss_notes", {})
+    lossy = [r for r in data["per_run"] if r["lost_write"] or r["run"] in notes]
+    if not lossy:
+        return []
+    total = sum(r["lost_write"] or 0 for r in lossy)
+    rows = [{"run": r["run"], "lost_write": r["lost_write"],
+             "campaign": notes.get(r["run"], "")} for r in lossy]
+    return ["## Lost acknowledged writes\n",
+            f"**{total:,} acknowledged writes lost (as the traces show) in {len(lossy)} runs.** "
+            "`campaign` is the run's own account (result.json), which says whether the "
+            "pre-KIP-966 guarantee allows the loss (every in-sync replica lost the writes "
+            "unflushed).\n",
+            _markdown_table(["run", "lost_write", "campaign"], rows)]
+
+
 def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, events: int,
           malformed: int, dataset: str, seconds: float) -> str:
     config_columns = ["config_key", "runs", "writes_acked", "writes_lost", "lost_write_rate",
@@ -330,6 +372,7 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
         f"{len(data['per_run'])} runs in {len(data['per_config'])} configurations, "
         f"{events:,} events, {malformed:,} malformed lines; analysed in {seconds:.1f} s "
         f"from `{dataset}`.\n",
+        *_losses_section(data),
         "## Per configuration\n",
         "Definitions: `pyspark_harness/jobs.py` (module docstring). Rates are lost / "
         "acknowledged writes; fractions are of the partition time the metadata store "

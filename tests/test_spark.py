@@ -277,3 +277,70 @@ def test_the_harness_never_imports_spec_or_impl():
         names |= {node.module.split(".")[0] for node in ast.walk(tree)
                   if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
         assert names.isdisjoint({"spec", "impl", "model_check"}), path
+
+
+def test_hostile_lines_and_runs_that_share_an_id(spark, tmp_path, capsys):
+    """A header nested 100,000 deep and a 2 MB line are malformed rows, not a dead JVM; two
+    runs of seed 5 with other durations stay two runs."""
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions, simulate
+
+    corpus = tmp_path / "corpus"
+    for name, ms in (("short", 2_000), ("long", 3_000)):
+        simulate(ClusterConfig(), SimOptions(seed=5, duration_ms=ms)).write(corpus / name)
+    hostile = corpus / "hostile"
+    hostile.mkdir()
+    deep = '{"kind":"header","x":' + "[" * 100_000 + "]" * 100_000 + "}"
+    (hostile / "deep.ndjson").write_text(deep + "\n", encoding="utf-8")
+    first = (corpus / "short" / "b0.ndjson").read_text(encoding="utf-8").splitlines()
+    huge = json.loads(first[1])
+    huge["detail"] = {"pad": "x" * (2 << 20)}
+    # In the short run's directory: the same run, one line of it too long.
+    (corpus / "short" / "huge.ndjson").write_text(first[0] + "\n" + json.dumps(huge) + "\n",
+                                                  encoding="utf-8")
+    out = tmp_path / "out"
+    code = isrlab(["analyze", str(corpus), "--out", str(out), "--master", "local[1]"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "2 runs share a run id with another run and are kept apart as: seed-5@" in err
+    malformed = table(out, "malformed", "file", "reason")
+    reasons = {Path(f).name: r for f, r in malformed}
+    assert reasons["deep.ndjson"] == "nested deeper than 16 levels (or brackets unbalanced)"
+    assert reasons["huge.ndjson"] == "line over 1,048,576 characters"
+    runs = {r for (r,) in table(out, "per_run", "run")}
+    assert len(runs) == 2 and all(r.startswith("seed-5@") for r in runs)
+
+
+def test_from_parquet_on_something_else_is_one_line(spark, tmp_path, capsys):
+    (tmp_path / "notparquet").mkdir()
+    (tmp_path / "notparquet" / "x.txt").write_text("hello", encoding="utf-8")
+    for path in (tmp_path / "notparquet", tmp_path / "empty"):
+        path.mkdir(exist_ok=True)
+        code = isrlab(["analyze", str(path), "--from-parquet", "--out", str(tmp_path / "o"),
+                       "--master", "local[1]"])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and "Py4J" not in err, err
+        assert err.strip().splitlines()[-1] == (
+            f"isrlab analyze: error: {path}: no ingested Parquet dataset here (expected the "
+            "table=*/ directories an earlier analyze wrote)")
+
+
+def test_the_report_puts_lost_writes_first_even_when_excused(spark, tmp_path, capsys):
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions
+    from model_check.campaign import run_one
+
+    # The followers cut off, then the leader crashes unflushed (as in tests/test_losses.py).
+    faults = ((2000, "partition", "b1", 5000), (2000, "partition", "b2", 5000),
+              (4500, "crash", "b0", 1000))
+    options = SimOptions(seed=1, duration_ms=12_000, faults=faults, max_faults=3)
+    outcome = run_one(ClusterConfig(), options, tmp_path / "campaign", "all")
+    assert outcome.loss_note and not outcome.failed
+    out = tmp_path / "out"
+    code = isrlab(["analyze", str(tmp_path / "campaign"), "--runs-from", "campaign",
+                   "--out", str(out), "--master", "local[1]"])
+    assert code == 0, capsys.readouterr().err
+    page = (out / "index.md").read_text(encoding="utf-8")
+    section = page.index("## Lost acknowledged writes")
+    assert section < page.index("## Per configuration")
+    assert "| seed-1 |" in page[section:] and outcome.loss_note in page[section:]
