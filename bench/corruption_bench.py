@@ -51,7 +51,7 @@ def _leaves(value, path):
         yield path
 
 
-def _random_change(files: dict, rng: random.Random) -> dict:
+def _random_change(files: dict, rng: random.Random, changed: list[str]) -> dict:
     files = dict(files)
     for _ in range(rng.randint(1, 3)):
         name = rng.choice(sorted(files))
@@ -62,9 +62,16 @@ def _random_change(files: dict, rng: random.Random) -> dict:
         target = body
         for key in path[:-1]:
             target = target[key]
+        kind = "run.json" if name == "run.json" else body.get("kind", "?")
+        label = body.get("action") or body.get("f") or ""
+        changed.append(".".join([kind, label, *(str(k) for k in path if not isinstance(k, int))]))
         if path:
-            target[path[-1]] = rng.choice([None, True, False, -1, 0, rng.randint(1, 10**6),
-                                           "", "x", [], {}, 2**63])
+            old = target[path[-1]]
+            new = rng.choice([None, True, False, -1, 0, rng.randint(1, 10**6), "", "x", [], {},
+                              2**63])
+            if type(new) is type(old) and new == old:
+                changed.pop()  # the same value: no change at all
+            target[path[-1]] = new
         lines[i] = json.dumps(body).encode()
         files[name] = b"\n".join(lines) + b"\n"
     return files
@@ -83,6 +90,7 @@ def main() -> int:
     table: dict[str, Counter] = {k.name: Counter() for k in KINDS}
     table["random field changes"] = Counter()
     bad = 0
+    accepted_fields: Counter = Counter()  # what the accepted random changes touched
     root = Path(tempfile.mkdtemp(prefix="corrupt-"))
     for run_seed in range(args.seed, args.seed + args.runs):
         result = simulate(ClusterConfig(), SimOptions(seed=run_seed, duration_ms=6_000,
@@ -117,7 +125,8 @@ def main() -> int:
         row = table["random field changes"]
         rng = random.Random(f"{run_seed}/random")
         for _ in range(args.random):
-            code, text = replay(_random_change(files, rng), root / "case")
+            changed: list[str] = []
+            code, text = replay(_random_change(files, rng, changed), root / "case")
             row["cases"] += 1
             if code is None:
                 row["tracebacks"] += 1
@@ -125,6 +134,8 @@ def main() -> int:
                 print(f"random change: traceback\n{text}")
             else:
                 row["accepted" if code == 0 else "rejected"] += 1
+                if code == 0:
+                    accepted_fields.update(changed)
     meaning = {k.name: k.changes_meaning for k in KINDS}
     print(f"\n{'corruption kind':<40} {'changes meaning':>15} {'cases':>6} {'rejected':>9} "
           f"{'accepted':>9} {'tracebacks':>10}")
@@ -132,6 +143,11 @@ def main() -> int:
         changes = {True: "yes", False: "no (control)"}.get(meaning.get(name), "unknown")
         print(f"{name:<40} {changes:>15} {row['cases']:>6} {row['rejected']:>9} "
               f"{row['accepted']:>9} {row['tracebacks']:>10}")
+    if accepted_fields:
+        print("\nfields touched by accepted random changes (kind.action-or-f.path: times); "
+              "fields replay does not compare, or values it cannot tell apart:")
+        for name, n in accepted_fields.most_common(25):
+            print(f"  {name}: {n}")
     print(f"\n{'FAILED' if bad else 'OK'}: {bad} wrong verdicts or tracebacks; "
           f"{time.perf_counter() - wall:.1f} s wall, {time.process_time() - cpu:.1f} s CPU")
     return 1 if bad else 0

@@ -256,6 +256,33 @@ def run_json_count_as_a_string(files, rng):
     return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
 
 
+def final_log_changed(files, rng):
+    if "run.json" not in files:
+        return None
+    run = json.loads(files["run.json"])
+    logs = [log for log in run.get("final_logs", {}).values() if log]
+    if not logs:
+        return None
+    log = rng.choice(logs)
+    k = rng.randrange(len(log))
+    log[k] = [log[k][0], log[k][1] + 10**6]
+    return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
+
+
+def run_json_config_changed(files, rng):
+    if "run.json" not in files:
+        return None
+    run = json.loads(files["run.json"])
+    run["config"]["min_insync_replicas"] = 1 + run["config"]["min_insync_replicas"] % 3
+    return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
+
+
+def invoke_of_another_value(files, rng):
+    return _edit_one(files, rng, "producer.ndjson",
+                     lambda b: b.get("kind") == "history" and b.get("type") == "invoke",
+                     lambda b, lines: b.update(value=_never_sent(lines)))
+
+
 def _raw_line(files, rng, name: str, change: Callable[[bytes], bytes]):
     if name not in files:
         return None
@@ -361,6 +388,12 @@ KINDS: tuple[Kind, ...] = (
     Kind("run.json cut short", True, run_json_not_json, "run.json truncated: not JSON"),
     Kind("run.json count as a string", True, run_json_count_as_a_string,
          "run.json's writes_acked as a string"),
+    Kind("final log changed", True, final_log_changed,
+         "a value of run.json's final log replaced"),
+    Kind("run.json config changed", True, run_json_config_changed,
+         "run.json's min ISR differs from the headers'"),
+    Kind("invoke of another value", True, invoke_of_another_value,
+         "a producer invoke names a value it then never sends"),
     Kind("event seq gap", True, event_seq_gap, "an event line removed"),
     Kind("not UTF-8", True, not_utf8, "two bytes that are not UTF-8 in a line"),
     Kind("deeply nested line", True, deeply_nested, "a detail nested 100,000 deep"),

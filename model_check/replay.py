@@ -362,6 +362,7 @@ class Replayer:
         self.served: set[tuple[int, int, int]] = set()  # (partition, offset, impl value)
         self.reads: list[tuple[str, int, int, int]] = []  # (where, partition, offset, value)
         self.received: set[str] | None = None  # every message id some event receives
+        self.invoked: dict[int, int] = {}  # impl value -> partition, from the producer's invokes
 
     # Steps -----------------------------------------------------------------------------------
 
@@ -456,9 +457,18 @@ class Replayer:
                     raise _Mismatch(f"read record {record} is not [offset, value]")
                 self.reads.append((where, h["partition"], record[0], record[1]))
             return
-        if f != "send" or kind not in ("ok", "fail"):
+        if f != "send":
             return
         v, p = h.get("value"), h.get("partition")
+        if kind == "invoke":
+            if v in self.invoked:
+                raise _Mismatch(f"producer invoked v{v} twice")
+            self.invoked[v] = p
+            return
+        if self.invoked.get(v, -1) != p:
+            raise _Mismatch(f"producer history: v{v} {kind} on p{p} without its invoke")
+        if kind not in ("ok", "fail"):
+            return
         if h.get("acks") != self.config.acks:
             raise _Mismatch(f"producer history says acks={h.get('acks')} for v{v}; the run's "
                             f"acks is {self.config.acks}")
@@ -486,6 +496,23 @@ class Replayer:
         if Acked(p, offset, value) not in self.state.acked:
             raise _Mismatch(f"producer saw v{v} acknowledged at offset {offset}, which the spec "
                             "never acknowledged")
+
+    def check_final_logs(self, final_logs: dict | None) -> None:
+        """run.json's final log of a partition (its last leader's whole log) must be the
+        spec's log of that replica at the end of the run."""
+        for p, log in (final_logs or {}).items():
+            leader = self.state.controller.partitions[int(p)].leader
+            if leader == NO_LEADER:
+                raise _Mismatch(f"run.json has a final log of p{p}, which has no leader at "
+                                "the end of the run")
+            spec = [[o, self.impl_value.get(r.value, -r.value)]
+                    for o, r in enumerate(self.state.replica(int(p), leader).log)]
+            if log != spec:
+                at = next((i for i, (a, b) in enumerate(zip(log, spec, strict=False))
+                           if a != b), min(len(log), len(spec)))
+                raise _Mismatch(f"run.json's final log of p{p} differs from broker {leader}'s "
+                                f"log in the spec from offset {at} (lengths {len(log)} and "
+                                f"{len(spec)})")
 
     def check_reads(self) -> None:
         """Every record the consumer was told it read, some broker served (each serve was
@@ -589,6 +616,8 @@ def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
     p = _p(args)
     detail = body.get("detail") or {}
     broker, value = detail["broker"], detail["value"]
+    if rp.invoked.get(value, -1) != p:
+        raise _Mismatch(f"sends v{value} to p{p}, which the producer never invoked there")
     mid = body["send"][0]
     spec_leader = rp.state.controller.partitions[p].leader
     if broker == spec_leader:
@@ -782,6 +811,9 @@ def _check_counts(run: Run, order: list[Event]) -> None:
     summary = run.run_json.get("summary") if isinstance(run.run_json, dict) else None
     if not isinstance(summary, dict):
         raise TraceError("run.json: no summary object")
+    for key in ("config", "seed", "run", "mode"):
+        if key in run.run_json and run.run_json[key] != run.header.get(key):
+            raise TraceError(f"run.json: {key} differs from the traces' header")
     counted = {"writes_acked": 0, "writes_failed": 0, "writes_unknown": 0, "reads": 0,
                "events": 0, "dropped_messages": 0}
     for e in order:
@@ -828,6 +860,7 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
     if divergence is None:
         try:
             rp.check_reads()
+            rp.check_final_logs((run.run_json or {}).get("final_logs"))
         except _Mismatch as mismatch:
             divergence = Divergence(order[-1], mismatch.reason, mismatch.differences,
                                     [_describe(x) for x in recent])
