@@ -186,17 +186,9 @@ def _load_run_json(path: Path) -> dict:
     """run.json, which must be an object whose summary's counts are integers."""
     try:
         data = path.read_bytes()
-        if len(data) > MAX_LINE_BYTES:
-            raise TraceError(f"{path}: over {MAX_LINE_BYTES} bytes")
-        body = _decode(data)
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not UTF-8") from None
-    except RecursionError:
-        raise TraceError(f"{path}: JSON nested too deeply") from None
-    except msgspec.DecodeError as error:
-        raise TraceError(f"{path}: not JSON ({str(error)[:120]})") from None
+    body = _decode_json(data, str(path))
     summary = body.get("summary") if isinstance(body, dict) else None
     if not isinstance(summary, dict) or not all(
             type(v) is int for k, v in summary.items() if k not in ("leaders", "node_failures")):
@@ -249,6 +241,20 @@ _decode = msgspec.json.Decoder().decode
 MAX_LINE_BYTES = 1 << 20
 
 
+def _decode_json(data, where: str):
+    """One JSON document of a run (a line, run.json), or a TraceError saying what is wrong."""
+    if len(data) > MAX_LINE_BYTES:
+        raise TraceError(f"{where}: {len(data)} bytes, over the {MAX_LINE_BYTES}-byte limit")
+    try:
+        return _decode(data)
+    except UnicodeDecodeError:
+        raise TraceError(f"{where}: not UTF-8") from None
+    except RecursionError:
+        raise TraceError(f"{where}: JSON nested too deeply") from None
+    except msgspec.DecodeError as error:
+        raise TraceError(f"{where}: not JSON ({str(error)[:120]})") from None
+
+
 def _parse_lines(path: str, lines) -> list[Event]:
     """The lines of one node's file, each checked against `vocab.trace` (header first)."""
     events: list[Event] = []
@@ -256,17 +262,7 @@ def _parse_lines(path: str, lines) -> list[Event]:
         where = f"{path}:{number}"
         if not line.strip():
             continue
-        if len(line) > MAX_LINE_BYTES:
-            raise TraceError(f"{where}: line of {len(line)} bytes, over the "
-                             f"{MAX_LINE_BYTES}-byte limit")
-        try:
-            body = _decode(line)
-        except UnicodeDecodeError:
-            raise TraceError(f"{where}: not UTF-8") from None
-        except RecursionError:
-            raise TraceError(f"{where}: JSON nested too deeply") from None
-        except msgspec.DecodeError as error:
-            raise TraceError(f"{where}: not JSON ({str(error)[:120]})") from None
+        body = _decode_json(line, where)
         kind = body.get("kind") if isinstance(body, dict) else None
         if not events and kind != "header":
             raise TraceError(f"{where}: first line must be a {FORMAT} header")
