@@ -354,3 +354,32 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
 
     trio.run(scenario)
     assert node.connections == 0 and node.buffered == 0
+
+
+def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
+    from model_check.replay import replay_paths
+
+    run_dir = tmp_path / "run"
+    proc = _isrlab("cluster", "tcp", "--seed", "4", "--duration", "4",
+                   "--trace-out", str(run_dir))
+    try:
+        deadline = time.monotonic() + 20
+        while not (pids := _node_pids(run_dir, "meta")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        argv = Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")
+        ports = json.loads(argv[argv.index(b"--ports") + 1])
+        time.sleep(1.0)
+        for port in (ports["producer"], ports["consumer"]):
+            with socket.create_connection(("127.0.0.1", port)) as bad:
+                bad.sendall(encode_frame({"hello": "b0"})
+                            + _raw(b"[" * 100_000 + b"]" * 100_000)
+                            + _produce_frame([1, 2], ["00"])
+                            + encode_frame({"ctl": "stop"}))
+                bad.settimeout(5)
+                assert b"frame nests too deeply" in bad.recv(65536)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert replay_paths([run_dir]).verdict == "accepted"
