@@ -43,6 +43,7 @@ ISRLAB = [sys.executable, "-m", "isrlab.cli"]
     ["replay", "{run}"],
     ["replay", "{run}", "--json"],
     ["scenario", "tests/testdata/b1_hw_truncation.txt", "-v"],
+    ["check", "--variant", "hw-truncation", "--records", "1", "--epochs", "1"],
     ["--help"],
 ])
 def test_a_closed_pipe_ends_quietly(argv, run_dir):
