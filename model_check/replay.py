@@ -193,6 +193,12 @@ def _load_run_json(path: Path) -> dict:
     if not isinstance(summary, dict) or not all(
             type(v) is int for k, v in summary.items() if k not in ("leaders", "node_failures")):
         raise TraceError(f"{path}: expected an object with a summary of integer counts")
+    logs = body.get("final_logs", {})
+    if not isinstance(logs, dict) or not all(
+            isinstance(p, str) and p.isdigit() and isinstance(log, list)
+            and all(isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r)
+                    for r in log) for p, log in logs.items()):
+        raise TraceError(f"{path}: final_logs must map each partition to [[offset, value], ...]")
     return body
 
 
@@ -402,6 +408,10 @@ class Replayer:
     def compare_replica(self, impl: dict | None) -> None:
         if impl is None:
             return
+        if not (0 <= impl["partition"] < self.config.partitions
+                and 0 <= impl["broker"] < self.config.brokers):
+            raise _Mismatch(f"post-state of partition {impl['partition']} on broker "
+                            f"{impl['broker']}: no such replica")
         spec = self.project_replica(impl["partition"], impl["broker"])
         diffs = [(k, v, impl.get(k)) for k, v in spec.items() if impl.get(k) != v]
         if diffs:
@@ -413,7 +423,9 @@ class Replayer:
             return
         diffs = []
         c = self.state.controller
-        for ps in impl.get("partitions", ()):
+        for ps in impl.get("partitions") or ():
+            if not 0 <= ps["partition"] < self.config.partitions:
+                raise _Mismatch(f"metadata of partition {ps['partition']}: no such partition")
             spec = c.partitions[ps["partition"]]
             for key in ("leader", "leader_epoch", "isr", "partition_epoch"):
                 want = list(spec.isr) if key == "isr" else getattr(spec, key)
