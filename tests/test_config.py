@@ -673,3 +673,21 @@ def test_prove_reads_the_file_over_its_own_defaults(tmp_path, capsys):
     assert main(["prove", "--bmc", "0", "--config", str(path), "--json"]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert (config["acks"], config["brokers"], config["max.crashes"]) == ("1", "2", "1")
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("request.timeout.ms=0", "request.timeout.ms: must be >= 1"),
+    ("replica.lag.time.max.ms=-5", "replica.lag.time.max.ms: must be >= 1"),
+    ("unclean.leader.election.enable=yes",
+     "unclean.leader.election.enable: expected true or false, got 'yes'"),
+])
+def test_cluster_config_values_are_range_checked_before_a_run(tmp_path, capsys, line, message):
+    from isrlab.cli import main
+
+    path = tmp_path / "c.properties"
+    path.write_text(line + "\n", encoding="utf-8")
+    assert main(["cluster", "sim", "--duration", "1", "--config", str(path),
+                 "--trace-out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"isrlab cluster: error: {path}:1: {message}"]
+    assert not (tmp_path / "run").exists()
