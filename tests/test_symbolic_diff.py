@@ -15,6 +15,7 @@ EXAMPLES * REJECTS_PER_EXAMPLE rejected ones.
 
 from __future__ import annotations
 
+import pytest
 import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,6 +61,7 @@ def _walk(config: Config, rnd, steps: int):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(config=configs, rnd=st.randoms(use_true_random=False))
