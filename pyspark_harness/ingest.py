@@ -187,14 +187,17 @@ def unsafe_reason(line: Column) -> Column:
     """Why a line must not be parsed (too long, too deep), or null. Depth is counted on the
     brackets outside strings: each pass removes the innermost `[]` and `{}` pairs, so a line
     nested at most MAX_DEPTH deep has no bracket left after MAX_DEPTH passes."""
-    brackets = F.regexp_replace(F.regexp_replace(line, _STRINGS, ""), r"[^\[\]{}]", "")
-    left = brackets
+    # Most lines hold too few brackets to nest that deep: a cheap count settles them, and only
+    # the others pay for the regular-expression passes.
+    count = F.length(line) - F.length(F.translate(line, "[]{}", ""))
+    left = F.regexp_replace(F.regexp_replace(line, _STRINGS, ""), r"[^\[\]{}]", "")
     for _ in range(MAX_DEPTH):
         left = F.regexp_replace(left, r"\[\]|\{\}", "")
+    deep = F.when(F.length(left) > 0,
+                  F.lit(f"nested deeper than {MAX_DEPTH} levels (or brackets unbalanced)"))
     return (F.when(F.length(line) > MAX_LINE_CHARS,
                    F.lit(f"line over {MAX_LINE_CHARS:,} characters"))
-            .when((F.length(brackets) > 2 * MAX_DEPTH) & (F.length(left) > 0),
-                  F.lit(f"nested deeper than {MAX_DEPTH} levels (or brackets unbalanced)")))
+            .when(count > 2 * MAX_DEPTH, deep))
 
 
 def _identity(file: Column, header: Column) -> Column:
