@@ -83,8 +83,7 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
     (["fuzz", "--examples", "0"],
      "isrlab fuzz: error: argument --examples: 0 is out of range (1..10000000)"),
     (["prove", "--bmc", "1", "--brokers", "10"], "isrlab: error: brokers: must be between 1 and 9"),
-    # Each flag is range-checked before any work (these printed OK, forked thousands of
-    # processes, or were silently ignored).
+    # Each flag is range-checked, and a flag a model lacks refused, before any work.
     (["check", "--workers", "100000"],
      f"isrlab check: error: argument --workers: 100000 is out of range (1..{MAX_WORKERS})"),
     (["check", "--max-depth", "-1"],

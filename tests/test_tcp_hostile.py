@@ -168,8 +168,8 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
         assert await control(ports["b0"], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
                              SECRET)
         listener = (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
-        # Frames that killed or stalled a node: deep nesting, a length mismatch, a clock 2^62
-        # ahead, a message whose src is not the connection's hello.
+        # Frames that would kill or stall an unchecked node: deep nesting, a length mismatch,
+        # a clock 2^62 ahead, a message whose src is not the connection's hello.
         with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
             bad.sendall(encode_frame({"hello": "producer"})
                         + _raw(b"[" * 100_000 + b"]" * 100_000)
