@@ -73,6 +73,8 @@ class ClusterConfig:
     acks: str = "all"  # "0" | "1" | "all"
     min_insync_replicas: int = 2
     unclean_leader_election_enable: bool = False
+    eligible_leader_replicas_enable: bool = False
+    last_known_leader_election_enable: bool = True
     log_flush_interval_messages: int | None = None
     replica_lag_time_max_ms: int = 1000
     replica_fetch_wait_max_ms: int = 200

@@ -503,11 +503,13 @@ def _check_broker(config: Config, broker: int) -> None:
 def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Replica:
     """Leader HW = min LEO over its ISR (own LEO, followers' last fetch offsets); never lower.
 
-    Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR.
+    Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR; KIP-966
+    requires that rule, so ELR turns it on in every variant.
     """
     if replica.leader != broker:
         return replica
-    if config.variant.hw_requires_min_isr and len(replica.isr) < config.min_insync_replicas:
+    strict = config.variant.hw_requires_min_isr or config.eligible_leader_replicas_enable
+    if strict and len(replica.isr) < config.min_insync_replicas:
         return replica
     candidate = min(
         replica.log_end_offset if b == broker else replica.remote_log_end_offset[b]
@@ -545,6 +547,87 @@ def _elect(
     return NO_LEADER, isr, False
 
 
+# KIP-966 --------------------------------------------------------------------------------------
+# With `eligible.leader.replicas.enable`, every change to a partition goes through one function,
+# `_kip966_change`, in the order of Kafka's PartitionChangeBuilder.build: compute the ELR for
+# the target ISR, try an election, then keep the last known leader.
+
+CLEAN, FROM_ELR, LAST_KNOWN, UNCLEAN = "clean", "elr", "last-known", "unclean"
+
+
+def _kip966_elr(config: Config, ps: PartitionState, isr: tuple[int, ...],
+                unclean_shutdown: tuple[int, ...] = ()) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(ELR, last known ELR) for a change of `ps` to `isr`. At or above min ISR both are
+    cleared; below it, the old ISR and ELR, minus the new ISR and any broker that came back
+    from an unclean shutdown, are eligible (strict min ISR kept the HW from passing them)."""
+    if len(isr) >= config.min_insync_replicas:
+        return (), ()
+    candidates = set(ps.elr) | set(ps.isr)
+    elr = tuple(sorted(b for b in candidates if b not in isr and b not in unclean_shutdown))
+    last_known = tuple(sorted((candidates | set(ps.last_known_elr)) - set(isr) - set(elr)))
+    return elr, last_known
+
+
+def _kip966_elect(config: Config, registered: tuple[int, ...], partition: int,
+                  ps: PartitionState, isr: tuple[int, ...], elr: tuple[int, ...]):
+    """PartitionChangeBuilder's electAnyLeader: (leader, how) or (NO_LEADER, None).
+
+    The current leader stays if still valid; else the first valid replica in assignment order,
+    valid meaning registered and in the ISR, or in the ELR when the ISR is empty; else the last
+    known leader when ISR and ELR are empty and it is the only one recorded (Kafka's source
+    does not require it to be registered: its check only logs); else unclean if enabled.
+    """
+
+    def valid(b: int) -> bool:
+        return registered[b] != UNKNOWN and (b in isr or (not isr and b in elr))
+
+    if ps.leader != NO_LEADER and valid(ps.leader):
+        return ps.leader, None
+    assignment = config.assignment(partition)
+    for b in assignment:
+        if valid(b):
+            return b, (FROM_ELR if b in elr else CLEAN)
+    if (config.last_known_leader_election_enable and not isr and not elr
+            and len(ps.last_known_elr) == 1):
+        return ps.last_known_elr[0], LAST_KNOWN
+    if config.unclean_leader_election_enable:
+        for b in assignment:
+            if registered[b] != UNKNOWN:
+                return b, UNCLEAN
+    return NO_LEADER, None
+
+
+def _kip966_change(config: Config, registered: tuple[int, ...], partition: int,
+                   ps: PartitionState, isr: tuple[int, ...], elect: bool,
+                   unclean_shutdown: tuple[int, ...] = ()):
+    """The partition after a change to `isr` under KIP-966: (new state, how elected or None).
+
+    `elect` runs the election (a failed leader, an offline partition); otherwise the leader is
+    kept. The leader epoch grows when the leader changes (to nobody too).
+    """
+    elr, last_known = _kip966_elr(config, ps, isr, unclean_shutdown)
+    leader, how = ps.leader, None
+    if elect:
+        leader, how = _kip966_elect(config, registered, partition, ps, isr, elr)
+    if how == FROM_ELR:
+        isr, elr = (leader,), tuple(b for b in elr if b != leader)
+    elif how in (LAST_KNOWN, UNCLEAN):
+        isr, elr, last_known = (leader,), (), ()
+    if config.last_known_leader_election_enable:
+        # The field then holds the last known leader only: set when the ISR first empties,
+        # kept while the partition has no leader, cleared once it has one.
+        if not isr and ps.leader != NO_LEADER:
+            last_known = (ps.leader,)
+        elif leader != NO_LEADER:
+            last_known = ()
+        else:
+            last_known = ps.last_known_elr
+    epoch = ps.leader_epoch + (leader != ps.leader)
+    new = PartitionState(leader, epoch, tuple(sorted(isr)), ps.partition_epoch + 1, elr,
+                         last_known)
+    return new, how
+
+
 def _truncate_to_epoch_answer(
     replica: Replica, leader_epoch: int, leader_end: int
 ) -> tuple[Replica, bool]:
@@ -570,6 +653,8 @@ def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeade
     ps = s.controller.partitions[a.partition]
     _require(ps.leader == NO_LEADER, Refusal.HAS_LEADER, partition=a.partition, leader=ps.leader)
     _require(ps.leader_epoch + 1 < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
+    if config.eligible_leader_replicas_enable:
+        return _kip966_elect_leader(config, s, a, ps)
     leader, isr, unclean = _elect(config, s.controller.registered, a.partition, ps.isr)
     _require(leader != NO_LEADER, Refusal.NO_LIVE_REPLICA if config.unclean_leader_election_enable
              else Refusal.NO_LIVE_ISR_REPLICA)
@@ -583,6 +668,23 @@ def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeade
         s = replace(s, controller=replace(s.controller, unclean_elections=s.controller.unclean_elections + 1))
     code = Code.ELECTED_UNCLEAN if unclean else Code.ELECTED_CLEAN
     return s, Outcome(code, leader=leader, leader_epoch=new.leader_epoch)
+
+
+_ELECTION_CODES = {CLEAN: Code.ELECTED_CLEAN, FROM_ELR: Code.ELECTED_ELR,
+                   LAST_KNOWN: Code.ELECTED_LAST_KNOWN_LEADER, UNCLEAN: Code.ELECTED_UNCLEAN}
+
+
+def _kip966_elect_leader(config: Config, s: Cluster, a: ControllerElectLeader, ps: PartitionState):
+    new, how = _kip966_change(config, s.controller.registered, a.partition, ps, ps.isr, elect=True)
+    _require(new.leader != NO_LEADER, Refusal.NO_LIVE_REPLICA
+             if config.unclean_leader_election_enable else Refusal.NO_LIVE_ISR_REPLICA)
+    s = s.with_partition_state(a.partition, new)
+    s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, a.partition, new,
+                                                       config.assignment(a.partition)))
+    if how in (LAST_KNOWN, UNCLEAN):
+        c = s.controller
+        s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + 1))
+    return s, Outcome(_ELECTION_CODES[how], leader=new.leader, leader_epoch=new.leader_epoch)
 
 
 def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
@@ -604,19 +706,31 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
         if a.broker not in ps.isr and ps.leader != a.broker:
             continue
         isr = ps.isr
-        if a.broker in isr and len(isr) > 1:
-            isr = tuple(b for b in isr if b != a.broker)
-        leader, epoch = ps.leader, ps.leader_epoch
-        if ps.leader == a.broker:
-            leader, isr, unclean = _elect(config, registered, p, isr)
-            unclean_count += unclean
-            epoch += 1
-        elif isr != ps.isr and config.variant.isr_shrink_bumps_leader_epoch:
-            epoch += 1
-        _require(epoch < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
-        if (leader, epoch, isr) == (ps.leader, ps.leader_epoch, ps.isr):
+        if config.eligible_leader_replicas_enable:
+            # KIP-966: the last ISR member leaves too; the ELR keeps it electable.
+            new, how = _kip966_change(config, registered, p, ps,
+                                      tuple(b for b in isr if b != a.broker), elect=True)
+            if new.leader == ps.leader and new.isr != ps.isr and (
+                    config.variant.isr_shrink_bumps_leader_epoch):
+                new = replace(new, leader_epoch=new.leader_epoch + 1)
+            unclean_count += how in (LAST_KNOWN, UNCLEAN)
+            leader, epoch, isr = new.leader, new.leader_epoch, new.isr
+            _require(epoch < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
+        else:
+            if a.broker in isr and len(isr) > 1:
+                isr = tuple(b for b in isr if b != a.broker)
+            leader, epoch = ps.leader, ps.leader_epoch
+            if ps.leader == a.broker:
+                leader, isr, unclean = _elect(config, registered, p, isr)
+                unclean_count += unclean
+                epoch += 1
+            elif isr != ps.isr and config.variant.isr_shrink_bumps_leader_epoch:
+                epoch += 1
+            _require(epoch < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
+            new = PartitionState(leader, epoch, isr, ps.partition_epoch + 1)
+        if (leader, epoch, isr, new.elr, new.last_known_elr) == (
+                ps.leader, ps.leader_epoch, ps.isr, ps.elr, ps.last_known_elr):
             continue
-        new = PartitionState(leader, epoch, isr, ps.partition_epoch + 1)
         s = s.with_partition_state(p, new)
         s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new, config.assignment(p)))
         changes.append([p, leader, epoch, list(isr)])
@@ -641,7 +755,8 @@ def _controller_elect_preferred_leader(config: Config, s: Cluster, a: Controller
     _require(preferred in ps.isr, Refusal.PREFERRED_NOT_IN_ISR, broker=preferred)
     _require(s.controller.registered[preferred] != UNKNOWN, Refusal.NO_SESSION, broker=preferred)
     _require(ps.leader_epoch + 1 < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
-    new = PartitionState(preferred, ps.leader_epoch + 1, ps.isr, ps.partition_epoch + 1)
+    new = replace(ps, leader=preferred, leader_epoch=ps.leader_epoch + 1,
+                  partition_epoch=ps.partition_epoch + 1)
     s = s.with_partition_state(a.partition, new)
     s = replace(
         s,
@@ -959,7 +1074,10 @@ def _leader_isr_change_guard(config: Config, s: Cluster, a) -> tuple[Replica, Pa
 
 
 def _commit_isr(config, s: Cluster, a, r: Replica, ps: PartitionState, isr: tuple[int, ...]):
-    new = PartitionState(ps.leader, ps.leader_epoch, isr, ps.partition_epoch + 1)
+    if config.eligible_leader_replicas_enable:
+        new, _ = _kip966_change(config, s.controller.registered, a.partition, ps, isr, elect=False)
+    else:
+        new = PartitionState(ps.leader, ps.leader_epoch, isr, ps.partition_epoch + 1)
     r = replace(r, isr=isr, partition_epoch=new.partition_epoch)
     r = _advance_high_watermark(config, r, a.broker)
     return s.with_partition_state(a.partition, new).with_replica(a.partition, a.broker, r)
@@ -1053,7 +1171,13 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     before = s
     alive = s.alive[:b] + (False,) + s.alive[b + 1 :]
     rows = []
+    lost = set(s.crash_losses)
+    # Only KIP-966's promise reads this ghost, and it promises something only for acks=all
+    # with min ISR >= 2 (it tolerates min ISR - 1 losses): elsewhere the states stay as few.
+    count_losses = config.acks == "all" and config.min_insync_replicas >= 2
     for row in s.replicas:
+        if count_losses:
+            lost.update((record.value, b) for record in row[b].log[row[b].flushed_offset:])
         r = row[b].truncated_to(row[b].flushed_offset)
         # With `recovery_truncates_epoch_cache`, recovery also drops cache entries at or past
         # the recovered log end (Kafka's truncateFromEnd(LEO) on load).
@@ -1074,6 +1198,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         s,
         alive=alive,
         crashes=s.crashes + 1,
+        crash_losses=frozenset(lost),
         replicas=tuple(rows),
         fetches=fetches,
         leader_and_isr=frozenset(m for m in s.leader_and_isr if m.broker != b),
@@ -1104,6 +1229,17 @@ def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
     _require(not s.alive[b], Refusal.ALREADY_UP, broker=b)
     _require(s.controller.registered[b] == UNKNOWN, Refusal.SESSION_NOT_EXPIRED, broker=b)
     s = replace(s, alive=s.alive[:b] + (True,) + s.alive[b + 1 :])
+    if config.eligible_leader_replicas_enable:
+        # Every crash is an unclean shutdown (Kafka cannot tell whether the page cache
+        # survived): the broker leaves each ELR as it registers again, before it is sent the
+        # partitions. Elections follow as ControllerElectLeader.
+        for p, ps in enumerate(s.controller.partitions):
+            if b in ps.elr:
+                new, _ = _kip966_change(config, s.controller.registered, p, ps, ps.isr,
+                                        elect=False, unclean_shutdown=(b,))
+                s = s.with_partition_state(p, new)
+                s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new,
+                                                                   config.assignment(p)))
     s, epoch = _register(s, b)
     return s, Outcome(Code.BROKER_UP, broker_epoch=epoch)
 

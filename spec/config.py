@@ -119,6 +119,8 @@ class Config:
     acks: str = "all"
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    eligible_leader_replicas_enable: bool = False
+    last_known_leader_election_enable: bool = True
     replica_lag_time_max_ticks: int = 1
     replica_lag_max_messages: int | None = None
     log_flush_interval_messages: int | None = None

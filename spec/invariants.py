@@ -121,6 +121,85 @@ def AckedWritesDurable(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _due_writes(config: Config, s: Cluster):
+    """The acknowledged acks=all writes KIP-966 promises: those fewer than min ISR replicas
+    lost in crashes, while no unclean or last-known-leader election has happened. With min ISR
+    1 it tolerates no loss at all, and AckedWritesDurable already says what is left: none."""
+    if config.acks != "all" or config.min_insync_replicas < 2 or s.controller.unclean_elections:
+        return
+    losers: dict[int, int] = {}
+    for value, _ in s.crash_losses:
+        losers[value] = losers.get(value, 0) + 1
+    for w in sorted(s.acked):
+        if losers.get(w.value, 0) < config.min_insync_replicas:
+            yield w, losers.get(w.value, 0)
+
+
+def AckedWritesDurableKip966(config: Config, s: Cluster) -> str | None:
+    """No acknowledged acks=all write is lost unless at least min ISR replicas lost it in
+    crashes (unflushed data), or an unclean or last-known-leader election took place.
+
+    KIP-966's promise ("MinISR-1 tolerance to data loss unclean shutdown events"), stated
+    without the `excused` escape: where the pre-KIP-966 guarantee (AckedWritesDurable) forgives
+    the last ISR replica losing a write, this one does not. It fails for B8 (last replica
+    standing) with ELR off and min ISR 2, and holds with ELR on.
+    """
+    for w, losers in _due_writes(config, s):
+        leader = s.true_leader(w.partition)
+        if leader == NO_LEADER:
+            continue
+        log = s.replica(w.partition, leader).log
+        if not _log_has(log, w.offset, w.value):
+            have = str(log[w.offset]) if w.offset < len(log) else "nothing"
+            return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} lost: leader "
+                    f"{leader} has {have}; {losers} replica(s) lost it in crashes, fewer than "
+                    f"min ISR {config.min_insync_replicas}")
+    return None
+
+
+def LeaderCandidatesComplete(config: Config, s: Cluster) -> str | None:
+    """Every live member of the controller's ISR or ELR holds every write KIP-966 promises
+    (see AckedWritesDurableKip966): any of them may be elected next.
+
+    A crashed member is exempt while down; with ELR on it leaves the ELR when it registers
+    again (an unclean shutdown), and a fenced broker leaves the ISR. With ELR off, the last ISR
+    member stays in the ISR through its crash, and comes back without what it lost: B8's first
+    step.
+    """
+    due = list(_due_writes(config, s))
+    if not due:
+        return None
+    for p, ps in enumerate(s.controller.partitions):
+        for b in sorted(set(ps.isr) | set(ps.elr)):
+            if not s.alive[b]:
+                continue
+            log = s.replica(p, b).log
+            for w, _ in due:
+                if w.partition == p and not _log_has(log, w.offset, w.value):
+                    role = "ISR" if b in ps.isr else "ELR"
+                    return (f"p{p}: {role} member {b} lacks acknowledged v{w.value} at offset "
+                            f"{w.offset}")
+    return None
+
+
+def EligibleReplicasWellFormed(config: Config, s: Cluster) -> str | None:
+    """KIP-966 bookkeeping: ELR and ISR are disjoint sets of the partition's replicas, the ELR
+    is empty while the ISR has min ISR members, and both ELR fields stay empty with ELR off."""
+    for p, ps in enumerate(s.controller.partitions):
+        replicas = set(config.assignment(p))
+        if set(ps.elr) & set(ps.isr):
+            return f"p{p}: ELR {list(ps.elr)} and ISR {list(ps.isr)} overlap"
+        if not set(ps.elr) | set(ps.isr) | set(ps.last_known_elr) <= replicas:
+            return f"p{p}: ISR/ELR name a broker that holds no replica"
+        if len(set(ps.elr)) != len(ps.elr) or len(set(ps.isr)) != len(ps.isr):
+            return f"p{p}: a broker is listed twice in ISR {list(ps.isr)} or ELR {list(ps.elr)}"
+        if ps.elr and len(ps.isr) >= config.min_insync_replicas:
+            return f"p{p}: ELR {list(ps.elr)} beside an ISR of min ISR size {list(ps.isr)}"
+        if not config.eligible_leader_replicas_enable and (ps.elr or ps.last_known_elr):
+            return f"p{p}: ELR fields set with ELR off"
+    return None
+
+
 def ConsumerNeverSeesUncommitted(config: Config, s: Cluster) -> str | None:
     """Every record a consumer read is still at its offset in the true leader's log.
 
@@ -183,6 +262,9 @@ INVARIANTS: dict[str, Invariant] = {
         NoCommittedDataLoss,
         LogMatching,
         AckedWritesDurable,
+        AckedWritesDurableKip966,
+        LeaderCandidatesComplete,
+        EligibleReplicasWellFormed,
         ConsumerNeverSeesUncommitted,
         LeaderEpochMonotonic,
         SingleLeaderPerEpoch,

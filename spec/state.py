@@ -17,7 +17,8 @@ What each part stands for:
   request or response per (partition, follower) connection, and produce requests.
 - Clients: the producer's acknowledged writes and the consumer's reads, plus `excused`: ghost
   state naming the writes whose loss Kafka's guarantee allows (every ISR replica lost them in
-  crashes), so invariants can encode the guarantee's condition exactly.
+  crashes), so invariants can encode the guarantee's condition exactly; and `crash_losses`,
+  which replicas lost which records in crashes (KIP-966's promise counts them).
 
 Values are unique record ids 1, 2, ... assigned by `ProducerSend`.
 """
@@ -235,12 +236,21 @@ def assign_epoch(
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
-    """The metadata store's record of one partition."""
+    """The metadata store's record of one partition.
+
+    With KIP-966 (`eligible.leader.replicas.enable`): `elr`, the eligible leader replicas
+    (members that left the ISR while it was below min ISR, so still hold every committed
+    record), and `last_known_elr`, which Kafka's PartitionChangeBuilder uses for the last
+    known leader (one broker) by default, or for the last known ELR members otherwise. Both
+    stay empty with ELR off.
+    """
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +369,9 @@ class Cluster:
     acked: frozenset[Acked]
     consumed: frozenset[Acked]
     excused: frozenset[int]  # values whose loss is excused (every ISR replica lost them)
+    # Ghost: (value, broker) for each record a broker lost in a crash (unflushed), so the
+    # KIP-966 durability promise can count how many replicas lost a write.
+    crash_losses: frozenset[tuple[int, int]] = frozenset()
     next_value: int = 1
     crashes: int = 0
     expiries: int = 0  # sessions of live brokers expired (GC pause, lost heartbeats)

@@ -47,6 +47,10 @@ class Code(StrEnum):
     ELECTED_CLEAN = "ELECTED_CLEAN"  # leader, leader_epoch
     ELECTED_UNCLEAN = "ELECTED_UNCLEAN"  # leader, leader_epoch
     ELECTED_PREFERRED = "ELECTED_PREFERRED"  # leader, leader_epoch
+    # KIP-966: a leader from the eligible leader replicas (the ISR was empty), or the last known
+    # leader (ISR and ELR both empty; Kafka counts it as an unclean election).
+    ELECTED_ELR = "ELECTED_ELR"  # leader, leader_epoch
+    ELECTED_LAST_KNOWN_LEADER = "ELECTED_LAST_KNOWN_LEADER"  # leader, leader_epoch
     # changes: [[partition, leader, leader_epoch, [isr...]], ...] (the changed partitions),
     # elected: how many of them got a new leader (one left offline is not counted),
     # excused: [value, ...]
@@ -188,6 +192,9 @@ _ENGLISH: dict[str, Template] = {
     Code.ELECTED_CLEAN: "elected {leader} (clean) epoch {leader_epoch}",
     Code.ELECTED_UNCLEAN: "elected {leader} (unclean) epoch {leader_epoch}",
     Code.ELECTED_PREFERRED: "elected {leader} (preferred) epoch {leader_epoch}",
+    Code.ELECTED_ELR: "elected {leader} from the eligible leader replicas, epoch {leader_epoch}",
+    Code.ELECTED_LAST_KNOWN_LEADER:
+        "elected {leader} (last known leader, unclean) epoch {leader_epoch}",
     Code.BROKER_FAILURE_HANDLED: _broker_failure,
     Code.DROPPED: "dropped",
     Code.ISR_UPDATED: "ISR updated",
