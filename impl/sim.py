@@ -43,7 +43,12 @@ from impl.trace import NodeTrace, dumps, event_counts, header_config, reproduce_
 from vocab.actions import ActionName as A
 from vocab.outcomes import Code
 
-NEMESIS_KINDS = ("crash", "partition", "pause", "slow")
+# isr-kill: "what if every ISR replica dies?" (KIP-966's last replica standing): the followers of
+# a partition's leader are cut off one by one until the ISR is the leader alone, then the leader
+# loses power (its unflushed records are gone) and comes back once its session has expired.
+# isr-kill-process: the same, but only the process dies (the page cache survives: nothing lost).
+ISR_KILLS = ("isr-kill", "isr-kill-process")
+NEMESIS_KINDS = ("crash", "partition", "pause", "slow", *ISR_KILLS)
 
 _DELIVER, _TIMER, _WRITE, _NEMESIS, _UNREACHABLE = range(5)
 
@@ -60,8 +65,9 @@ class SimOptions:
     fault_length_ms: tuple[int, int] = (500, 4_000)
     max_faults: int = 1  # faults at once (1: a majority always stays healthy)
     # A fixed fault schedule instead of the seeded nemesis: (at ms, kind, broker node, length
-    # ms); kinds: crash, pause, partition (from everyone), partition-meta (from the store
-    # only), partition-brokers (from the other brokers only), slow.
+    # ms); kinds: crash, crash-process (the page cache survives: flushed first), pause,
+    # partition (from everyone), partition-meta (from the store only), partition-brokers (from
+    # the other brokers only), slow.
     faults: tuple[tuple[int, str, str, int], ...] = ()
     torn_writes: bool = True
     commit: str = "unknown"
@@ -315,6 +321,10 @@ class Simulation:
         if len(self.faulted) >= opts.max_faults or not healthy:
             return
         kind = self.rng.choice(opts.nemesis)
+        if kind in ISR_KILLS:
+            if not self.faulted:
+                self._isr_kill(kind)
+            return
         target = self.rng.choice(healthy)
         self.faulted.add(target)
         length = self.rng.randint(*opts.fault_length_ms)
@@ -322,12 +332,34 @@ class Simulation:
             kind = "partition-meta"
         self._start_fault(kind, target, length)
 
+    def _isr_kill(self, kind: str) -> None:
+        """Schedule the isr-kill sequence on a partition whose ISR is full (see ISR_KILLS)."""
+        p = self.rng.randrange(self.config.partitions)
+        record = self.meta.partitions[p]
+        if record.leader < 0 or len(record.isr) < self.config.brokers or self.config.brokers < 2:
+            return
+        leader = broker_node(record.leader)
+        followers = [broker_node(b) for b in self.config.assignment(p) if b != record.leader]
+        lag = self.config.replica_lag_time_max_ms
+        # Each follower is cut after the previous one has had time to leave the ISR.
+        crash_at = self.now + len(followers) * (lag + lag // 2) + lag // 2
+        heal_at = crash_at + self.config.session_timeout_ms + 2 * self.config.heartbeat_interval_ms
+        for i, follower in enumerate(followers):
+            at = self.now + i * (lag + lag // 2)
+            self._push(at, _NEMESIS, ("start", "partition-brokers", follower, heal_at - at))
+        crash = "crash" if kind == "isr-kill" else "crash-process"
+        self._push(crash_at, _NEMESIS, ("start", crash, leader, heal_at + 1000 - crash_at))
+        self.faulted.update(self.brokers)  # no other fault until each part heals
+
     def _start_fault(self, kind: str, target: str, length: int) -> None:
         log = self.traces["nemesis"]
         others = [n for n in self.cores if n != target]
-        if kind == "crash":
+        if kind in ("crash", "crash-process"):
             self.stats["crashes"] += 1
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "crash", "target": target})
+            if kind == "crash-process" and self.alive[target]:
+                # Only the process dies: the OS writes the page cache back.
+                self._apply(target, self.cores[target].flush_all())
             self._crash(target)
         elif kind == "pause":
             self.stats["pauses"] += 1
@@ -357,7 +389,7 @@ class Simulation:
     def _heal(self, data) -> None:
         kind, target = data
         log = self.traces["nemesis"]
-        if kind == "crash":
+        if kind in ("crash", "crash-process"):
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "restart", "target": target})
             self._restart(target)
         elif kind == "pause":

@@ -39,6 +39,10 @@ def reproduce_command(config, options, mode: str = "sim") -> str:
         parts.append(f"--faults {options.max_faults}")
     if config.unclean_leader_election_enable:
         parts.append("--unclean")
+    if config.eligible_leader_replicas_enable:
+        parts.append("--elr")
+        if not config.last_known_leader_election_enable:
+            parts.append("--no-last-known-leader")
     if config.log_flush_interval_messages is not None:
         parts.append(f"--flush-interval {config.log_flush_interval_messages}")
     for bug in sorted(config.bugs):

@@ -16,6 +16,7 @@ from isrlab.options import (
     SMALL,
     WORKERS,
     UsageError,
+    add_elr_options,
     integer,
     invariant_names,
     kafka_config,
@@ -44,6 +45,7 @@ def register(sub) -> None:
     check.add_argument("--acks", choices=ACKS_CHOICES)
     check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                        help="unclean.leader.election.enable (default off)")
+    add_elr_options(check)
     check.add_argument("--invariant", action="append", metavar="NAME", help="check only these")
     check.add_argument("--no-invariants", action="store_true", help="explore without checking")
     check.add_argument("--no-symmetry", action="store_true")
@@ -65,7 +67,8 @@ def register(sub) -> None:
 
 # Settings of the kafka model that the tla-compat model does not have: refused, not ignored.
 _KAFKA_ONLY = (("partitions", "--partitions"), ("crashes", "--crashes"), ("acks", "--acks"),
-               ("min_isr", "--min-isr"), ("unclean", "--unclean"), ("config", "--config"))
+               ("min_isr", "--min-isr"), ("unclean", "--unclean"), ("config", "--config"),
+               ("elr", "--elr"), ("last_known_leader", "--last-known-leader"))
 
 
 def build_model(args: argparse.Namespace):

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from isrlab.options import add_cluster_options, cluster_config, output_dir
+from isrlab.options import UsageError, add_cluster_options, cluster_config, output_dir
 
 
 def _commit() -> str:
@@ -58,7 +58,13 @@ def run(args: argparse.Namespace) -> int:
         result.write(out)
         summary = result.summary
     else:
+        from impl.sim import ISR_KILLS
         from impl.tcp import ClusterError, TcpOptions, run_cluster
+
+        scripted = [k for k in args.nemesis if k in ISR_KILLS]
+        if scripted:
+            raise UsageError(f"--nemesis: {scripted[0]} runs in the simulator only "
+                             f"(isrlab cluster sim)")
 
         options = TcpOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
                              commit=_commit(), base_port=args.base_port)

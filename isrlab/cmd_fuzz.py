@@ -12,6 +12,7 @@ from isrlab.options import (
     ACKS_CHOICES,
     SEED,
     SMALL,
+    add_elr_options,
     integer,
     invariant_names,
     kafka_config,
@@ -35,6 +36,7 @@ def register(sub) -> None:
         fuzz.add_argument(flag, type=kind, metavar="N")
     fuzz.add_argument("--acks", choices=ACKS_CHOICES)
     fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
+    add_elr_options(fuzz)
     fuzz.add_argument("--invariant", action="append", metavar="NAME")
     fuzz.set_defaults(func=run, no_invariants=False, error_prefix="isrlab fuzz")
 

@@ -68,6 +68,9 @@ def _config(args: argparse.Namespace):
     config = kafka_config(args, base=Config().replace(**defaults))
     if config.partitions != 1:
         raise UsageError("partitions: the symbolic encoding has one partition")
+    if config.eligible_leader_replicas_enable:
+        raise UsageError("eligible.leader.replicas.enable: the symbolic encoding does not "
+                         "cover KIP-966 yet (use isrlab check)")
     return config
 
 

@@ -112,6 +112,8 @@ def kafka_config(args: argparse.Namespace, base=None):
         "acks": acks_level(args.acks),
         "min_insync_replicas": args.min_isr,
         "unclean_leader_election_enable": args.unclean,
+        "eligible_leader_replicas_enable": getattr(args, "elr", None),
+        "last_known_leader_election_enable": getattr(args, "last_known_leader", None),
         "log_flush_interval_messages": getattr(args, "flush", None),
     }
     return config.replace(**{k: v for k, v in flags.items() if v is not None})
@@ -133,7 +135,7 @@ def invariant_names(
 
 # The reference broker cluster -------------------------------------------------------------------
 
-NEMESIS = ("crash", "partition", "pause", "slow")
+NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process")
 
 # Flags that set a config key: (argparse dest, key).
 CLUSTER_FLAGS = (
@@ -143,6 +145,8 @@ CLUSTER_FLAGS = (
     ("acks", "acks"),
     ("min_isr", "min.insync.replicas"),
     ("unclean", "unclean.leader.election.enable"),
+    ("elr", "eligible.leader.replicas.enable"),
+    ("last_known_leader", "last.known.leader.election.enable"),
     ("flush_interval", "log.flush.interval.messages"),
 )
 
@@ -168,6 +172,14 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     return kinds
 
 
+def add_elr_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--elr", action=argparse.BooleanOptionalAction, default=None,
+                   help="eligible.leader.replicas.enable: KIP-966 (default off)")
+    p.add_argument("--last-known-leader", action=argparse.BooleanOptionalAction, default=None,
+                   help="last.known.leader.election.enable: with ELR, elect the last known "
+                   "leader when ISR and ELR are empty (default on, as Kafka)")
+
+
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
     defaults = ClusterConfig()
     p.add_argument("--seed", type=SEED, default=None, help="random seed (printed; default 1)")
@@ -183,6 +195,7 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                    help=f"min.insync.replicas (default {defaults.min_insync_replicas})")
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                    help="unclean.leader.election.enable (default off)")
+    add_elr_options(p)
     p.add_argument("--flush-interval", type=integer(1), default=None, metavar="N",
                    help="log.flush.interval.messages (default: never flush on append)")
     p.add_argument("--faults", type=SMALL, default=1, metavar="N",

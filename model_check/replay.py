@@ -321,6 +321,10 @@ def spec_config(trace_config: dict) -> Config:
             acks=str(trace_config["acks"]),
             min_insync_replicas=int(trace_config["min_insync_replicas"]),
             unclean_leader_election_enable=_bool(trace_config["unclean_leader_election_enable"]),
+            eligible_leader_replicas_enable=_bool(
+                trace_config.get("eligible_leader_replicas_enable", False)),
+            last_known_leader_election_enable=_bool(
+                trace_config.get("last_known_leader_election_enable", True)),
             log_flush_interval_messages=trace_config.get("log_flush_interval_messages"),
             replica_lag_time_max_ticks=1,
             max_records=UNBOUNDED, max_leader_epochs=UNBOUNDED, max_crashes=UNBOUNDED,
@@ -432,6 +436,11 @@ class Replayer:
                 want = list(spec.isr) if key == "isr" else getattr(spec, key)
                 if ps[key] != want:
                     diffs.append((f"p{ps['partition']}.{key}", want, ps[key]))
+            # KIP-966 fields: a store that does not report them must have none.
+            for key in ("elr", "last_known_elr"):
+                want, have = list(getattr(spec, key)), ps.get(key) or []
+                if have != want:
+                    diffs.append((f"p{ps['partition']}.{key}", want, have))
         if "registered" in impl and list(c.registered) != impl["registered"]:
             diffs.append(("registered", list(c.registered), impl["registered"]))
         if diffs:
@@ -691,9 +700,12 @@ def _leader_apply_isr(rp: Replayer, body: dict, args: dict) -> None:
     rp.compare_replica(body.get("state"))
 
 
-def _controller(make):
+def _controller(make, outcome_keys: tuple[str, ...] | None = None):
     def handle(rp: Replayer, body: dict, args: dict) -> None:
-        rp.step(make(args))
+        outcome = rp.step(make(args))
+        if outcome_keys is not None:
+            # Which election rule chose the leader (clean, ELR, last known leader, unclean).
+            _same_outcome("election", outcome, body, outcome_keys)
         rp.compare_metadata(body.get("state"))
     return handle
 
@@ -796,7 +808,8 @@ _HANDLERS = {
     A.LEADER_EXPAND_ISR: _isr_change(S.LeaderExpandIsr),
     A.LEADER_APPLY_ISR: _leader_apply_isr,
     A.CONTROLLER_HANDLE_BROKER_FAILURE: _controller(lambda a: S.ControllerHandleBrokerFailure(a["broker"])),
-    A.CONTROLLER_ELECT_LEADER: _controller(lambda a: S.ControllerElectLeader(_p(a))),
+    A.CONTROLLER_ELECT_LEADER: _controller(lambda a: S.ControllerElectLeader(_p(a)),
+                                           ("leader", "leader_epoch")),
     A.CONTROLLER_ELECT_PREFERRED_LEADER: _controller(lambda a: S.ControllerElectPreferredLeader(_p(a))),
     A.BROKER_RESTART: _controller(lambda a: S.BrokerRestart(a["broker"])),
     A.BROKER_REGISTER: _controller(lambda a: S.BrokerRegister(a["broker"])),

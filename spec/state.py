@@ -76,11 +76,15 @@ def _cached_hash(self) -> int:
         cls = type(self)
         hasher = _HASHERS.get(cls)
         if hasher is None:
+            names = [n for n in cls._hash_fields if n != "crash_losses"]
             parts = ", ".join(
-                f"_no_none(obj.{n})" if n == "fetches" else f"obj.{n}" for n in cls._hash_fields
+                f"_no_none(obj.{n})" if n == "fetches" else f"obj.{n}" for n in names
             )
+            # The crash-loss ghost joins the hash only once set (as for PartitionState's ELR).
+            extra = ("    if obj.crash_losses:\n        return hash((" + parts
+                     + ", obj.crash_losses))\n") if "crash_losses" in cls._hash_fields else ""
             namespace = {"_no_none": _no_none}
-            exec(f"def hash_{cls.__name__}(obj):\n    return hash(({parts},))", namespace)
+            exec(f"def hash_{cls.__name__}(obj):\n{extra}    return hash(({parts},))", namespace)
             hasher = _HASHERS[cls] = namespace[f"hash_{cls.__name__}"]
         h = hasher(self) or 1
         _set(self, "_hash", h)
@@ -251,6 +255,14 @@ class PartitionState:
     partition_epoch: int
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+
+    def __hash__(self) -> int:
+        # With ELR off the two fields are always empty: hash as the four-field record did, so
+        # fingerprints, and so the counterexample each search reports, stay as they were.
+        base = (self.leader, self.leader_epoch, self.isr, self.partition_epoch)
+        if self.elr or self.last_known_elr:
+            return hash((*base, self.elr, self.last_known_elr))
+        return hash(base)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,8 @@ class HeaderConfig(msgspec.Struct, kw_only=True):
     variant: str
     min_insync_replicas: int
     unclean_leader_election_enable: bool
+    eligible_leader_replicas_enable: bool = False
+    last_known_leader_election_enable: bool = True
     log_flush_interval_messages: int | None = None
     replica_lag_time_max_ms: int | None = None
     duration_ms: int | None = None
@@ -108,6 +110,9 @@ class PartitionState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     leader_epoch: int
     isr: list[int]
     partition_epoch: int
+    # KIP-966, present when eligible.leader.replicas.enable is on.
+    elr: list[int] | None = None
+    last_known_elr: list[int] | None = None
 
 
 class ReplicaState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -668,7 +668,8 @@ class BrokerCore:
         variant says so. True if it moved."""
         if r.leader != self.broker:
             return False
-        if self.rules.hw_requires_min_isr and len(r.isr) < self.config.min_insync_replicas:
+        strict = self.rules.hw_requires_min_isr or self.config.eligible_leader_replicas_enable
+        if strict and len(r.isr) < self.config.min_insync_replicas:
             return False
         if "hw-counts-non-isr" in self.bugs:
             # BUG: the min.insync.replicas highest LEOs of all replicas, ISR or not.

@@ -18,6 +18,13 @@ controller does with its metadata log. Its transitions:
   one it fetched with); answered idempotently on retry;
 - every `preferred.leader.check.interval.ms`: `ControllerElectPreferredLeader`.
 
+With `eligible.leader.replicas.enable` (KIP-966) every partition change follows Kafka's
+`PartitionChangeBuilder`: below min ISR the members that leave the ISR join the eligible leader
+replicas (ELR); a fenced last member leaves the ISR too; an election takes the first registered
+ISR member, or an ELR member when the ISR is empty, or the last known leader when both are
+empty (an unclean election, as Kafka counts it); and a broker that registers after a crash
+(every crash is an unclean shutdown) leaves every ELR.
+
 Inputs: `on_message(now_ms, src, mid, message)`, `on_timer(now_ms)`; `next_deadline()`.
 """
 
@@ -52,13 +59,16 @@ MAX_REMEMBERED_ALTERS = 1024
 
 
 class PartitionRecord:
-    __slots__ = ("leader", "leader_epoch", "isr", "partition_epoch", "committed_alters")
+    __slots__ = ("leader", "leader_epoch", "isr", "partition_epoch", "elr", "last_known_elr",
+                 "committed_alters")
 
     def __init__(self, leader: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int):
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.isr = isr
         self.partition_epoch = partition_epoch
+        self.elr: tuple[int, ...] = ()  # KIP-966 eligible leader replicas
+        self.last_known_elr: tuple[int, ...] = ()  # the last known leader, by default
         # Answers to the ISR changes committed so far, by request id, so that a retry gets the
         # original answer even after later changes (a leader whose answer was lost in a network
         # partition must still learn the ISR and partition epoch it committed). Bounded.
@@ -138,14 +148,17 @@ class MetaCore:
     # Transitions -----------------------------------------------------------------------------
 
     def _state(self, changed: list[int]) -> dict:
-        return {
-            "partitions": [
-                {"partition": p, "leader": ps.leader, "leader_epoch": ps.leader_epoch,
-                 "isr": list(ps.isr), "partition_epoch": ps.partition_epoch}
-                for p, ps in ((p, self.partitions[p]) for p in changed)
-            ],
-            "registered": list(self.registered),
-        }
+        elr = self.config.eligible_leader_replicas_enable
+        partitions = []
+        for p in changed:
+            ps = self.partitions[p]
+            row = {"partition": p, "leader": ps.leader, "leader_epoch": ps.leader_epoch,
+                   "isr": list(ps.isr), "partition_epoch": ps.partition_epoch}
+            if elr:
+                row["elr"] = list(ps.elr)
+                row["last_known_elr"] = list(ps.last_known_elr)
+            partitions.append(row)
+        return {"partitions": partitions, "registered": list(self.registered)}
 
     def _leader_and_isr(self, t: Transition, p: int, to: tuple[int, ...] | None = None) -> None:
         ps = self.partitions[p]
@@ -167,6 +180,62 @@ class MetaCore:
             return live[0], (live[0],), True
         return NO_LEADER, isr, False
 
+    # KIP-966 ----------------------------------------------------------------------------------
+
+    def _elr_change(self, p: int, isr: tuple[int, ...], elect: bool,
+                    unclean_shutdown: int | None = None) -> str | None:
+        """Apply a change of partition `p` to `isr` as PartitionChangeBuilder does; return how
+        a leader was elected ("clean", "elr", "last-known", "unclean") or None."""
+        ps = self.partitions[p]
+        config = self.config
+        if len(isr) >= config.min_insync_replicas:
+            elr, last_known = (), ()
+        else:
+            pool = set(ps.elr) | set(ps.isr)
+            elr = tuple(sorted(x for x in pool if x not in isr and x != unclean_shutdown))
+            last_known = tuple(sorted((pool | set(ps.last_known_elr)) - set(isr) - set(elr)))
+        leader, how = ps.leader, None
+        if elect:
+            leader, how = self._elr_elect(p, isr, elr)
+        if how == "elr":
+            isr, elr = (leader,), tuple(x for x in elr if x != leader)
+        elif how in ("last-known", "unclean"):
+            isr, elr, last_known = (leader,), (), ()
+        if config.last_known_leader_election_enable:
+            if not isr and ps.leader != NO_LEADER:
+                last_known = (ps.leader,)
+            elif leader != NO_LEADER:
+                last_known = ()
+            else:
+                last_known = ps.last_known_elr
+        if leader != ps.leader:
+            ps.leader_epoch += 1
+        ps.leader, ps.isr, ps.elr, ps.last_known_elr = leader, tuple(sorted(isr)), elr, last_known
+        ps.partition_epoch += 1
+        self.unclean_elections += how in ("last-known", "unclean")
+        return how
+
+    def _elr_elect(self, p: int, isr: tuple[int, ...], elr: tuple[int, ...]):
+        ps = self.partitions[p]
+
+        def valid(b: int) -> bool:
+            return self.registered[b] != UNKNOWN and (b in isr or (not isr and b in elr))
+
+        if ps.leader != NO_LEADER and valid(ps.leader):
+            return ps.leader, None
+        for b in self.config.assignment(p):
+            if valid(b):
+                return b, ("elr" if b in elr else "clean")
+        if (self.config.last_known_leader_election_enable and not isr and not elr
+                and len(ps.last_known_elr) == 1):
+            # As Kafka's source: the last known leader need not be registered.
+            return ps.last_known_elr[0], "last-known"
+        if self.config.unclean_leader_election_enable:
+            for b in self.config.assignment(p):
+                if self.registered[b] != UNKNOWN:
+                    return b, "unclean"
+        return NO_LEADER, None
+
     def _handle_broker_failure(self, now: int, b: int, recv: str | None) -> list:
         self.registered[b] = UNKNOWN
         changed = []
@@ -176,6 +245,20 @@ class MetaCore:
                        Code.BROKER_FAILURE_HANDLED, recv=recv)
         for p, ps in enumerate(self.partitions):
             if b not in ps.isr and ps.leader != b:
+                continue
+            if self.config.eligible_leader_replicas_enable:
+                before = (ps.leader, ps.leader_epoch, ps.isr, ps.elr, ps.last_known_elr)
+                self._elr_change(p, tuple(x for x in ps.isr if x != b), elect=True)
+                if (ps.leader == before[0] and ps.isr != before[2]
+                        and self.config.rules.isr_shrink_bumps_leader_epoch):
+                    ps.leader_epoch += 1
+                if (ps.leader, ps.leader_epoch, ps.isr, ps.elr, ps.last_known_elr) == before:
+                    ps.partition_epoch -= 1  # nothing changed: no record written
+                    continue
+                elected += ps.leader not in (before[0], NO_LEADER)
+                changed.append(p)
+                changes.append([p, ps.leader, ps.leader_epoch, list(ps.isr)])
+                self._leader_and_isr(t, p)
                 continue
             isr = ps.isr
             if b in isr and len(isr) > 1:
@@ -210,6 +293,14 @@ class MetaCore:
                 return [Send(broker_node(b), RegisterBrokerResponse(b, self.registered[b]))]
             # A new process while the old session lingers: that session is over.
             effects += self._handle_broker_failure(now, b, None)
+        changed = []
+        if new_process and self.config.eligible_leader_replicas_enable:
+            # A new process means the old one died without a clean shutdown: it leaves every
+            # ELR (it may have lost unflushed records), before it is sent the partitions.
+            for p, ps in enumerate(self.partitions):
+                if b in ps.elr:
+                    self._elr_change(p, ps.isr, elect=False, unclean_shutdown=b)
+                    changed.append(p)
         self.broker_epochs[b] += 1
         self.registered[b] = self.broker_epochs[b]
         self.incarnations[b] = m.incarnation
@@ -219,9 +310,11 @@ class MetaCore:
         t = Transition(action, {"broker": b}, code, {"broker_epoch": self.registered[b]},
                        recv=mid)
         t.sends.append((broker_node(b), RegisterBrokerResponse(b, self.registered[b])))
+        for p in changed:
+            self._leader_and_isr(t, p, to=tuple(x for x in self.config.assignment(p) if x != b))
         for p in range(len(self.partitions)):
             self._leader_and_isr(t, p, to=(b,))
-        t.state = self._state([])
+        t.state = self._state(changed)
         effects.append(t)
         for p, ps in enumerate(self.partitions):
             if ps.leader == NO_LEADER:
@@ -230,6 +323,8 @@ class MetaCore:
 
     def _elect_offline(self, p: int) -> list:
         ps = self.partitions[p]
+        if self.config.eligible_leader_replicas_enable:
+            return self._elect_offline_elr(p)
         leader, isr, unclean = self._elect(p, ps.isr)
         if leader == NO_LEADER:
             return []
@@ -240,6 +335,21 @@ class MetaCore:
         t = Transition(A.CONTROLLER_ELECT_LEADER, {"partition": p},
                        Code.ELECTED_UNCLEAN if unclean else Code.ELECTED_CLEAN,
                        {"leader": leader, "leader_epoch": ps.leader_epoch})
+        self._leader_and_isr(t, p)
+        t.state = self._state([p])
+        return [t]
+
+    def _elect_offline_elr(self, p: int) -> list:
+        ps = self.partitions[p]
+        before = (ps.leader_epoch, ps.partition_epoch, ps.isr, ps.elr, ps.last_known_elr)
+        how = self._elr_change(p, ps.isr, elect=True)
+        if ps.leader == NO_LEADER:
+            ps.leader_epoch, ps.partition_epoch, ps.isr, ps.elr, ps.last_known_elr = before
+            return []
+        code = {"clean": Code.ELECTED_CLEAN, "elr": Code.ELECTED_ELR,
+                "last-known": Code.ELECTED_LAST_KNOWN_LEADER, "unclean": Code.ELECTED_UNCLEAN}[how]
+        t = Transition(A.CONTROLLER_ELECT_LEADER, {"partition": p}, code,
+                       {"leader": ps.leader, "leader_epoch": ps.leader_epoch})
         self._leader_and_isr(t, p)
         t.state = self._state([p])
         return [t]
@@ -281,8 +391,11 @@ class MetaCore:
         if (m.expand and self.config.rules.broker_epochs
                 and self.registered[m.follower] != m.follower_broker_epoch):
             return [Send(src, reply(STALE_BROKER_EPOCH))]
-        ps.isr = tuple(sorted(m.isr))
-        ps.partition_epoch += 1
+        if self.config.eligible_leader_replicas_enable:
+            self._elr_change(m.partition, tuple(sorted(m.isr)), elect=False)
+        else:
+            ps.isr = tuple(sorted(m.isr))
+            ps.partition_epoch += 1
         response = reply(NONE)
         ps.committed_alters[m.request_id] = response
         if len(ps.committed_alters) > MAX_REMEMBERED_ALTERS:
