@@ -47,7 +47,9 @@ from vocab.outcomes import Code
 # a partition's leader are cut off one by one until the ISR is the leader alone, then the leader
 # loses power (its unflushed records are gone) and comes back once its session has expired.
 # isr-kill-process: the same, but only the process dies (the page cache survives: nothing lost).
-ISR_KILLS = ("isr-kill", "isr-kill-process")
+# isr-kill-all: every replica of the partition loses power at once (a site outage) and they come
+# back one by one after their sessions expired: no replica is left that kept everything.
+ISR_KILLS = ("isr-kill", "isr-kill-process", "isr-kill-all")
 NEMESIS_KINDS = ("crash", "partition", "pause", "slow", *ISR_KILLS)
 
 _DELIVER, _TIMER, _WRITE, _NEMESIS, _UNREACHABLE = range(5)
@@ -341,15 +343,26 @@ class Simulation:
         leader = broker_node(record.leader)
         followers = [broker_node(b) for b in self.config.assignment(p) if b != record.leader]
         lag = self.config.replica_lag_time_max_ms
+        self.faulted.update(self.brokers)  # no other fault until each part heals
+        if kind == "isr-kill-all":
+            back = self.config.session_timeout_ms + 2 * self.config.heartbeat_interval_ms
+            # Now, not pushed for later: a fault at this instant must come before the deliveries
+            # already queued for it (as the seeded nemesis's own faults do), or the run could
+            # show a message received from a broker that had already crashed.
+            for i, node in enumerate([leader, *followers]):
+                self._start_fault("crash", node, back + i * 1000)
+            return
         # Each follower is cut after the previous one has had time to leave the ISR.
         crash_at = self.now + len(followers) * (lag + lag // 2) + lag // 2
         heal_at = crash_at + self.config.session_timeout_ms + 2 * self.config.heartbeat_interval_ms
         for i, follower in enumerate(followers):
             at = self.now + i * (lag + lag // 2)
-            self._push(at, _NEMESIS, ("start", "partition-brokers", follower, heal_at - at))
+            if i == 0:
+                self._start_fault("partition-brokers", follower, heal_at - at)
+            else:
+                self._push(at, _NEMESIS, ("start", "partition-brokers", follower, heal_at - at))
         crash = "crash" if kind == "isr-kill" else "crash-process"
         self._push(crash_at, _NEMESIS, ("start", crash, leader, heal_at + 1000 - crash_at))
-        self.faulted.update(self.brokers)  # no other fault until each part heals
 
     def _start_fault(self, kind: str, target: str, length: int) -> None:
         log = self.traces["nemesis"]

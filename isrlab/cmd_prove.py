@@ -77,7 +77,7 @@ def _config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     """Run BMC or induction; print a summary or one JSON object; return the exit code."""
     from model_check import prove
-    from model_check.symbolic import NotRepresentable
+    from model_check.symbolic import VIOLATIONS, NotRepresentable
     from model_check.symbolic_lemmas import LEMMAS
     from spec import INVARIANTS
 
@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         if name not in INVARIANTS:
             raise UsageError(f"--invariant: unknown invariant {name!r} "
                              f"(known: {', '.join(INVARIANTS)})")
+        if name not in VIOLATIONS:
+            raise UsageError(f"--invariant: {name} is not in the symbolic encoding yet "
+                             f"(it has {', '.join(VIOLATIONS)})")
     for name in args.lemma or []:
         if name not in LEMMAS:
             raise UsageError(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")

@@ -135,7 +135,8 @@ def invariant_names(
 
 # The reference broker cluster -------------------------------------------------------------------
 
-NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process")
+NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process",
+           "isr-kill-all")
 
 # Flags that set a config key: (argparse dest, key).
 CLUSTER_FLAGS = (

@@ -26,8 +26,10 @@ from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from model_check.history import HistoryError, check_history
 from model_check.losses import run_losses
+from model_check.policies import policy_of, timeline
 from model_check.replay import TraceError, format_result, load_texts, replay_run
 
+KIP966_INVARIANTS = ("AckedWritesDurableKip966", "LeaderCandidatesComplete")
 ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
                  "inconsistent_offset")
 
@@ -54,6 +56,9 @@ class RunOutcome:
     result: dict = field(default_factory=dict)
     lost_excused: int = 0  # acknowledged writes lost within the guarantee's exception
     loss_note: str | None = None
+    lost: int = 0  # acknowledged writes missing from the final logs
+    timeline: dict = field(default_factory=dict)  # model_check.policies.Timeline.to_json()
+    kip966_violations: int = 0  # replayed states that break KIP-966's durability promise
 
 
 def final_logs(result) -> dict[int, list[int]]:
@@ -99,19 +104,29 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
             if '"kind":"event"' in line]
     loss = run_losses([h for h in history_lines if h.get("process") == "producer"],
                       sim.final_logs, excused, meta)
+    line = timeline(meta, config.partitions, config.min_insync_replicas, options.duration_ms,
+                    config.brokers).to_json()
+    line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
+    kip966 = [v for v in replay_json.get("invariant_violations", ())
+              if v["invariant"] in KIP966_INVARIANTS]
     failed = verdict != "accepted" or (promises_durability(config) and bool(counts))
+    # With ELR on, Kafka promises what KIP-966 says (fewer than min ISR replicas losing a
+    # write cannot lose it); with it off, a violation is B8, the loss KIP-966 was made for.
+    failed = failed or (promises_durability(config) and config.eligible_leader_replicas_enable
+                        and bool(kip966))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
               "history": history_json, "history_from_traces": from_traces, "failed": failed,
-              "excused_values": sorted(excused), "losses": loss.to_json()}
+              "excused_values": sorted(excused), "losses": loss.to_json(),
+              "policy": policy_of(config), "timeline": line}
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
         sim.write(directory)
         (directory / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
     return RunOutcome(options.seed, sim.summary["events"], acked, verdict, dict(counts),
                       len(excused), t1 - t0, t2 - t1, failed, report, result,
-                      len(loss.excused), loss.note())
+                      len(loss.excused), loss.note(), len(loss.lost), line, len(kip966))
 
 
 def _worker(job: tuple) -> RunOutcome:
@@ -144,6 +159,15 @@ class CampaignResult:
             "excused_writes": sum(o.excused for o in self.outcomes),
             "acked_writes_lost_excused": sum(o.lost_excused for o in self.outcomes),
             "runs_losing_acked_writes": [o.seed for o in self.outcomes if o.loss_note],
+            "acked_writes_lost": sum(o.lost for o in self.outcomes),
+            "kip966_violations": sum(o.kip966_violations for o in self.outcomes),
+            "policy": policy_of(self.config),
+            "offline_ms": sum(o.timeline.get("offline_ms", 0) for o in self.outcomes),
+            "under_min_isr_ms": sum(o.timeline.get("under_min_isr_ms", 0)
+                                    for o in self.outcomes),
+            "elections": sum(o.timeline.get("elections", 0) for o in self.outcomes),
+            "unclean_elections": sum(o.timeline.get("unclean_elections", 0)
+                                     for o in self.outcomes),
             "failed_runs": [o.seed for o in self.failed],
             "seconds": round(self.seconds, 2),
             "replay_events_per_second": round(events / replay) if replay else None,

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import replace
 
 import pytest
-from conftest import cfg, fetch, produce, run
+from conftest import cfg, fetch, produce, run, run_from
 
 from spec import INVARIANTS, initial_state, successors, violations
 from spec.actions import (
@@ -20,6 +20,7 @@ from spec.actions import (
     BrokerCrash,
     BrokerRestart,
     ConsumerRead,
+    ControllerElectLeader,
     ControllerHandleBrokerFailure,
     LeaderAckProduce,
     LeaderExpandIsr,
@@ -153,6 +154,36 @@ def reached_unclean_election_loss():
     return config, state
 
 
+def _last_replica_standing(**changes):
+    """B8's prefix: v1 committed on both brokers, broker 1's session expires (ISR {0}), the ack
+    comes, broker 0 crashes unflushed and is fenced, then restarts."""
+    config = cfg("current", brokers=2, min_insync_replicas=2, max_crashes=1,
+                 max_leader_epochs=3, max_session_expiries=1, **changes)
+    state = run(config, produce(1), fetch(1), fetch(1)[:2], ControllerHandleBrokerFailure(1),
+                LeaderAckProduce(0, 0, 0), BrokerCrash(0), ControllerHandleBrokerFailure(0),
+                BrokerRestart(0))
+    return config, state
+
+
+def reached_last_replica_standing_restart():
+    """B8 with ELR off: the restarted broker 0, empty, is still the ISR's last member."""
+    return _last_replica_standing()
+
+
+def reached_last_replica_standing_loss():
+    """B8 with ELR off: broker 0 is elected again and leads without v1."""
+    config, state = _last_replica_standing()
+    return config, run_from(config, state, ControllerElectLeader(0), BecomeLeader(0, 0, 2, 3))
+
+
+def crafted_elr_beside_a_full_isr():
+    """ELR on, but the store lists an ELR member beside an ISR of min ISR size."""
+    config = cfg("current", brokers=3, min_insync_replicas=2,
+                 eligible_leader_replicas_enable=True)
+    state = initial_state(config)
+    return config, state.with_partition_state(0, PartitionState(0, 0, (0, 1), 1, elr=(2,)))
+
+
 def crafted_log_epochs_down():
     config = cfg(brokers=2)
     state = run(config, produce(1))
@@ -200,6 +231,18 @@ VIOLATED = {
     "AckedWritesDurable": [
         (reached_acks_1_loss,
          "p0: acknowledged v1 at offset 0 (acks=1) lost: leader 1 has nothing"),
+    ],
+    "AckedWritesDurableKip966": [
+        (reached_last_replica_standing_loss,
+         "p0: acknowledged v1 at offset 0 lost: leader 0 has nothing; 1 replica(s) lost it in "
+         "crashes, fewer than min ISR 2"),
+    ],
+    "LeaderCandidatesComplete": [
+        (reached_last_replica_standing_restart,
+         "p0: ISR member 0 lacks acknowledged v1 at offset 0"),
+    ],
+    "EligibleReplicasWellFormed": [
+        (crafted_elr_beside_a_full_isr, "p0: ELR [2] beside an ISR of min ISR size [0, 1]"),
     ],
     "ConsumerNeverSeesUncommitted": [
         (reached_unclean_election_loss, "p0: consumer read v1 at offset 0, leader 1 now has nothing"),

@@ -79,6 +79,8 @@ def _bounds(**changes: object) -> dict:
         max_partition_epoch=8,
         leader_keeps_last_fetch=True,
         recovery_truncates_epoch_cache=True,
+        eligible_leader_replicas_enable=False,
+        last_known_leader_election_enable=True,
     )
     unknown = set(changes) - set(base)
     assert not unknown, unknown
@@ -160,6 +162,16 @@ FAILOVER_BOUNDS = _bounds(brokers=3, max_records=2, max_crashes=2, max_leader_ep
 MIN_ISR_2 = _bounds(min_insync_replicas=2, max_crashes=1, max_leader_epochs=3)
 UNCLEAN = _bounds(unclean_leader_election_enable=True, max_crashes=2, max_leader_epochs=3)
 CLEAN_TWO_CRASHES = _bounds(max_crashes=2, max_leader_epochs=3)
+# B8: a live broker's session may expire (the follower that falls out of the ISR).
+B8_BOUNDS = _bounds(min_insync_replicas=2, max_crashes=1, max_leader_epochs=3,
+                    max_session_expiries=1)
+B8_ELR = {**B8_BOUNDS, "eligible_leader_replicas_enable": True}
+
+# The invariants of Kafka's guarantee before KIP-966; the KIP-966 ones (AckedWritesDurableKip966,
+# LeaderCandidatesComplete, EligibleReplicasWellFormed) are pinned by their own cases.
+PRE_KIP966 = ("HighWatermarkBelowLogEnd", "LeaderInIsr", "NoCommittedDataLoss", "LogMatching",
+              "AckedWritesDurable", "ConsumerNeverSeesUncommitted", "LeaderEpochMonotonic",
+              "SingleLeaderPerEpoch")
 
 CASES: dict[str, Case] = {
     # B1
@@ -179,7 +191,10 @@ CASES: dict[str, Case] = {
     "b3": Case("kip-279", FAILOVER_BOUNDS, prefix=FAILOVER_SETUP),
     "b3_fixed": Case("kip-320", FAILOVER_BOUNDS, prefix=FAILOVER_SETUP, max_depth=16),
     # B5: KAFKA-7128 switched off in `current`; min ISR 2 keeps the new leader's HW stale
-    "b5": Case("current", MIN_ISR_2, rules={"expand_requires_epoch_start": False}),
+    "b5": Case("current", MIN_ISR_2, rules={"expand_requires_epoch_start": False},
+               invariants=PRE_KIP966),
+    "b5_candidates": Case("current", MIN_ISR_2, rules={"expand_requires_epoch_start": False},
+                          invariants=("LeaderCandidatesComplete",)),
     "b5_fixed": Case("current", MIN_ISR_2),
     "b5_on_kip_320": Case("kip-320", MIN_ISR_2, rules={"expand_requires_epoch_start": False}),
     # B7
@@ -195,6 +210,14 @@ CASES: dict[str, Case] = {
     "current_clean": Case("current", _bounds(min_insync_replicas=2, max_records=2,
                                              max_crashes=1, max_leader_epochs=3),
                           max_states=300_000),
+    # B8 (last replica standing): KIP-966's promise broken with ELR off, kept with it on.
+    "b8": Case("current", B8_BOUNDS, invariants=("AckedWritesDurableKip966",)),
+    "b8_candidates": Case("current", B8_BOUNDS, invariants=("LeaderCandidatesComplete",)),
+    "b8_pre_kip966": Case("current", B8_BOUNDS, invariants=PRE_KIP966, max_states=600_000),
+    "b8_fixed_depth": Case("current", B8_ELR, max_depth=14),
+    "mutant_elr_overlaps_isr": Case("current", B8_ELR, mutant="elr_keeps_isr_members",
+                                    invariants=("EligibleReplicasWellFormed",)),
+
     # Invariants the spec enforces structurally: monkeypatched mutants (see MUTANTS)
     "mutant_hw_above_leo": Case("current", ONE_CRASH, mutant="hw_kept_on_truncation",
                                 invariants=("HighWatermarkBelowLogEnd",)),
@@ -297,7 +320,22 @@ def _mutant_epoch_cache_kept_on_truncation_old_assign():
     return [(spec.state.Replica, "truncated_to", truncated_to), *_mutant_old_assign_epoch()]
 
 
+def _mutant_elr_keeps_isr_members():
+    """Below min ISR the ELR takes the old ISR and ELR without removing the new ISR's members
+    (PartitionChangeBuilder filters them out)."""
+    import spec.actions
+
+    def elr(config, ps, isr, unclean_shutdown=()):
+        if len(isr) >= config.min_insync_replicas:
+            return (), ()
+        candidates = set(ps.elr) | set(ps.isr)
+        return tuple(sorted(b for b in candidates if b not in unclean_shutdown)), ()
+
+    return [(spec.actions, "_kip966_elr", elr)]
+
+
 MUTANTS = {
+    "elr_keeps_isr_members": _mutant_elr_keeps_isr_members,
     "hw_kept_on_truncation": _mutant_hw_kept_on_truncation,
     "unclean_election_keeps_isr": _mutant_unclean_election_keeps_isr,
     "leader_epoch_never_bumped": _mutant_leader_epoch_never_bumped,
@@ -615,9 +653,15 @@ def test_b5_stale_hw_admits_a_replica_missing_committed_data(explored):
             "LeaderExpandIsr", "ControllerElectPreferredLeader", "BecomeLeader",
         ],
         "detail": "p0: acknowledged v1 at offset 0 (acks=all) lost: leader 0 has nothing",
-        "distinct": 3092,
+        "distinct": 3353,  # 3,092 before the crash-loss ghost (min ISR 2 keeps it)
     }
-    assert pins(explored("b5_fixed")) == ok(8470)
+    # LeaderCandidatesComplete sees the same bug two steps earlier: the stale expansion puts
+    # broker 0, restarted without v1, back into the ISR, from where it can be elected.
+    candidates = explored("b5_candidates")
+    assert (candidates["invariant"], candidates["length"], candidates["detail"]) == (
+        "LeaderCandidatesComplete", 16, "p0: ISR member 0 lacks acknowledged v1 at offset 0")
+    # 8,876 with the crash-loss ghost (KIP-966's promise counts who lost what) at min ISR 2.
+    assert pins(explored("b5_fixed")) == ok(8876)
     # The same rule switched off in kip-320 shows B7 first (kip-320 lacks broker epochs): the
     # 12-step stale expansion of test_b7 comes before B5's 18 steps.
     b5_on_kip_320 = explored("b5_on_kip_320")
@@ -708,7 +752,71 @@ def test_b10_acks_1_loses_an_acknowledged_write(explored):
 
 
 def test_current_with_clean_election_acks_all_min_isr_2_and_one_crash_is_safe(explored):
-    assert pins(explored("current_clean")) == ok(226899)
+    # 254,215 states: the crash-loss ghost (which replica lost which record) that KIP-966's
+    # promise reads splits states at min ISR 2; without it the same search had 226,899.
+    assert pins(explored("current_clean")) == ok(254215)
+
+
+# ------------------------------------------------------------------------------------------
+# B8: last replica standing (KIP-966)
+
+
+def test_b8_last_replica_standing_loses_an_acknowledged_write_with_elr_off(explored):
+    # v1 is committed on both brokers; broker 1's session expires (it leaves the ISR: {0});
+    # the ack arrives; the last ISR member 0 crashes before flushing and, as the last member,
+    # stays in the ISR; it comes back empty, is elected and leads: v1 is gone although only one
+    # replica lost it and min ISR is 2.
+    assert pins(explored("b8")) == {
+        "result": "violation",
+        "invariant": "AckedWritesDurableKip966",
+        "length": 14,
+        "actions": [
+            "ProducerSend", "LeaderAppend", "FollowerSendFetch", "LeaderHandleFetch",
+            "FollowerHandleFetchResponse", "FollowerSendFetch", "LeaderHandleFetch",
+            "ControllerHandleBrokerFailure", "LeaderAckProduce", "BrokerCrash",
+            "ControllerHandleBrokerFailure", "BrokerRestart", "ControllerElectLeader",
+            "BecomeLeader",
+        ],
+        "detail": "p0: acknowledged v1 at offset 0 lost: leader 0 has nothing; 1 replica(s) "
+                  "lost it in crashes, fewer than min ISR 2",
+        "distinct": 18520,
+    }
+    # The precondition, two steps sooner: an ISR member back from a crash without v1.
+    candidates = explored("b8_candidates")
+    assert (candidates["invariant"], candidates["length"], candidates["distinct"]) == (
+        "LeaderCandidatesComplete", 12, 10524)
+
+
+def test_b8_is_invisible_to_the_pre_kip966_guarantee(explored):
+    # At the same bounds the old invariants hold everywhere: `excused` forgives the loss
+    # (every ISR member, the one broker 0, was down and lost v1).
+    assert pins(explored("b8_pre_kip966")) == ok(242226)
+
+
+def test_b8_is_absent_with_eligible_leader_replicas(explored):
+    # ELR on, every invariant, to B8's depth: broker 1 joins the ELR when the ISR drops to
+    # {0}; when 0 is fenced the ISR empties and 1 is elected from the ELR. (Exhaustively, at
+    # 569,348 states: test_b8_is_absent_with_elr_exhaustively, marked slow.)
+    assert pins(explored("b8_fixed_depth")) == ok(34931)
+
+
+@pytest.mark.slow
+def test_b8_is_absent_with_elr_exhaustively():
+    from model_check.explorer import explore
+    from model_check.model import KafkaModel
+
+    case = Case("current", B8_ELR)
+    result = explore(KafkaModel(case.config()), workers=1)
+    assert (result.result, result.distinct_states, result.depth) == ("ok", 569348, 40)
+
+
+def test_elr_bookkeeping_mutant_is_caught(explored):
+    # Below min ISR the mutant's ELR keeps the new ISR's members: the first fencing shows it.
+    assert pins(explored("mutant_elr_overlaps_isr")) == {
+        "result": "violation", "invariant": "EligibleReplicasWellFormed", "length": 1,
+        "actions": ["ControllerHandleBrokerFailure"],
+        "detail": "p0: ELR [0, 1] and ISR [0] overlap", "distinct": 7,
+    }
 
 
 # ------------------------------------------------------------------------------------------

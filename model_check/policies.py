@@ -1,0 +1,86 @@
+"""What happens when every in-sync replica fails, per election policy: the numbers.
+
+Kafka has answered "what if every ISR replica dies?" three ways: wait for an ISR member to come
+back (clean election), take any live replica (unclean election), and since KIP-966 the eligible
+leader replicas (ELR), with the last known leader as a fallback when ISR and ELR are both empty
+(Kafka's `PartitionChangeBuilder` does this by default once ELR is on). `POLICIES` names the
+four settings; `timeline` measures one run from the metadata store's trace (how long each
+partition had no leader, how long its ISR was below min ISR, which elections happened), and
+`policy_table` runs a campaign per policy under the `isr-kill` nemesis and adds the columns up.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from vocab.outcomes import Code
+
+# name -> cluster config changes, in the order of the table.
+POLICIES: dict[str, dict] = {
+    "clean": {"unclean_leader_election_enable": False, "eligible_leader_replicas_enable": False},
+    "unclean": {"unclean_leader_election_enable": True, "eligible_leader_replicas_enable": False},
+    "elr": {"unclean_leader_election_enable": False, "eligible_leader_replicas_enable": True,
+            "last_known_leader_election_enable": False},
+    "elr+last-known-leader": {"unclean_leader_election_enable": False,
+                              "eligible_leader_replicas_enable": True,
+                              "last_known_leader_election_enable": True},
+}
+
+# Elections of a leader for a partition that had none (preferred-leader moves are not counted).
+OFFLINE_ELECTIONS = (Code.ELECTED_CLEAN, Code.ELECTED_UNCLEAN, Code.ELECTED_ELR,
+                     Code.ELECTED_LAST_KNOWN_LEADER)
+
+
+def policy_of(config) -> str:
+    """The policy a cluster config follows (the first row whose settings all match)."""
+    for name, changes in POLICIES.items():
+        if all(getattr(config, k) == v for k, v in changes.items()):
+            return name
+    return "elr" if config.eligible_leader_replicas_enable else "clean"
+
+
+@dataclass
+class Timeline:
+    offline_ms: int = 0  # summed over partitions: no leader in the metadata store
+    under_min_isr_ms: int = 0  # summed over partitions: ISR smaller than min ISR
+    elections: int = 0  # new leaders: on a broker's failure, or for an offline partition
+    by_code: Counter = field(default_factory=Counter)  # offline elections by outcome code
+
+    def to_json(self) -> dict:
+        return {"offline_ms": self.offline_ms, "under_min_isr_ms": self.under_min_isr_ms,
+                "elections": self.elections, "by_code": dict(sorted(self.by_code.items()))}
+
+
+def timeline(meta_events: list[dict], partitions: int, min_isr: int, end_ms: int,
+             initial_isr: int) -> Timeline:
+    """Measure a run from the metadata store's event lines, in order. Every partition starts
+    led, with a full ISR of `initial_isr` members; each event's post-state carries the
+    partitions it changed; the run ends at `end_ms`."""
+    out = Timeline()
+    offline_since: dict[int, int | None] = dict.fromkeys(range(partitions))
+    short_since: dict[int, int | None] = {
+        p: (0 if initial_isr < min_isr else None) for p in range(partitions)}
+    for e in meta_events:
+        code = e.get("outcome")
+        if code in OFFLINE_ELECTIONS:
+            out.elections += 1
+            out.by_code[code] += 1
+        elif code == Code.BROKER_FAILURE_HANDLED:
+            out.elections += (e.get("outcome_args") or {}).get("elected", 0)
+        now = e["time_ms"]
+        for ps in ((e.get("state") or {}).get("partitions") or ()):
+            p = ps["partition"]
+            if ps["leader"] < 0 and offline_since[p] is None:
+                offline_since[p] = now
+            elif ps["leader"] >= 0 and offline_since[p] is not None:
+                out.offline_ms += now - offline_since[p]
+                offline_since[p] = None
+            if len(ps["isr"]) < min_isr and short_since[p] is None:
+                short_since[p] = now
+            elif len(ps["isr"]) >= min_isr and short_since[p] is not None:
+                out.under_min_isr_ms += now - short_since[p]
+                short_since[p] = None
+    out.offline_ms += sum(end_ms - t for t in offline_since.values() if t is not None)
+    out.under_min_isr_ms += sum(end_ms - t for t in short_since.values() if t is not None)
+    return out
