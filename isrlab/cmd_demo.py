@@ -34,6 +34,10 @@ CONFIGS = (
 RUNS = 12
 DURATION_MS = 20_000
 FAULTS = ("crash", "partition", "pause", "slow")
+# "What if every ISR replica fails?": each election policy under the isr-kill nemeses.
+POLICY_RUNS = 6
+POLICY_FAULTS = ("isr-kill", "isr-kill-all")
+POLICY_FIRST_SEED = 3001
 
 
 def _banner(text: str) -> None:
@@ -86,6 +90,20 @@ def _campaign_part() -> Path:
         result = run_campaign(config, options, RUNS, corpus / name, keep="all",
                               progress=tty_progress)
         print(format_summary(result))
+    from model_check.policies import POLICIES
+
+    print(f"\n  every ISR replica killed ({','.join(POLICY_FAULTS)}), {POLICY_RUNS} runs per "
+          f"election policy:", flush=True)
+    for i, (policy, changes) in enumerate(POLICIES.items()):
+        seed = POLICY_FIRST_SEED + i * 100
+        config = ClusterConfig(**changes)
+        options = SimOptions(seed=seed, duration_ms=DURATION_MS, nemesis=POLICY_FAULTS)
+        result = run_campaign(config, options, POLICY_RUNS, corpus / f"policy-{policy}",
+                              keep="all", progress=tty_progress)
+        s = result.summary()
+        print(f"    {policy}: acknowledged writes lost {s['acked_writes_lost']} of "
+              f"{s['acked_writes']}, {s['offline_ms'] / 1000:.1f} s without a leader, "
+              f"divergences {s['divergences']}", flush=True)
     return corpus
 
 

@@ -84,3 +84,47 @@ def timeline(meta_events: list[dict], partitions: int, min_isr: int, end_ms: int
     out.offline_ms += sum(end_ms - t for t in offline_since.values() if t is not None)
     out.under_min_isr_ms += sum(end_ms - t for t in short_since.values() if t is not None)
     return out
+
+
+NEMESES = ("isr-kill", "isr-kill-process", "isr-kill-all")
+COLUMNS = ("policy", "nemesis", "runs", "acked", "lost", "runs losing", "KIP-966 violations",
+           "offline s", "under min ISR s", "elections", "unclean", "divergences")
+
+
+def policy_rows(base, options, runs: int, workers: int | None = None,
+                nemeses: tuple[str, ...] = NEMESES, progress=None) -> list[dict]:
+    """One campaign of `runs` runs per (policy, nemesis) over `base` (a ClusterConfig); a row
+    per campaign with the table's columns (model_check.campaign summaries added up)."""
+    from dataclasses import replace
+
+    from model_check.campaign import run_campaign
+
+    rows = []
+    for policy, changes in POLICIES.items():
+        for nemesis in nemeses:
+            config = base.replace(**changes)
+            result = run_campaign(config, replace(options, nemesis=(nemesis,)), runs, None,
+                                  keep="none", workers=workers)
+            s = result.summary()
+            rows.append({
+                "policy": policy, "nemesis": nemesis, "runs": s["runs"],
+                "acked": s["acked_writes"], "lost": s["acked_writes_lost"],
+                "runs losing": len(s["runs_losing_acked_writes"]),
+                "KIP-966 violations": s["kip966_violations"],
+                "offline s": round(s["offline_ms"] / 1000, 1),
+                "under min ISR s": round(s["under_min_isr_ms"] / 1000, 1),
+                "elections": s["elections"], "unclean": s["unclean_elections"],
+                "divergences": s["divergences"] + s["unreadable"],
+                "failed_runs": s["failed_runs"],
+            })
+            if progress:
+                progress(rows[-1])
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """The rows as a Markdown table (COLUMNS)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+    return "\n".join(lines)

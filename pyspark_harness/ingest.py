@@ -167,6 +167,18 @@ def _kind_reason(p: Column) -> Column:
             .when(p["kind"] == "nemesis", _missing(p, S.REQUIRED["nemesis"])))
 
 
+def election_policy(config: Column) -> Column:
+    """What a run does when every ISR replica fails: clean, unclean, elr, elr+lkl (ELR with the
+    last known leader, Kafka's default once ELR is on), and +unclean where ELR runs with unclean
+    election enabled. Traces from before KIP-966 lack the ELR keys: ELR off."""
+    elr = F.coalesce(config["eligible_leader_replicas_enable"], F.lit(False))
+    lkl = F.coalesce(config["last_known_leader_election_enable"], F.lit(True))
+    unclean = config["unclean_leader_election_enable"]
+    return (F.when(~elr, F.when(unclean, "unclean").otherwise("clean"))
+            .otherwise(F.concat(F.lit("elr"), F.when(lkl, "+lkl").otherwise(""),
+                                F.when(unclean, "+unclean").otherwise(""))))
+
+
 def config_key(config: Column) -> Column:
     """`variant_acks-A_isr-N_(un)clean_flush-F_nemesis-X+Y`: one readable string per config."""
     nemesis = F.coalesce(F.nullif(F.array_join(F.array_sort(config["nemesis"]), "+"),
@@ -176,7 +188,7 @@ def config_key(config: Column) -> Column:
         config["variant"],
         F.concat(F.lit("acks-"), config["acks"]),
         F.concat(F.lit("isr-"), config["min_insync_replicas"].cast("string")),
-        F.when(config["unclean_leader_election_enable"], "unclean").otherwise("clean"),
+        election_policy(config),
         F.concat(F.lit("flush-"), F.coalesce(
             config["log_flush_interval_messages"].cast("string"), F.lit("none"))),
         F.concat(F.lit("nemesis-"), nemesis),

@@ -53,7 +53,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pyspark_harness import schemas as S
-from pyspark_harness.ingest import local_path, read_stored
+from pyspark_harness.ingest import election_policy, local_path, read_stored
 from vocab.actions import ActionName as A
 from vocab.outcomes import Code
 from vocab.trace import CausalCycle, causal_merge
@@ -124,6 +124,7 @@ def runs(headers: DataFrame) -> DataFrame:
         F.min(c["acks"]).alias("acks"),
         F.min(c["min_insync_replicas"]).alias("min_insync_replicas"),
         F.min(c["unclean_leader_election_enable"]).alias("unclean_leader_election_enable"),
+        F.min(election_policy(c)).alias("policy"),
         F.min(c["log_flush_interval_messages"]).alias("log_flush_interval_messages"),
         F.min(F.coalesce(F.nullif(F.array_join(F.array_sort(c["nemesis"]), "+"), F.lit("")),
                          F.lit("none"))).alias("nemesis"),

@@ -172,6 +172,26 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
 
     written = []
     configs = data["per_config"]
+    policies = policy_rows(configs)
+    if policies:
+        labels = [f"{r['policy']} / {r['nemesis']}" for r in policies]
+        height = max(2.5, 0.45 * len(labels) + 1.2)
+        fig, (lost, offline) = plt.subplots(1, 2, figsize=(12, height), sharey=True)
+        rates = [100 * (r["lost_write_rate"] or 0) for r in policies]
+        bars = lost.barh(labels, rates, color="#c0392b")
+        for bar, r in zip(bars, policies, strict=True):
+            lost.annotate(f" {r['writes_lost']}/{r['writes_acked']}",
+                          (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                          va="center", fontsize=8)
+        lost.set_xlabel("acknowledged writes lost (%)")
+        lost.set_title("Lost")
+        offline.barh(labels, [100 * (r["offline_fraction"] or 0) for r in policies],
+                     color="#7f8c8d")
+        offline.set_xlabel("time with no leader (%)")
+        offline.set_title("Offline")
+        lost.invert_yaxis()
+        fig.suptitle("When every ISR replica fails: durability against availability")
+        written.append(_save(plt, fig, out, "policies.png"))
     if configs:
         labels = [r["config_key"] for r in configs]
         height = max(2.5, 0.45 * len(labels) + 1.2)
@@ -343,6 +363,42 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
                   replay_verdicts=verdicts, figures=tuple(figures))
 
 
+# The nemeses that kill every ISR replica of a partition (impl.sim.ISR_KILLS).
+ISR_KILL_NEMESES = ("isr-kill", "isr-kill-process", "isr-kill-all")
+POLICY_ORDER = ("clean", "unclean", "elr", "elr+lkl")
+
+
+def policy_rows(per_config: list) -> list[dict]:
+    """The per-configuration rows of runs under an isr-kill nemesis, one per (policy, nemesis),
+    in POLICY_ORDER: the answer to "what if every ISR replica fails?"."""
+    rows = [r for r in per_config
+            if r["nemesis"] and set(r["nemesis"].split("+")) <= set(ISR_KILL_NEMESES)]
+
+    def order(r):
+        policy = r["policy"]
+        rank = POLICY_ORDER.index(policy) if policy in POLICY_ORDER else len(POLICY_ORDER)
+        return rank, policy, r["nemesis"], r["config_key"]
+
+    return sorted(rows, key=order)
+
+
+def _policy_section(data: dict) -> list[str]:
+    rows = policy_rows(data["per_config"])
+    if not rows:
+        return []
+    return ["## When every ISR replica fails: election policies\n",
+            "Runs under a nemesis that kills every ISR replica of a partition (`isr-kill`: the "
+            "followers are cut off until the leader is alone in the ISR, then it loses power; "
+            "`isr-kill-process`: only the process dies, the page cache survives; "
+            "`isr-kill-all`: every replica loses power at once). Policies: `clean` waits for an "
+            "ISR member, `unclean` takes any replica, `elr` adds KIP-966's eligible leader "
+            "replicas, `elr+lkl` also elects the last known leader (Kafka's default with ELR). "
+            "Fractions are of the partition time the metadata store reported.\n",
+            _markdown_table(["policy", "nemesis", "runs", "writes_acked", "writes_lost",
+                             "lost_write_rate", "offline_fraction", "under_min_isr_fraction",
+                             "elections"], rows)]
+
+
 def _losses_section(data: dict) -> list[str]:
     """Lost acknowledged writes first, whether or not the guarantee allows them: a loss the
     guarantee excuses is still a loss a user must see."""
@@ -373,6 +429,9 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
         f"{events:,} events, {malformed:,} malformed lines; analysed in {seconds:.1f} s "
         f"from `{dataset}`.\n",
         *_losses_section(data),
+        *_policy_section(data),
+        *(["![Election policies when every ISR replica fails](policies.png)\n"]
+          if "policies.png" in figures else []),
         "## Per configuration\n",
         "Definitions: `pyspark_harness/jobs.py` (module docstring). Rates are lost / "
         "acknowledged writes; fractions are of the partition time the metadata store "

@@ -41,7 +41,7 @@ MALFORMED = "malformed"
 
 # The configuration dimensions results are aggregated over, in the order of the config key.
 CONFIG_DIMENSIONS = ("variant", "acks", "min_insync_replicas", "unclean_leader_election_enable",
-                     "log_flush_interval_messages", "nemesis")
+                     "policy", "log_flush_interval_messages", "nemesis")
 
 LONG = LongType()
 TEXT = StringType()

@@ -55,8 +55,11 @@ def render(config: Config, s: Cluster) -> str:
     lines = []
     for p, ps in enumerate(s.controller.partitions):
         leader = ps.leader if ps.leader != NO_LEADER else "none"
-        lines.append(f"p{p} controller: leader={leader} epoch={ps.leader_epoch} "
-                     f"isr={_isr(ps.isr)} partition_epoch={ps.partition_epoch}")
+        line = (f"p{p} controller: leader={leader} epoch={ps.leader_epoch} "
+                f"isr={_isr(ps.isr)} partition_epoch={ps.partition_epoch}")
+        if config.eligible_leader_replicas_enable:
+            line += f" elr={_isr(ps.elr)} last_known_elr={_isr(ps.last_known_elr)}"
+        lines.append(line)
     rows = [("replica", "role", "log", "LEO", "HW", "flushed", "epochs", "isr")]
     for p in range(config.partitions):
         for b in range(config.brokers):
@@ -93,6 +96,9 @@ def render(config: Config, s: Cluster) -> str:
     if s.excused:
         lines.append("excused (all ISR down, one lost them): "
                      + " ".join(f"v{v}" for v in sorted(s.excused)))
+    if s.crash_losses:
+        lines.append("lost in crashes: " + " ".join(
+            f"v{v}@b{b}" for v, b in sorted(s.crash_losses)))
     if not all(s.alive) or s.crashes or s.expiries:
         lines.append("brokers: " + " ".join(
             f"b{b}={'up' if up else 'down'}/epoch{s.broker_epochs[b]}"
