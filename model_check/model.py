@@ -79,9 +79,12 @@ class KafkaModel:
         return label.args()
 
     def action_names(self):
-        from spec.actions import ACTION_TYPES
+        from spec.actions import ACTION_TYPES, ASYNC_ISR_ACTIONS
 
-        return tuple(t.__name__ for t in ACTION_TYPES)
+        # The AlterPartition actions exist only with isr.changes.async: not listed otherwise,
+        # so coverage does not flag them as never fired.
+        return tuple(t.__name__ for t in ACTION_TYPES
+                     if self.config.isr_changes_async or t not in ASYNC_ISR_ACTIONS)
 
     def render(self, state) -> str:
         return render(self.config, state)

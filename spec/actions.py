@@ -30,9 +30,13 @@ from dataclasses import dataclass, fields
 
 from spec.config import Config
 from spec.state import (
+    ACCEPTED,
     NO_LEADER,
+    PENDING,
+    REJECTED,
     UNKNOWN,
     Acked,
+    AlterPartition,
     Cluster,
     EpochRequest,
     FetchRequest,
@@ -353,6 +357,40 @@ class LeaderExpandIsr(Action):
     follower: int
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerHandleAlterPartition(Action):
+    """The controller answers a leader's AlterPartition (KIP-497; `isr.changes.async`).
+
+    Guard: the request is in flight. Effect: accepted when the partition's leader, leader epoch
+    and partition epoch in the store are the request's (the compare-and-set) and, for an
+    expansion under `broker_epochs`, the added follower's registered broker epoch is the one
+    it fetched with: the ISR is stored with partition epoch + 1. Otherwise rejected
+    (NOT_LEADER_OR_FOLLOWER, INVALID_UPDATE_VERSION, STALE_BROKER_EPOCH). The answer goes back.
+    Abstracts: the metadata propagated to other brokers (the leader learns it from the answer).
+    """
+
+    partition: int
+    broker: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderHandleAlterPartitionResponse(Action):
+    """The leader applies the controller's answer to its AlterPartition.
+
+    Guard: the answer is in flight and the broker is up. Effect: if the broker still leads in
+    the request's epochs with that change pending: accepted, the ISR and partition epoch are
+    the committed ones; rejected, the pending change is dropped (it may ask again). Otherwise
+    the answer is dropped. The HW is recomputed.
+    """
+
+    partition: int
+    broker: int
+    leader_epoch: int
+    partition_epoch: int
+
+
 # ------------------------------------------------------------------------------------------
 # Follower actions
 
@@ -478,7 +516,10 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     BrokerRestart,
     BrokerRegister,
     Tick,
+    ControllerHandleAlterPartition,
+    LeaderHandleAlterPartitionResponse,
 )
+ASYNC_ISR_ACTIONS = (ControllerHandleAlterPartition, LeaderHandleAlterPartitionResponse)
 ACTIONS_BY_NAME: dict[str, type[Action]] = {t.__name__: t for t in ACTION_TYPES}
 ACTIONS_BY_COMMAND: dict[str, type[Action]] = {t.command(): t for t in ACTION_TYPES}
 
@@ -511,9 +552,15 @@ def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Re
     strict = config.variant.hw_requires_min_isr or config.eligible_leader_replicas_enable
     if strict and len(replica.isr) < config.min_insync_replicas:
         return replica
+    isr = replica.isr
+    if replica.pending_isr is not None:
+        # KIP-497: the maximal ISR (members and requested additions) while a change is
+        # pending; B6 counts only the requested one.
+        isr = (replica.pending_isr if config.hw_over_requested_isr
+               else tuple(sorted(set(isr) | set(replica.pending_isr))))
     candidate = min(
         replica.log_end_offset if b == broker else replica.remote_log_end_offset[b]
-        for b in replica.isr
+        for b in isr
     )
     if candidate > replica.high_watermark:
         return replace(replica, high_watermark=candidate)
@@ -798,7 +845,9 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
     m = _applicable_leader_and_isr(config, s, a, leads=True)
     r = s.replica(a.partition, a.broker)
     s = replace(s, leader_and_isr=s.leader_and_isr - {m})
-    view = dict(leader=m.leader, leader_epoch=m.leader_epoch, isr=m.isr, partition_epoch=m.partition_epoch)
+    # A newer view ends any pending ISR change (KIP-497: the leader goes by the new state).
+    view = dict(leader=m.leader, leader_epoch=m.leader_epoch, isr=m.isr,
+                partition_epoch=m.partition_epoch, pending_isr=None)
     if r.leader == a.broker and r.leader_epoch == m.leader_epoch:
         r = replace(r, **view)
         outcome = Outcome(Code.ISR_UPDATED)
@@ -839,6 +888,7 @@ def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
         remote_broker_epoch=(),
         lag_ticks=(),
         purgatory=(),
+        pending_isr=None,
     )
     outcome = Outcome(Code.FOLLOWER, leader=m.leader, leader_epoch=m.leader_epoch)
     rule = config.variant.truncation
@@ -1064,6 +1114,10 @@ def _leader_isr_change_guard(config: Config, s: Cluster, a) -> tuple[Replica, Pa
     # Bound for exploration: shrink and expand can alternate forever (ISR flapping).
     _require(ps.partition_epoch < config.max_partition_epoch, Refusal.PARTITION_EPOCH_BOUND)
     _require(s.alive[a.broker] and r.leader == a.broker, Refusal.DOES_NOT_LEAD, broker=a.broker)
+    if config.isr_changes_async:
+        # The controller does the compare-and-set when the request arrives.
+        _require(r.pending_isr is None, Refusal.ISR_CHANGE_PENDING)
+        return r, ps
     _require(
         (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch),
         Refusal.COMPARE_AND_SET_FAILS, view_leader_epoch=r.leader_epoch,
@@ -1095,6 +1149,8 @@ def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
     )
     _require(lagging_time or lagging_messages, Refusal.NOT_LAGGING, follower=a.follower)
     isr = tuple(b for b in r.isr if b != a.follower)
+    if config.isr_changes_async:
+        return _request_isr(config, s, a, r, isr, UNKNOWN)
     return _commit_isr(config, s, a, r, ps, isr), Outcome(Code.ISR_CHANGED, isr=list(isr))
 
 
@@ -1107,6 +1163,9 @@ def _leader_expand_isr(config: Config, s: Cluster, a: LeaderExpandIsr):
     if config.variant.expand_requires_epoch_start:
         start = r.epoch_start_offset(r.leader_epoch)
         _require(remote >= start, Refusal.BELOW_EPOCH_START, follower=a.follower, offset=start)
+    if config.isr_changes_async:
+        isr = tuple(sorted((*r.isr, a.follower)))
+        return _request_isr(config, s, a, r, isr, r.remote_broker_epoch[a.follower])
     if config.variant.broker_epochs:
         _require(
             r.remote_broker_epoch[a.follower] == s.controller.registered[a.follower],
@@ -1115,6 +1174,75 @@ def _leader_expand_isr(config: Config, s: Cluster, a: LeaderExpandIsr):
         )
     isr = tuple(sorted((*r.isr, a.follower)))
     return _commit_isr(config, s, a, r, ps, isr), Outcome(Code.ISR_CHANGED, isr=list(isr))
+
+
+def _request_isr(config: Config, s: Cluster, a, r: Replica, isr: tuple[int, ...],
+                 broker_epoch: int):
+    """KIP-497: the leader asks the controller for `isr` and waits for the answer."""
+    m = AlterPartition(a.partition, a.broker, r.leader_epoch, r.partition_epoch, isr,
+                       broker_epoch)
+    r = _advance_high_watermark(config, replace(r, pending_isr=isr), a.broker)
+    s = s.with_replica(a.partition, a.broker, r)
+    s = replace(s, alter_partitions=s.alter_partitions | {m})
+    return s, Outcome(Code.ISR_CHANGE_REQUESTED, isr=list(isr))
+
+
+def _find_alter_partition(s: Cluster, a, answered: bool) -> AlterPartition:
+    for m in s.alter_partitions:
+        if ((m.partition, m.leader, m.leader_epoch, m.partition_epoch)
+                == (a.partition, a.broker, a.leader_epoch, a.partition_epoch)
+                and (m.answer != PENDING) == answered):
+            return m
+    raise NotEnabled(Refusal.NO_SUCH_ALTER_PARTITION)
+
+
+def _controller_handle_alter_partition(config: Config, s: Cluster,
+                                       a: ControllerHandleAlterPartition):
+    m = _find_alter_partition(s, a, answered=False)
+    ps = s.controller.partitions[a.partition]
+    s = replace(s, alter_partitions=s.alter_partitions - {m})
+    expand = m.broker_epoch != UNKNOWN
+    error = None
+    if ps.leader != m.leader:
+        error = KafkaError.NOT_LEADER_OR_FOLLOWER
+    elif (ps.leader_epoch, ps.partition_epoch) != (m.leader_epoch, m.partition_epoch):
+        error = KafkaError.INVALID_UPDATE_VERSION
+    elif expand and config.variant.broker_epochs:
+        follower = next(b for b in m.isr if b not in ps.isr)
+        if s.controller.registered[follower] != m.broker_epoch:
+            error = KafkaError.STALE_BROKER_EPOCH
+    if error is not None:
+        s = replace(s, alter_partitions=s.alter_partitions | {replace(m, answer=REJECTED)})
+        return s, Outcome(Code.ISR_CHANGE_REJECTED, error=str(error))
+    if config.eligible_leader_replicas_enable:
+        new, _ = _kip966_change(config, s.controller.registered, a.partition, ps, m.isr,
+                                elect=False)
+    else:
+        new = PartitionState(ps.leader, ps.leader_epoch, m.isr, ps.partition_epoch + 1)
+    s = s.with_partition_state(a.partition, new)
+    s = replace(s, alter_partitions=s.alter_partitions | {replace(m, answer=ACCEPTED)})
+    return s, Outcome(Code.ISR_CHANGED, isr=list(m.isr))
+
+
+def _leader_handle_alter_partition_response(config: Config, s: Cluster,
+                                            a: LeaderHandleAlterPartitionResponse):
+    m = _find_alter_partition(s, a, answered=True)
+    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    s = replace(s, alter_partitions=s.alter_partitions - {m})
+    r = s.replica(a.partition, a.broker)
+    if (r.leader, r.leader_epoch, r.partition_epoch, r.pending_isr) != (
+            a.broker, m.leader_epoch, m.partition_epoch, m.isr):
+        return s, Outcome(Code.ISR_CHANGE_DROPPED)
+    if m.answer == ACCEPTED:
+        r = replace(r, isr=m.isr, partition_epoch=m.partition_epoch + 1, pending_isr=None)
+        outcome = Outcome(Code.ISR_APPLIED, isr=list(m.isr), partition_epoch=r.partition_epoch)
+    else:
+        # Kafka's leader waits for the metadata that explains the rejection; the model lets
+        # the next LeaderAndIsr bring it, and the leader may ask again.
+        r = replace(r, pending_isr=None)
+        outcome = Outcome(Code.ISR_CHANGE_REJECTED, error="rejected")
+    return s.with_replica(a.partition, a.broker, _advance_high_watermark(config, r, a.broker)), \
+        outcome
 
 
 def _broker_flush(config: Config, s: Cluster, a: BrokerFlush):
@@ -1203,6 +1331,9 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         fetches=fetches,
         leader_and_isr=frozenset(m for m in s.leader_and_isr if m.broker != b),
         produce_requests=frozenset(m for m in s.produce_requests if m.broker != b),
+        # Requests already sent reach the controller; answers to the crashed broker are lost.
+        alter_partitions=frozenset(m for m in s.alter_partitions
+                                   if m.leader != b or m.answer == PENDING),
     )
     s, lost = _excuse_lost_writes(config, before, s)
     return s, Outcome(Code.CRASHED, excused=lost)
@@ -1290,6 +1421,8 @@ _HANDLERS = {
     BrokerRestart: _broker_restart,
     BrokerRegister: _broker_register,
     Tick: _tick,
+    ControllerHandleAlterPartition: _controller_handle_alter_partition,
+    LeaderHandleAlterPartitionResponse: _leader_handle_alter_partition_response,
 }
 assert set(_HANDLERS) == set(ACTION_TYPES), "every action needs exactly one handler"
 
@@ -1388,6 +1521,10 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
             yield BrokerRestart(b)
     if state.ticks < config.max_ticks:
         yield Tick()
+    for m in sorted(state.alter_partitions):
+        kind = ControllerHandleAlterPartition if m.answer == PENDING else \
+            LeaderHandleAlterPartitionResponse
+        yield kind(m.partition, m.leader, m.leader_epoch, m.partition_epoch)
 
 
 def successors(config: Config, state: Cluster) -> Iterator[tuple[Action, Cluster]]:

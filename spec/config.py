@@ -111,6 +111,13 @@ class Config:
     start at or past its recovered log end, as Kafka's log loading does
     (`LeaderEpochFileCache.truncateFromEnd` on load), so an epoch that began at the LEO and
     wrote nothing is forgotten. Off, the cache survives a crash whole, which Kafka does not do.
+
+    `isr_changes_async` (KIP-497): the leader's ISR change is an AlterPartition request; the
+    controller accepts or rejects it (ControllerHandleAlterPartition) and the leader applies the
+    answer (LeaderHandleAlterPartitionResponse). While it is pending the HW counts the maximal
+    ISR (current members plus requested additions), or, with `hw_over_requested_isr`, the
+    requested ISR: B6. Off (the default), the change is atomic with the leader's decision, the
+    smaller model the reference broker is replayed against.
     """
 
     brokers: int = 3
@@ -133,6 +140,8 @@ class Config:
     max_partition_epoch: int = 8
     leader_keeps_last_fetch: bool = True
     recovery_truncates_epoch_cache: bool = True
+    isr_changes_async: bool = False
+    hw_over_requested_isr: bool = False
 
     def __post_init__(self) -> None:
         # Types and ranges from the key table (`vocab.config`); a variant is checked by

@@ -76,13 +76,18 @@ def _cached_hash(self) -> int:
         cls = type(self)
         hasher = _HASHERS.get(cls)
         if hasher is None:
-            names = [n for n in cls._hash_fields if n != "crash_losses"]
+            late = [n for n in cls._hash_fields if n in _LATE_FIELDS]
+            names = [n for n in cls._hash_fields if n not in _LATE_FIELDS]
             parts = ", ".join(
                 f"_no_none(obj.{n})" if n == "fetches" else f"obj.{n}" for n in names
             )
-            # The crash-loss ghost joins the hash only once set (as for PartitionState's ELR).
-            extra = ("    if obj.crash_losses:\n        return hash((" + parts
-                     + ", obj.crash_losses))\n") if "crash_losses" in cls._hash_fields else ""
+            # Fields added for KIP-966 and KIP-497 join the hash only once set (as for
+            # PartitionState's ELR): with those features off, fingerprints stay as they were.
+            extra = "".join(f"    if obj.{n}:\n        return hash(({parts}, obj.{n}, {i}))\n"
+                            for i, n in enumerate(late))
+            if len(late) > 1:
+                extra = (f"    if {' or '.join(f'obj.{n}' for n in late)}:\n        return "
+                         f"hash(({parts}, {', '.join(f'obj.{n}' for n in late)}))\n")
             namespace = {"_no_none": _no_none}
             exec(f"def hash_{cls.__name__}(obj):\n{extra}    return hash(({parts},))", namespace)
             hasher = _HASHERS[cls] = namespace[f"hash_{cls.__name__}"]
@@ -92,6 +97,8 @@ def _cached_hash(self) -> int:
 
 
 _HASHERS: dict[type, object] = {}
+# Hashed only when set (see _cached_hash).
+_LATE_FIELDS = frozenset({"crash_losses", "alter_partitions", "pending_isr"})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -133,6 +140,8 @@ class Replica:
     remote_broker_epoch: tuple[int, ...] = ()
     lag_ticks: tuple[int, ...] = ()
     purgatory: tuple[PendingProduce, ...] = ()
+    # KIP-497 (isr.changes.async): the ISR this leader has asked the controller for.
+    pending_isr: tuple[int, ...] | None = None
     _hash: int = field(default=0, compare=False, repr=False)
 
     __hash__ = _cached_hash
@@ -364,6 +373,27 @@ class Acked:
     value: int
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class AlterPartition:
+    """Leader -> controller (KIP-497), and the controller's answer in its place.
+
+    The request names the leadership it comes from (leader epoch, partition epoch: the
+    compare-and-set) and the ISR it asks for; `broker_epoch` is the added follower's, from its
+    last fetch (-1 for a shrink). `answer`: 0 in flight to the controller, 1 accepted, 2
+    rejected (on its way back to the leader).
+    """
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    broker_epoch: int = UNKNOWN
+    answer: int = 0
+
+
+PENDING, ACCEPTED, REJECTED = 0, 1, 2
+
 FetchMessage = FetchRequest | EpochRequest | FetchResponse | None
 
 
@@ -384,6 +414,7 @@ class Cluster:
     # Ghost: (value, broker) for each record a broker lost in a crash (unflushed), so the
     # KIP-966 durability promise can count how many replicas lost a write.
     crash_losses: frozenset[tuple[int, int]] = frozenset()
+    alter_partitions: frozenset[AlterPartition] = frozenset()  # KIP-497 requests and answers
     next_value: int = 1
     crashes: int = 0
     expiries: int = 0  # sessions of live brokers expired (GC pause, lost heartbeats)

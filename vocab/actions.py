@@ -36,6 +36,9 @@ class ActionName(StrEnum):
     BROKER_RESTART = "BrokerRestart"
     BROKER_REGISTER = "BrokerRegister"
     TICK = "Tick"
+    # KIP-497: the controller answers a leader's AlterPartition; the leader applies the answer.
+    CONTROLLER_HANDLE_ALTER_PARTITION = "ControllerHandleAlterPartition"
+    LEADER_HANDLE_ALTER_PARTITION_RESPONSE = "LeaderHandleAlterPartitionResponse"
     # Implementation-only: the leader learns its ISR change committed (replay compares its
     # state); the leader served a consumer read; a message was lost by the network or nemesis.
     LEADER_APPLY_ISR = "LeaderApplyIsr"

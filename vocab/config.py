@@ -120,6 +120,11 @@ KEYS: tuple[Key, ...] = (
     Key("recovery.truncates.epoch.cache", Kind.BOOL,
         model=Use("recovery_truncates_epoch_cache"), cluster=None,
         doc="a restarted broker drops epoch-cache entries at or past its recovered end"),
+    Key("isr.changes.async", Kind.BOOL, model=Use("isr_changes_async"), cluster=None,
+        doc="KIP-497: an ISR change is an AlterPartition request the controller accepts or "
+        "rejects; meanwhile the HW counts the maximal ISR"),
+    Key("hw.over.requested.isr", Kind.BOOL, model=Use("hw_over_requested_isr"), cluster=None,
+        doc="B6: while an ISR change is pending the HW counts the requested ISR"),
     Key("max.records", Kind.INT, model=Use("max_records", 0), cluster=None, bound=True),
     Key("max.leader.epochs", Kind.INT, model=Use("max_leader_epochs", 1), cluster=None,
         bound=True),

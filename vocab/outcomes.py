@@ -26,6 +26,8 @@ class KafkaError(StrEnum):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
     OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
     REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+    STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
+    INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
 
 
 # Kafka's numeric codes for the errors above (org.apache.kafka.common.protocol.Errors).
@@ -37,6 +39,8 @@ KAFKA_ERROR_NUMBERS: Mapping[KafkaError, int] = {
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 20,
     KafkaError.FENCED_LEADER_EPOCH: 74,
     KafkaError.UNKNOWN_LEADER_EPOCH: 75,
+    KafkaError.STALE_BROKER_EPOCH: 77,
+    KafkaError.INVALID_UPDATE_VERSION: 95,
 }
 
 
@@ -104,6 +108,10 @@ class Code(StrEnum):
     # ISR changes
     ISR_CHANGED = "ISR_CHANGED"  # isr
     ISR_APPLIED = "ISR_APPLIED"  # isr, partition_epoch (the leader learns its change committed)
+    # Asynchronous ISR changes (KIP-497's AlterPartition, with isr.changes.async)
+    ISR_CHANGE_REQUESTED = "ISR_CHANGE_REQUESTED"  # isr
+    ISR_CHANGE_REJECTED = "ISR_CHANGE_REJECTED"  # error (INVALID_UPDATE_VERSION, ...)
+    ISR_CHANGE_DROPPED = "ISR_CHANGE_DROPPED"  # (an answer for a leadership or request gone)
 
 
 class Refusal(StrEnum):
@@ -159,6 +167,8 @@ class Refusal(StrEnum):
     STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"  # follower, broker_epoch
     NOTHING_TO_FLUSH = "NOTHING_TO_FLUSH"
     FLUSH_MOOT = "FLUSH_MOOT"
+    ISR_CHANGE_PENDING = "ISR_CHANGE_PENDING"  # (an AlterPartition is already in flight)
+    NO_SUCH_ALTER_PARTITION = "NO_SUCH_ALTER_PARTITION"
 
 
 def _values(values) -> str:
@@ -231,6 +241,9 @@ _ENGLISH: dict[str, Template] = {
     Code.TICK: "tick {ticks}",
     Code.ISR_CHANGED: "ISR {isr}",
     Code.ISR_APPLIED: "ISR {isr} at partition epoch {partition_epoch}",
+    Code.ISR_CHANGE_REQUESTED: "asks the controller for ISR {isr}",
+    Code.ISR_CHANGE_REJECTED: "ISR change rejected: {error}",
+    Code.ISR_CHANGE_DROPPED: "answer dropped: the request or leadership is gone",
     Refusal.NO_SUCH_PARTITION: "no partition {partition}",
     Refusal.NO_SUCH_BROKER: "no broker {broker}",
     Refusal.HAS_LEADER: "partition {partition} has leader {leader}",
@@ -284,6 +297,8 @@ _ENGLISH: dict[str, Template] = {
     Refusal.STALE_BROKER_EPOCH: "stale broker epoch {broker_epoch} for {follower}",
     Refusal.NOTHING_TO_FLUSH: "nothing to flush",
     Refusal.FLUSH_MOOT: "no crash left in the bounds: flushing is moot",
+    Refusal.ISR_CHANGE_PENDING: "an ISR change is already in flight",
+    Refusal.NO_SUCH_ALTER_PARTITION: "no such AlterPartition in flight",
 }
 
 
