@@ -509,6 +509,8 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     LeaderHandleFetch,
     LeaderShrinkIsr,
     LeaderExpandIsr,
+    ControllerHandleAlterPartition,
+    LeaderHandleAlterPartitionResponse,
     FollowerSendFetch,
     FollowerHandleFetchResponse,
     BrokerFlush,
@@ -516,8 +518,6 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     BrokerRestart,
     BrokerRegister,
     Tick,
-    ControllerHandleAlterPartition,
-    LeaderHandleAlterPartitionResponse,
 )
 ASYNC_ISR_ACTIONS = (ControllerHandleAlterPartition, LeaderHandleAlterPartitionResponse)
 ACTIONS_BY_NAME: dict[str, type[Action]] = {t.__name__: t for t in ACTION_TYPES}
@@ -1206,11 +1206,11 @@ def _controller_handle_alter_partition(config: Config, s: Cluster,
     if ps.leader != m.leader:
         error = KafkaError.NOT_LEADER_OR_FOLLOWER
     elif (ps.leader_epoch, ps.partition_epoch) != (m.leader_epoch, m.partition_epoch):
-        error = KafkaError.INVALID_UPDATE_VERSION
+        error = "INVALID_UPDATE_VERSION"  # Kafka's error names, as the reference broker's
     elif expand and config.variant.broker_epochs:
         follower = next(b for b in m.isr if b not in ps.isr)
         if s.controller.registered[follower] != m.broker_epoch:
-            error = KafkaError.STALE_BROKER_EPOCH
+            error = "STALE_BROKER_EPOCH"
     if error is not None:
         s = replace(s, alter_partitions=s.alter_partitions | {replace(m, answer=REJECTED)})
         return s, Outcome(Code.ISR_CHANGE_REJECTED, error=str(error))

@@ -83,11 +83,12 @@ def _cached_hash(self) -> int:
             )
             # Fields added for KIP-966 and KIP-497 join the hash only once set (as for
             # PartitionState's ELR): with those features off, fingerprints stay as they were.
-            extra = "".join(f"    if obj.{n}:\n        return hash(({parts}, obj.{n}, {i}))\n"
-                            for i, n in enumerate(late))
-            if len(late) > 1:
-                extra = (f"    if {' or '.join(f'obj.{n}' for n in late)}:\n        return "
-                         f"hash(({parts}, {', '.join(f'obj.{n}' for n in late)}))\n")
+            # The hash takes the late fields up to the last one that is set, so a state that
+            # sets only the first hashes as it did before the later ones existed.
+            extra = "".join(
+                f"    if obj.{late[k]}:\n        return hash(({parts}, "
+                + "".join(f"obj.{n}, " for n in late[: k + 1]) + "))\n"
+                for k in reversed(range(len(late))))
             namespace = {"_no_none": _no_none}
             exec(f"def hash_{cls.__name__}(obj):\n{extra}    return hash(({parts},))", namespace)
             hasher = _HASHERS[cls] = namespace[f"hash_{cls.__name__}"]

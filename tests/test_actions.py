@@ -1156,7 +1156,7 @@ def test_tick_ages_every_leaders_lag_clock_up_to_the_cap():
 
 
 def test_every_action_maps_to_a_kebab_command_and_back():
-    assert len(ACTION_TYPES) == 21
+    assert len(ACTION_TYPES) == 23
     for kind in ACTION_TYPES:
         command = kind.command()
         assert command == command.lower() and " " not in command and "_" not in command

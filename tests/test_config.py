@@ -170,8 +170,9 @@ def test_assignment_follows_seed_003_placement():
 def test_kafka_keys_come_first_then_semantic_switches_then_exploration_bounds():
     assert CONFIG_KEYS[: len(KAFKA_KEYS)] == KAFKA_KEYS
     rest = CONFIG_KEYS[len(KAFKA_KEYS):]
-    assert rest[:2] == ("leader.keeps.last.fetch", "recovery.truncates.epoch.cache")
-    assert rest[2:] and all(key.startswith("max.") for key in rest[2:])
+    assert rest[:4] == ("leader.keeps.last.fetch", "recovery.truncates.epoch.cache",
+                        "isr.changes.async", "hw.over.requested.isr")
+    assert rest[4:] and all(key.startswith("max.") for key in rest[4:])
 
 
 def test_unknown_key():

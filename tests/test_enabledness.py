@@ -51,6 +51,9 @@ CONFIGS: dict[str, Config] = {
     "kip-320 3b": _config("kip-320", brokers=3, max_ticks=3),
     "current 2b, abstractions on": _config("current", brokers=2, leader_keeps_last_fetch=False,
                                            recovery_truncates_epoch_cache=False),
+    "current 2b ELR, async ISR changes": _config("current", brokers=2, min_insync_replicas=2,
+                                                eligible_leader_replicas_enable=True,
+                                                isr_changes_async=True, max_ticks=3),
 }
 
 
@@ -80,6 +83,12 @@ def universe(config: Config, state: Cluster) -> list[Action]:
                         S.LeaderExpandIsr(p, b, f)]
     for key in sorted(keys):
         out += [S.BecomeLeader(*key), S.BecomeFollower(*key), S.NetworkDropLeaderAndIsr(*key)]
+    alter_keys = {(m.partition, m.leader, m.leader_epoch, m.partition_epoch)
+                  for m in state.alter_partitions}
+    alter_keys |= set(itertools.product(parts, brokers, range(0, 2), range(0, 3)))
+    for key in sorted(alter_keys):
+        out += [S.ControllerHandleAlterPartition(*key),
+                S.LeaderHandleAlterPartitionResponse(*key)]
     for b in brokers:
         out += [S.ControllerHandleBrokerFailure(b), S.BrokerCrash(b), S.BrokerRestart(b),
                 S.BrokerRegister(b)]

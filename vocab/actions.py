@@ -29,6 +29,9 @@ class ActionName(StrEnum):
     LEADER_HANDLE_FETCH = "LeaderHandleFetch"
     LEADER_SHRINK_ISR = "LeaderShrinkIsr"
     LEADER_EXPAND_ISR = "LeaderExpandIsr"
+    # KIP-497: the controller answers a leader's AlterPartition; the leader applies the answer.
+    CONTROLLER_HANDLE_ALTER_PARTITION = "ControllerHandleAlterPartition"
+    LEADER_HANDLE_ALTER_PARTITION_RESPONSE = "LeaderHandleAlterPartitionResponse"
     FOLLOWER_SEND_FETCH = "FollowerSendFetch"
     FOLLOWER_HANDLE_FETCH_RESPONSE = "FollowerHandleFetchResponse"
     BROKER_FLUSH = "BrokerFlush"
@@ -36,9 +39,6 @@ class ActionName(StrEnum):
     BROKER_RESTART = "BrokerRestart"
     BROKER_REGISTER = "BrokerRegister"
     TICK = "Tick"
-    # KIP-497: the controller answers a leader's AlterPartition; the leader applies the answer.
-    CONTROLLER_HANDLE_ALTER_PARTITION = "ControllerHandleAlterPartition"
-    LEADER_HANDLE_ALTER_PARTITION_RESPONSE = "LeaderHandleAlterPartitionResponse"
     # Implementation-only: the leader learns its ISR change committed (replay compares its
     # state); the leader served a consumer read; a message was lost by the network or nemesis.
     LEADER_APPLY_ISR = "LeaderApplyIsr"

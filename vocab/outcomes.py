@@ -26,8 +26,6 @@ class KafkaError(StrEnum):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
     OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
     REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
-    STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
-    INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
 
 
 # Kafka's numeric codes for the errors above (org.apache.kafka.common.protocol.Errors).
@@ -39,8 +37,6 @@ KAFKA_ERROR_NUMBERS: Mapping[KafkaError, int] = {
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 20,
     KafkaError.FENCED_LEADER_EPOCH: 74,
     KafkaError.UNKNOWN_LEADER_EPOCH: 75,
-    KafkaError.STALE_BROKER_EPOCH: 77,
-    KafkaError.INVALID_UPDATE_VERSION: 95,
 }
 
 
