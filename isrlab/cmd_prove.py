@@ -71,6 +71,9 @@ def _config(args: argparse.Namespace):
     if config.eligible_leader_replicas_enable:
         raise UsageError("eligible.leader.replicas.enable: the symbolic encoding does not "
                          "cover KIP-966 yet (use isrlab check)")
+    if config.isr_changes_async:
+        raise UsageError("isr.changes.async: the symbolic encoding does not cover "
+                         "AlterPartition requests yet (use isrlab check)")
     return config
 
 
