@@ -184,6 +184,16 @@ def append_value_changed(files, rng):
     return None
 
 
+def eligible_replica_forged(files, rng):
+    """A store state that lists an eligible leader replica (KIP-966) the spec has not."""
+    def change(b: dict, lines: list[dict]) -> None:
+        partition = b["state"]["partitions"][0]
+        partition["elr"] = [*(partition.get("elr") or []), 9]
+    return _edit_one(files, rng, "meta.ndjson",
+                     lambda b: b.get("kind") == "event" and bool((b.get("state") or {})
+                                                                 .get("partitions")), change)
+
+
 def run_erased(files, rng):
     """Every file reduced to its header, run.json gone: nothing left to check."""
     return {name: data.split(b"\n", 1)[0] + b"\n" for name, data in files.items()
@@ -384,6 +394,8 @@ KINDS: tuple[Kind, ...] = (
          "a consumer read record at offset -3"),
     Kind("append of another value", True, append_value_changed,
          "LeaderAppend's args.value changed"),
+    Kind("eligible replica forged", True, eligible_replica_forged,
+         "a metadata post-state lists an ELR member the spec has not"),
     Kind("run erased", True, run_erased, "headers only, no run.json"),
     Kind("post-states nulled", True, post_states_nulled, "every event's state null"),
     Kind("config boolean as a string", True, config_boolean_as_string,
