@@ -38,6 +38,9 @@ def register(sub) -> None:
         ("--records", integer(1, 1000), "max records written, default 2"),
         ("--epochs", integer(1, 1000), "max leader epochs, default 2"),
         ("--crashes", integer(0, 1000), "max broker crashes, default 0"),
+        ("--expiries", integer(0, 1000), "max session expiries of live brokers, default 1"),
+        ("--controller-failovers", integer(0, 1000),
+         "max controller failovers, default 0 (0: a controller that never fails)"),
         ("--log-size", integer(1, 1000), "tla-compat only: LogSize, default 2"),
         ("--min-isr", SMALL, "min.insync.replicas, default 1"),
     ):
@@ -67,6 +70,7 @@ def register(sub) -> None:
 
 # Settings of the kafka model that the tla-compat model does not have: refused, not ignored.
 _KAFKA_ONLY = (("partitions", "--partitions"), ("crashes", "--crashes"), ("acks", "--acks"),
+               ("expiries", "--expiries"), ("controller_failovers", "--controller-failovers"),
                ("min_isr", "--min-isr"), ("unclean", "--unclean"), ("config", "--config"),
                ("elr", "--elr"), ("last_known_leader", "--last-known-leader"))
 

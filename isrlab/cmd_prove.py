@@ -74,6 +74,9 @@ def _config(args: argparse.Namespace):
     if config.isr_changes_async:
         raise UsageError("isr.changes.async: the symbolic encoding does not cover "
                          "AlterPartition requests yet (use isrlab check)")
+    if config.max_controller_failovers:
+        raise UsageError("max.controller.failovers: the symbolic encoding has one controller "
+                         "that never fails (use isrlab check)")
     return config
 
 

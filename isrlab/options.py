@@ -109,6 +109,8 @@ def kafka_config(args: argparse.Namespace, base=None):
         "max_records": args.records,
         "max_leader_epochs": args.epochs,
         "max_crashes": args.crashes,
+        "max_session_expiries": getattr(args, "expiries", None),
+        "max_controller_failovers": getattr(args, "controller_failovers", None),
         "acks": acks_level(args.acks),
         "min_insync_replicas": args.min_isr,
         "unclean_leader_election_enable": args.unclean,

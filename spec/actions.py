@@ -86,7 +86,10 @@ class Action:
         return type(self).__name__
 
     def args(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # `controller_epoch` is named only once a controller failover made it matter, so the
+        # actions of models without failovers read as they always have.
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "controller_epoch" or getattr(self, f.name)}
 
     def __str__(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self.args().items())
@@ -107,7 +110,9 @@ class ControllerElectLeader(Action):
     replica in assignment order. The leader-epoch bound must allow one more epoch.
     Effect: leader and leader epoch + 1 in the metadata store (ISR = registered ISR members, or
     just the new leader when unclean); LeaderAndIsr sent to every registered replica.
-    Abstracts: the controller is one logical process that never fails.
+    With `max.controller.failovers` above 0 the controller is a broker's role and acts only
+    while that broker is up with a session (ControllerHandleBrokerFailure says how the role
+    moves). With 0 it is one logical process that never fails.
     """
 
     partition: int
@@ -126,7 +131,15 @@ class ControllerHandleBrokerFailure(Action):
     (or the partition goes offline, leader -1). Changed partitions get a new partition epoch
     (and a new leader epoch where the leader changed, or on any ISR change under
     `isr_shrink_bumps_leader_epoch`) and LeaderAndIsr to the live registered replicas.
-    Abstracts: session timeouts (the expiry may happen at any time after the crash).
+    Controller failover (`max.controller.failovers` above 0): the other controller actions need
+    the controller up; this one is also how the role moves. When the expired session is the
+    controller's, the first live registered broker (by id) wins the role in the store with
+    controller epoch + 1, handles the failure, and sends every live registered replica the
+    state of every partition (a new controller rebuilds its view from the store and tells the
+    brokers). With no such broker the role stays empty until a broker registers
+    (BrokerRestart, BrokerRegister), which then wins it the same way.
+    Abstracts: session timeouts (the expiry may happen at any time after the crash); which
+    broker wins the race for the role (the lowest id does).
     """
 
     broker: int
@@ -153,13 +166,15 @@ class NetworkDropLeaderAndIsr(Action):
     Effect: it is gone.
     Abstracts: the controller's retries (a lost request models one that never got through).
     A stale request (its epoch is not newer than the broker's view) is never applied; it stays
-    in flight, harmless, unless dropped.
+    in flight, harmless, unless dropped (with controller failovers modelled, the broker consumes
+    it instead, as Kafka's does).
     """
 
     partition: int
     broker: int
     leader_epoch: int
     partition_epoch: int
+    controller_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,13 +210,17 @@ class BecomeLeader(Action):
     state and purgatory and starts the epoch at its LEO. A request that only changes the ISR of
     the current leadership updates the view and keeps the rest. The HW is left as it was: a
     new leader's HW may be stale (that is what KAFKA-7128 is about).
-    Abstracts: the controller epoch check (one controller).
+    With `max.controller.failovers` above 0 the broker first checks the controller epoch, as
+    Kafka's ReplicaManager does: a request from an older controller epoch than it has seen is
+    consumed and changes nothing else (STALE_CONTROLLER_EPOCH), and so is a request whose view
+    is not newer (LEADER_AND_ISR_IGNORED); an applied request raises the epoch it has seen.
     """
 
     partition: int
     broker: int
     leader_epoch: int
     partition_epoch: int
+    controller_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,12 +236,14 @@ class BecomeFollower(Action):
     `epoch-end-279` mark an OffsetsForLeaderEpoch round as due before fetching;
     `diverging-epoch` does nothing here (every fetch is checked).
     Abstracts: the fetcher thread's backoff; it fetches whenever FollowerSendFetch fires.
+    The controller epoch is checked as in BecomeLeader.
     """
 
     partition: int
     broker: int
     leader_epoch: int
     partition_epoch: int
+    controller_epoch: int = 0
 
 
 # ------------------------------------------------------------------------------------------
@@ -571,13 +592,76 @@ def _send_leader_and_isr(
     config: Config, state: Cluster, partition: int, ps: PartitionState, to: tuple[int, ...]
 ) -> frozenset[LeaderAndIsr]:
     messages = set(state.leader_and_isr)
+    c = state.controller
     for broker in to:
         # A request to a broker that is down is lost with its connection.
-        if state.controller.registered[broker] != UNKNOWN and state.alive[broker]:
-            messages.add(
-                LeaderAndIsr(broker, partition, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch)
-            )
+        if c.registered[broker] != UNKNOWN and state.alive[broker]:
+            messages.add(LeaderAndIsr(broker, partition, ps.leader, ps.leader_epoch, ps.isr,
+                                      ps.partition_epoch, c.active, c.epoch))
     return frozenset(messages)
+
+
+# Controller failover ---------------------------------------------------------------------------
+# With `max.controller.failovers` above 0 the controller is the role of broker
+# `controller.active`; it acts only while that broker is up with a session.
+
+
+def _controller_down(config: Config, s: Cluster) -> bool:
+    if not config.max_controller_failovers:
+        return False
+    c = s.controller
+    return not s.alive[c.active] or c.registered[c.active] == UNKNOWN
+
+
+def _require_controller(config: Config, s: Cluster) -> None:
+    if _controller_down(config, s):
+        raise NotEnabled(Refusal.NO_CONTROLLER, broker=s.controller.active)
+
+
+def _take_over(config: Config, s: Cluster, broker: int) -> Cluster:
+    """`broker` wins the controller role in the store, in the next controller epoch."""
+    c = s.controller
+    _require(c.epoch < config.max_controller_failovers, Refusal.CONTROLLER_FAILOVERS_BOUND)
+    return replace(s, controller=replace(c, active=broker, epoch=c.epoch + 1))
+
+
+def _announce(config: Config, s: Cluster) -> Cluster:
+    """A new controller has only the store: it sends every live registered replica the state
+    of every partition (Kafka's controller does so on failover)."""
+    for p, ps in enumerate(s.controller.partitions):
+        s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, ps, config.assignment(p)))
+    return s
+
+
+def _controller_fields(s: Cluster) -> dict:
+    return {"controller": s.controller.active, "controller_epoch": s.controller.epoch}
+
+
+def _see_controller_epoch(s: Cluster, broker: int, epoch: int) -> Cluster:
+    seen = s.controller_epochs or (0,) * len(s.alive)
+    if epoch <= seen[broker]:
+        return s
+    return replace(s, controller_epochs=seen[:broker] + (epoch,) + seen[broker + 1:])
+
+
+def _unapplied_leader_and_isr(config: Config, s: Cluster, a, m: LeaderAndIsr):
+    """With controller failovers modelled, a request the broker consumes without applying:
+    (next state, outcome); else None. Kafka's ReplicaManager checks the controller epoch of
+    the whole request first, then the leader epoch of each partition."""
+    if not config.max_controller_failovers:
+        return None
+    seen = s.controller_epoch_seen(a.broker)
+    rest = s.leader_and_isr - {m}
+    if m.controller_epoch < seen:
+        return replace(s, leader_and_isr=rest), Outcome(
+            Code.STALE_CONTROLLER_EPOCH, controller_epoch=m.controller_epoch, seen=seen)
+    r = s.replica(a.partition, a.broker)
+    if (m.leader_epoch, m.partition_epoch) <= (r.leader_epoch, r.partition_epoch):
+        s = _see_controller_epoch(replace(s, leader_and_isr=rest), a.broker, m.controller_epoch)
+        return s, Outcome(Code.LEADER_AND_ISR_IGNORED, leader_epoch=m.leader_epoch,
+                          partition_epoch=m.partition_epoch, view_leader_epoch=r.leader_epoch,
+                          view_partition_epoch=r.partition_epoch)
+    return None
 
 
 def _elect(
@@ -697,6 +781,7 @@ def _truncate_to_epoch_answer(
 
 def _controller_elect_leader(config: Config, s: Cluster, a: ControllerElectLeader):
     _check_partition(config, a.partition)
+    _require_controller(config, s)
     ps = s.controller.partitions[a.partition]
     _require(ps.leader == NO_LEADER, Refusal.HAS_LEADER, partition=a.partition, leader=ps.leader)
     _require(ps.leader_epoch + 1 < config.max_leader_epochs, Refusal.LEADER_EPOCH_BOUND)
@@ -737,6 +822,11 @@ def _kip966_elect_leader(config: Config, s: Cluster, a: ControllerElectLeader, p
 def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerHandleBrokerFailure):
     _check_broker(config, a.broker)
     _require(s.controller.registered[a.broker] != UNKNOWN, Refusal.NO_SESSION, broker=a.broker)
+    # The store expires the controller's own session whether or not it is up; any other
+    # failure waits for a controller.
+    failover = bool(config.max_controller_failovers) and a.broker == s.controller.active
+    if not failover:
+        _require_controller(config, s)
     before = s
     if s.alive[a.broker]:
         _require(s.expiries < config.max_session_expiries, Refusal.SESSION_EXPIRIES_BOUND)
@@ -745,6 +835,12 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
     registered[a.broker] = UNKNOWN
     registered = tuple(registered)
     s = replace(s, controller=replace(s.controller, registered=registered))
+    successor = None
+    if failover:
+        successor = next((b for b in range(config.brokers)
+                          if s.alive[b] and registered[b] != UNKNOWN), None)
+        if successor is not None:
+            s = _take_over(config, s, successor)
     changes = []
     elected = 0
     unclean_count = 0
@@ -786,11 +882,17 @@ def _controller_handle_broker_failure(config: Config, s: Cluster, a: ControllerH
         c = s.controller
         s = replace(s, controller=replace(c, unclean_elections=c.unclean_elections + unclean_count))
     s, lost = _excuse_lost_writes(config, before, s)
-    return s, Outcome(Code.BROKER_FAILURE_HANDLED, changes=changes, elected=elected, excused=lost)
+    extra = {}
+    if successor is not None:
+        s = _announce(config, s)
+        extra = _controller_fields(s)
+    return s, Outcome(Code.BROKER_FAILURE_HANDLED, changes=changes, elected=elected, excused=lost,
+                      **extra)
 
 
 def _controller_elect_preferred_leader(config: Config, s: Cluster, a: ControllerElectPreferredLeader):
     _check_partition(config, a.partition)
+    _require_controller(config, s)
     ps = s.controller.partitions[a.partition]
     preferred = config.assignment(a.partition)[0]
     # Rebalancing moves leadership between live replicas; an offline partition is the
@@ -814,8 +916,8 @@ def _controller_elect_preferred_leader(config: Config, s: Cluster, a: Controller
 
 def _find_leader_and_isr(s: Cluster, a) -> LeaderAndIsr:
     for m in s.leader_and_isr:
-        if (m.partition, m.broker, m.leader_epoch, m.partition_epoch) == (
-            a.partition, a.broker, a.leader_epoch, a.partition_epoch
+        if (m.partition, m.broker, m.leader_epoch, m.partition_epoch, m.controller_epoch) == (
+            a.partition, a.broker, a.leader_epoch, a.partition_epoch, a.controller_epoch
         ):
             return m
     raise NotEnabled(Refusal.NO_SUCH_LEADER_AND_ISR)
@@ -832,6 +934,8 @@ def _applicable_leader_and_isr(config: Config, s: Cluster, a, leads: bool) -> Le
     m = _find_leader_and_isr(s, a)
     _require((m.leader == a.broker) == leads, Refusal.OTHER_ROLE)
     _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    if config.max_controller_failovers:
+        return m  # consumed either way: see _unapplied_leader_and_isr
     r = s.replica(a.partition, a.broker)
     _require(
         (m.leader_epoch, m.partition_epoch) > (r.leader_epoch, r.partition_epoch),
@@ -843,8 +947,13 @@ def _applicable_leader_and_isr(config: Config, s: Cluster, a, leads: bool) -> Le
 
 def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
     m = _applicable_leader_and_isr(config, s, a, leads=True)
+    unapplied = _unapplied_leader_and_isr(config, s, a, m)
+    if unapplied:
+        return unapplied
     r = s.replica(a.partition, a.broker)
     s = replace(s, leader_and_isr=s.leader_and_isr - {m})
+    if config.max_controller_failovers:
+        s = _see_controller_epoch(s, a.broker, m.controller_epoch)
     # A newer view ends any pending ISR change (KIP-497: the leader goes by the new state).
     view = dict(leader=m.leader, leader_epoch=m.leader_epoch, isr=m.isr,
                 partition_epoch=m.partition_epoch, pending_isr=None)
@@ -874,8 +983,13 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
 
 def _become_follower(config: Config, s: Cluster, a: BecomeFollower):
     m = _applicable_leader_and_isr(config, s, a, leads=False)
+    unapplied = _unapplied_leader_and_isr(config, s, a, m)
+    if unapplied:
+        return unapplied
     r = s.replica(a.partition, a.broker)
     s = replace(s, leader_and_isr=s.leader_and_isr - {m})
+    if config.max_controller_failovers:
+        s = _see_controller_epoch(s, a.broker, m.controller_epoch)
     new_leadership = (r.leader, r.leader_epoch) != (m.leader, m.leader_epoch)
     leader_changed = r.leader != m.leader
     r = replace(
@@ -1199,6 +1313,7 @@ def _find_alter_partition(s: Cluster, a, answered: bool) -> AlterPartition:
 def _controller_handle_alter_partition(config: Config, s: Cluster,
                                        a: ControllerHandleAlterPartition):
     m = _find_alter_partition(s, a, answered=False)
+    _require_controller(config, s)
     ps = s.controller.partitions[a.partition]
     s = replace(s, alter_partitions=s.alter_partitions - {m})
     expand = m.broker_epoch != UNKNOWN
@@ -1334,9 +1449,30 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         # Requests already sent reach the controller; answers to the crashed broker are lost.
         alter_partitions=frozenset(m for m in s.alter_partitions
                                    if m.leader != b or m.answer == PENDING),
+        controller_epochs=_forget_controller_epoch(s.controller_epochs, b),
     )
     s, lost = _excuse_lost_writes(config, before, s)
     return s, Outcome(Code.CRASHED, excused=lost)
+
+
+def _forget_controller_epoch(seen: tuple[int, ...], b: int) -> tuple[int, ...]:
+    """A crash forgets the controller epoch the broker had seen (Kafka keeps it in memory)."""
+    if not seen or not seen[b]:
+        return seen
+    seen = seen[:b] + (0,) + seen[b + 1:]
+    return seen if any(seen) else ()
+
+
+def _controller_for_registration(config: Config, s: Cluster) -> bool:
+    """Whether a registering broker also wins the controller role (there is none); refused
+    while the controller is down with its session still registered."""
+    if not config.max_controller_failovers:
+        return False
+    c = s.controller
+    if c.registered[c.active] == UNKNOWN:
+        return True
+    _require(s.alive[c.active], Refusal.NO_CONTROLLER, broker=c.active)
+    return False
 
 
 def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
@@ -1344,8 +1480,10 @@ def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
     epoch = s.broker_epochs[b] + 1
     registered = s.controller.registered[:b] + (epoch,) + s.controller.registered[b + 1 :]
     messages = set(s.leader_and_isr)
-    for p, ps in enumerate(s.controller.partitions):
-        messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch))
+    c = s.controller
+    for p, ps in enumerate(c.partitions):
+        messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch,
+                                  c.active, c.epoch))
     s = replace(
         s,
         broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
@@ -1359,7 +1497,10 @@ def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
     b = a.broker
     _require(not s.alive[b], Refusal.ALREADY_UP, broker=b)
     _require(s.controller.registered[b] == UNKNOWN, Refusal.SESSION_NOT_EXPIRED, broker=b)
+    take_over = _controller_for_registration(config, s)
     s = replace(s, alive=s.alive[:b] + (True,) + s.alive[b + 1 :])
+    if take_over:
+        s = _take_over(config, s, b)
     if config.eligible_leader_replicas_enable:
         # Every crash is an unclean shutdown (Kafka cannot tell whether the page cache
         # survived): the broker leaves each ELR as it registers again, before it is sent the
@@ -1372,6 +1513,9 @@ def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
                 s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new,
                                                                    config.assignment(p)))
     s, epoch = _register(s, b)
+    if take_over:
+        s = _announce(config, s)
+        return s, Outcome(Code.BROKER_UP, broker_epoch=epoch, **_controller_fields(s))
     return s, Outcome(Code.BROKER_UP, broker_epoch=epoch)
 
 
@@ -1379,7 +1523,13 @@ def _broker_register(config: Config, s: Cluster, a: BrokerRegister):
     b = a.broker
     _require(s.alive[b], Refusal.BROKER_DOWN, broker=b)
     _require(s.controller.registered[b] == UNKNOWN, Refusal.HAS_SESSION, broker=b)
+    take_over = _controller_for_registration(config, s)
+    if take_over:
+        s = _take_over(config, s, b)
     s, epoch = _register(s, b)
+    if take_over:
+        s = _announce(config, s)
+        return s, Outcome(Code.REGISTERED, broker_epoch=epoch, **_controller_fields(s))
     return s, Outcome(Code.REGISTERED, broker_epoch=epoch)
 
 
@@ -1470,9 +1620,10 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
     drops_left = state.drops < config.max_message_drops
     for m in sorted(state.leader_and_isr):
         kind = BecomeLeader if m.leader == m.broker else BecomeFollower
-        yield kind(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
+        yield kind(m.partition, m.broker, m.leader_epoch, m.partition_epoch, m.controller_epoch)
         if drops_left:
-            yield NetworkDropLeaderAndIsr(m.partition, m.broker, m.leader_epoch, m.partition_epoch)
+            yield NetworkDropLeaderAndIsr(m.partition, m.broker, m.leader_epoch, m.partition_epoch,
+                                          m.controller_epoch)
     if state.next_value <= config.max_records:
         for p in parts:
             yield ProducerSend(p)

@@ -135,6 +135,7 @@ class Config:
     max_leader_epochs: int = 2
     max_crashes: int = 0
     max_session_expiries: int = 1
+    max_controller_failovers: int = 0
     max_ticks: int = 0
     max_message_drops: int = 0
     max_partition_epoch: int = 8

@@ -252,6 +252,28 @@ def SingleLeaderPerEpoch(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def SingleControllerPerEpoch(config: Config, s: Cluster) -> str | None:
+    """No two controllers act in one controller epoch: every LeaderAndIsr in flight carries a
+    controller epoch no later than the store's, those of the store's epoch come from the
+    broker that holds the role, any two with one epoch come from one controller, and no broker
+    has seen an epoch the store has not reached (Kafka fences a stale controller by its
+    controller epoch: KAFKA-1120 and the ZooKeeper controller's epoch znode)."""
+    c = s.controller
+    sender: dict[int, int] = {c.epoch: c.active}
+    for m in sorted(s.leader_and_isr):
+        if m.controller_epoch > c.epoch:
+            return (f"LeaderAndIsr to {m.broker} carries controller epoch {m.controller_epoch}, "
+                    f"the store is at {c.epoch}")
+        first = sender.setdefault(m.controller_epoch, m.controller)
+        if first != m.controller:
+            return (f"controllers {first} and {m.controller} both act in controller epoch "
+                    f"{m.controller_epoch}")
+    for b, seen in enumerate(s.controller_epochs):
+        if seen > c.epoch:
+            return f"broker {b} has seen controller epoch {seen}, the store is at {c.epoch}"
+    return None
+
+
 Invariant = Callable[[Config, Cluster], str | None]
 
 INVARIANTS: dict[str, Invariant] = {
@@ -268,6 +290,7 @@ INVARIANTS: dict[str, Invariant] = {
         ConsumerNeverSeesUncommitted,
         LeaderEpochMonotonic,
         SingleLeaderPerEpoch,
+        SingleControllerPerEpoch,
     )
 }
 

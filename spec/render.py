@@ -60,6 +60,12 @@ def render(config: Config, s: Cluster) -> str:
         if config.eligible_leader_replicas_enable:
             line += f" elr={_isr(ps.elr)} last_known_elr={_isr(ps.last_known_elr)}"
         lines.append(line)
+    if failovers := config.max_controller_failovers > 0:
+        c = s.controller
+        state = "up" if s.alive[c.active] and c.registered[c.active] >= 0 else "down"
+        seen = " ".join(f"b{b}:c{s.controller_epoch_seen(b)}" for b in range(config.brokers))
+        lines.append(f"controller: broker {c.active} ({state}), controller epoch {c.epoch}; "
+                     f"seen by brokers {seen}")
     rows = [("replica", "role", "log", "LEO", "HW", "flushed", "epochs", "isr")]
     for p in range(config.partitions):
         for b in range(config.brokers):
@@ -72,8 +78,9 @@ def render(config: Config, s: Cluster) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     flight = []
     for m in sorted(s.leader_and_isr):
+        sender = f" from controller {m.controller} c{m.controller_epoch}" if failovers else ""
         flight.append(f"LeaderAndIsr(p{m.partition} leader={m.leader} epoch={m.leader_epoch} "
-                      f"isr={_isr(m.isr)}) to {m.broker}")
+                      f"isr={_isr(m.isr)}){sender} to {m.broker}")
     for p, row in enumerate(s.fetches):
         for f, m in enumerate(row):
             if m is not None:

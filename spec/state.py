@@ -99,7 +99,7 @@ def _cached_hash(self) -> int:
 
 _HASHERS: dict[type, object] = {}
 # Hashed only when set (see _cached_hash).
-_LATE_FIELDS = frozenset({"crash_losses", "alter_partitions", "pending_isr"})
+_LATE_FIELDS = frozenset({"crash_losses", "alter_partitions", "controller_epochs", "pending_isr"})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -281,11 +281,23 @@ class Controller:
 
     `registered[b]` is the broker epoch of b's live session, or -1 once the session expired.
     `unclean_elections` counts unclean elections (ghost: lets reports say why data was lost).
+    With `max.controller.failovers` above 0 the controller is a role: `active` is the broker
+    that won it in the store and `epoch` the controller epoch it won (Kafka's ZooKeeper
+    `/controller` and `/controller_epoch`). With 0 both stay 0: one controller that never fails.
     """
 
     partitions: tuple[PartitionState, ...]
     registered: tuple[int, ...]
     unclean_elections: int = 0
+    active: int = 0
+    epoch: int = 0
+
+    def __hash__(self) -> int:
+        # As PartitionState's ELR: the role joins the hash only once it has moved.
+        base = (self.partitions, self.registered, self.unclean_elections)
+        if self.active or self.epoch:
+            return hash((*base, self.active, self.epoch))
+        return hash(base)
 
 
 # Messages ---------------------------------------------------------------------------------
@@ -293,7 +305,8 @@ class Controller:
 
 @dataclass(frozen=True, slots=True, order=True)
 class LeaderAndIsr:
-    """Controller -> broker: the partition's new leader, epoch and ISR."""
+    """Controller -> broker: the partition's new leader, epoch and ISR, and the controller (and
+    its controller epoch) that sent it."""
 
     broker: int
     partition: int
@@ -301,6 +314,15 @@ class LeaderAndIsr:
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int
+    controller: int = 0
+    controller_epoch: int = 0
+
+    def __hash__(self) -> int:
+        base = (self.broker, self.partition, self.leader, self.leader_epoch, self.isr,
+                self.partition_epoch)
+        if self.controller or self.controller_epoch:
+            return hash((*base, self.controller, self.controller_epoch))
+        return hash(base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +438,9 @@ class Cluster:
     # KIP-966 durability promise can count how many replicas lost a write.
     crash_losses: frozenset[tuple[int, int]] = frozenset()
     alter_partitions: frozenset[AlterPartition] = frozenset()  # KIP-497 requests and answers
+    # The highest controller epoch each broker has seen (in memory: 0 after a crash); empty
+    # means all 0 (only `max.controller.failovers` moves it).
+    controller_epochs: tuple[int, ...] = ()
     next_value: int = 1
     crashes: int = 0
     expiries: int = 0  # sessions of live brokers expired (GC pause, lost heartbeats)
@@ -446,6 +471,9 @@ class Cluster:
         parts = self.controller.partitions
         parts = parts[:partition] + (ps,) + parts[partition + 1 :]
         return replace(self, controller=replace(self.controller, partitions=parts))
+
+    def controller_epoch_seen(self, broker: int) -> int:
+        return self.controller_epochs[broker] if self.controller_epochs else 0
 
     def is_true_leader(self, partition: int, broker: int) -> bool:
         """Alive, leader in its own view, and that view is the controller's current one."""

@@ -27,7 +27,7 @@ from spec.actions import (
     LeaderShrinkIsr,
     Tick,
 )
-from spec.state import Acked, PartitionState, Record
+from spec.state import Acked, LeaderAndIsr, PartitionState, Record
 
 VARIANT_NAMES = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
 
@@ -212,6 +212,30 @@ def crafted_two_leaders_one_epoch():
     return config, state.with_replica(0, 1, follower)
 
 
+def _with_controller(state, active, epoch):
+    return replace(state, controller=replace(state.controller, active=active, epoch=epoch))
+
+
+def crafted_request_from_a_future_controller():
+    config = cfg(brokers=3, max_controller_failovers=1)
+    m = LeaderAndIsr(0, 0, 0, 1, (0,), 1, controller=0, controller_epoch=1)
+    return config, replace(initial_state(config), leader_and_isr=frozenset({m}))
+
+
+def crafted_two_controllers_one_epoch():
+    # Broker 1 holds the role in controller epoch 1 while a request from broker 2 in the same
+    # epoch is in flight (a failover that forgot to bump the epoch).
+    config = cfg(brokers=3, max_controller_failovers=1)
+    state = _with_controller(initial_state(config), 1, 1)
+    m = LeaderAndIsr(0, 0, 0, 1, (0,), 1, controller=2, controller_epoch=1)
+    return config, replace(state, leader_and_isr=frozenset({m}))
+
+
+def crafted_broker_ahead_of_the_store():
+    config = cfg(brokers=3, max_controller_failovers=1)
+    return config, replace(initial_state(config), controller_epochs=(0, 0, 1))
+
+
 VIOLATED = {
     "HighWatermarkBelowLogEnd": [
         (crafted_hw_above_leo, "p0 broker 1: HW 2 > LEO 1"),
@@ -255,6 +279,13 @@ VIOLATED = {
     ],
     "SingleLeaderPerEpoch": [
         (crafted_two_leaders_one_epoch, "p0: brokers 0 and 1 both lead epoch 0"),
+    ],
+    "SingleControllerPerEpoch": [
+        (crafted_request_from_a_future_controller,
+         "LeaderAndIsr to 0 carries controller epoch 1, the store is at 0"),
+        (crafted_two_controllers_one_epoch, "controllers 1 and 2 both act in controller epoch 1"),
+        (crafted_broker_ahead_of_the_store,
+         "broker 2 has seen controller epoch 1, the store is at 0"),
     ],
 }
 

@@ -74,6 +74,7 @@ def _bounds(**changes: object) -> dict:
         max_leader_epochs=2,
         max_crashes=0,
         max_session_expiries=0,
+        max_controller_failovers=0,
         max_ticks=0,
         max_message_drops=0,
         max_partition_epoch=8,
@@ -174,6 +175,9 @@ B6_BOUNDS = _bounds(max_ticks=2, isr_changes_async=True, hw_over_requested_isr=T
 B6_FIXED = {**B6_BOUNDS, "hw_over_requested_isr": False}
 B6_LOSS = {**B6_BOUNDS, "max_crashes": 1, "max_session_expiries": 1}
 
+# Controller failover: the controller (broker 0) crashes and broker 1 takes the role over.
+FAILOVER_BOUNDS_2 = _bounds(max_session_expiries=2, max_controller_failovers=1)
+
 # The invariants of Kafka's guarantee before KIP-966; the KIP-966 ones (AckedWritesDurableKip966,
 # LeaderCandidatesComplete, EligibleReplicasWellFormed) are pinned by their own cases.
 PRE_KIP966 = ("HighWatermarkBelowLogEnd", "LeaderInIsr", "NoCommittedDataLoss", "LogMatching",
@@ -228,6 +232,12 @@ CASES: dict[str, Case] = {
     "b8_fixed_depth": Case("current", B8_ELR, max_depth=14),
     "mutant_elr_overlaps_isr": Case("current", B8_ELR, mutant="elr_keeps_isr_members",
                                     invariants=("EligibleReplicasWellFormed",)),
+    # Controller failover: clean on `current`; a takeover that keeps the controller epoch is
+    # caught.
+    "controller_failover": Case("current", FAILOVER_BOUNDS_2),
+    "mutant_failover_keeps_epoch": Case("current", FAILOVER_BOUNDS_2,
+                                        mutant="failover_keeps_controller_epoch",
+                                        invariants=("SingleControllerPerEpoch",)),
 
     # Invariants the spec enforces structurally: monkeypatched mutants (see MUTANTS)
     "mutant_hw_above_leo": Case("current", ONE_CRASH, mutant="hw_kept_on_truncation",
@@ -345,7 +355,20 @@ def _mutant_elr_keeps_isr_members():
     return [(spec.actions, "_kip966_elr", elr)]
 
 
+def _mutant_failover_keeps_controller_epoch():
+    """A broker that wins the controller role keeps the old controller epoch (Kafka's
+    controller increments it in the store on every election, KAFKA-1120)."""
+    import spec.actions
+
+    def take_over(config, s, broker):
+        return spec.actions.replace(s, controller=spec.actions.replace(s.controller,
+                                                                       active=broker))
+
+    return [(spec.actions, "_take_over", take_over)]
+
+
 MUTANTS = {
+    "failover_keeps_controller_epoch": _mutant_failover_keeps_controller_epoch,
     "elr_keeps_isr_members": _mutant_elr_keeps_isr_members,
     "hw_kept_on_truncation": _mutant_hw_kept_on_truncation,
     "unclean_election_keeps_isr": _mutant_unclean_election_keeps_isr,
@@ -930,6 +953,28 @@ def test_controller_that_never_bumps_the_leader_epoch_has_two_leaders(explored):
         "distinct": 11,
     }
     assert pins(explored("mutant_two_leaders_baseline")) == ok(129)
+
+
+def test_controller_failover_is_clean_on_current(explored):
+    # Two brokers, two session expiries, one failover: broker 0 (the controller) loses its
+    # session, broker 1 wins the role in controller epoch 1 (at once, or when it registers
+    # again), and stale requests from controller epoch 0 are fenced. Every invariant holds.
+    assert pins(explored("controller_failover")) == ok(20809)
+
+
+def test_failover_that_keeps_the_controller_epoch_has_two_controllers_in_one_epoch(explored):
+    # SingleControllerPerEpoch: a new controller wins the next controller epoch; this mutant
+    # keeps the old one, so broker 0's request (sent when broker 1's session expired) and
+    # broker 1's own, once it registers again and takes the role, share epoch 0.
+    assert pins(explored("mutant_failover_keeps_epoch")) == {
+        "result": "violation",
+        "invariant": "SingleControllerPerEpoch",
+        "length": 3,
+        "actions": ["ControllerHandleBrokerFailure", "ControllerHandleBrokerFailure",
+                    "BrokerRegister"],
+        "detail": "controllers 1 and 0 both act in controller epoch 0",
+        "distinct": 52,
+    }
 
 
 def test_epoch_cache_kept_across_truncation_goes_backwards(explored):

@@ -131,6 +131,10 @@ KEYS: tuple[Key, ...] = (
     Key("max.crashes", Kind.INT, model=Use("max_crashes", 0), cluster=None, bound=True),
     Key("max.session.expiries", Kind.INT, model=Use("max_session_expiries", 0), cluster=None,
         bound=True),
+    Key("max.controller.failovers", Kind.INT, model=Use("max_controller_failovers", 0),
+        cluster=None, bound=True,
+        doc="0: the controller never fails; above 0 it is a role a broker holds, failing over "
+        "at most this many times"),
     Key("max.message.drops", Kind.INT, model=Use("max_message_drops", 0), cluster=None,
         bound=True),
     Key("max.partition.epoch", Kind.INT, model=Use("max_partition_epoch", 0), cluster=None,

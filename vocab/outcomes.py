@@ -55,6 +55,13 @@ class Code(StrEnum):
     # elected: how many of them got a new leader (one left offline is not counted),
     # excused: [value, ...]
     BROKER_FAILURE_HANDLED = "BROKER_FAILURE_HANDLED"
+    # A broker won the controller role in the metadata store: controller, controller_epoch
+    # (with max.controller.failovers; a field of BROKER_FAILURE_HANDLED, BROKER_UP, REGISTERED)
+    # LeaderAndIsr consumed without effect: from an older controller epoch than the broker has
+    # seen (Kafka's STALE_CONTROLLER_EPOCH: controller_epoch, seen), or a view that is not newer
+    # (leader_epoch, partition_epoch, view_leader_epoch, view_partition_epoch).
+    STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
+    LEADER_AND_ISR_IGNORED = "LEADER_AND_ISR_IGNORED"
     # Network
     DROPPED = "DROPPED"
     # LeaderAndIsr applied
@@ -165,10 +172,18 @@ class Refusal(StrEnum):
     FLUSH_MOOT = "FLUSH_MOOT"
     ISR_CHANGE_PENDING = "ISR_CHANGE_PENDING"  # (an AlterPartition is already in flight)
     NO_SUCH_ALTER_PARTITION = "NO_SUCH_ALTER_PARTITION"
+    NO_CONTROLLER = "NO_CONTROLLER"  # broker (the controller, down with its session lingering)
+    CONTROLLER_FAILOVERS_BOUND = "CONTROLLER_FAILOVERS_BOUND"
 
 
 def _values(values) -> str:
     return " ".join(f"v{v}" for v in values)
+
+
+def _new_controller(f: Mapping[str, Any]) -> str:
+    if "controller" not in f:
+        return ""
+    return f"broker {f['controller']} is controller in controller epoch {f['controller_epoch']}"
 
 
 def _broker_failure(f: Mapping[str, Any]) -> str:
@@ -176,7 +191,16 @@ def _broker_failure(f: Mapping[str, Any]) -> str:
              for p, leader, epoch, isr in f.get("changes", ())]
     if f.get("excused"):
         notes.append(f"every ISR replica is down, excused {_values(f['excused'])}")
+    if "controller" in f:
+        notes.insert(0, _new_controller(f))
     return "; ".join(notes) or "no partition changed"
+
+
+def _registered(word: str) -> Callable[[Mapping[str, Any]], str]:
+    def english(f: Mapping[str, Any]) -> str:
+        text = f"{word} with broker epoch {f['broker_epoch']}"
+        return f"{text}; {_new_controller(f)}" if "controller" in f else text
+    return english
 
 
 def _records_sent(f: Mapping[str, Any]) -> str:
@@ -232,8 +256,11 @@ _ENGLISH: dict[str, Template] = {
     Code.RECORDS_APPENDED: "appended {records}, HW {high_watermark}",
     Code.FLUSHED: "flushed",
     Code.CRASHED: _crashed,
-    Code.BROKER_UP: "up with broker epoch {broker_epoch}",
-    Code.REGISTERED: "registered with broker epoch {broker_epoch}",
+    Code.BROKER_UP: _registered("up"),
+    Code.REGISTERED: _registered("registered"),
+    Code.STALE_CONTROLLER_EPOCH: "fenced: controller epoch {controller_epoch} < {seen} seen",
+    Code.LEADER_AND_ISR_IGNORED: "ignored: epoch {leader_epoch}/{partition_epoch} <= view "
+                                 "{view_leader_epoch}/{view_partition_epoch}",
     Code.TICK: "tick {ticks}",
     Code.ISR_CHANGED: "ISR {isr}",
     Code.ISR_APPLIED: "ISR {isr} at partition epoch {partition_epoch}",
@@ -295,6 +322,8 @@ _ENGLISH: dict[str, Template] = {
     Refusal.FLUSH_MOOT: "no crash left in the bounds: flushing is moot",
     Refusal.ISR_CHANGE_PENDING: "an ISR change is already in flight",
     Refusal.NO_SUCH_ALTER_PARTITION: "no such AlterPartition in flight",
+    Refusal.NO_CONTROLLER: "no controller: broker {broker} is down and its session lingers",
+    Refusal.CONTROLLER_FAILOVERS_BOUND: "max.controller.failovers reached",
 }
 
 
