@@ -91,7 +91,7 @@ def test_an_applied_request_raises_the_epoch_the_broker_has_seen(walked):
                if isinstance(a, BecomeLeader | BecomeFollower) and a.controller_epoch
                and o.code not in (Code.STALE_CONTROLLER_EPOCH, Code.LEADER_AND_ISR_IGNORED)]
     assert applied
-    for s, a, t in applied:
+    for _, a, t in applied:
         assert t.controller_epoch_seen(a.broker) == a.controller_epoch
 
 
