@@ -6,7 +6,16 @@ The layout is stable on purpose: transcripts compare it byte for byte.
 from __future__ import annotations
 
 from spec.config import Config
-from spec.state import NO_LEADER, Cluster, EpochRequest, FetchRequest, FetchResponse, Replica
+from spec.state import (
+    ACCEPTED,
+    NO_LEADER,
+    PENDING,
+    Cluster,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    Replica,
+)
 
 
 def _isr(isr) -> str:
@@ -81,6 +90,10 @@ def render(config: Config, s: Cluster) -> str:
         sender = f" from controller {m.controller} c{m.controller_epoch}" if failovers else ""
         flight.append(f"LeaderAndIsr(p{m.partition} leader={m.leader} epoch={m.leader_epoch} "
                       f"isr={_isr(m.isr)}){sender} to {m.broker}")
+    for m in sorted(s.alter_partitions):
+        ask = f"AlterPartition(p{m.partition} isr={_isr(m.isr)} at e{m.leader_epoch}/pe{m.partition_epoch})"
+        flight.append(f"{ask} from {m.leader}" if m.answer == PENDING
+                      else f"{ask} {'accepted' if m.answer == ACCEPTED else 'rejected'} to {m.leader}")
     for p, row in enumerate(s.fetches):
         for f, m in enumerate(row):
             if m is not None:

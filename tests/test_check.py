@@ -161,7 +161,7 @@ def test_itf_and_junit_outputs(capsys, tmp_path):
     assert trace["states"][0]["next_value"] == {"#bigint": "1"}
     assert "replicas" in trace["vars"] and "_hash" not in trace["vars"]
     suite = ET.parse(junit).getroot()
-    assert (suite.get("tests"), suite.get("failures")) == ("11", "1")
+    assert (suite.get("tests"), suite.get("failures")) == ("12", "1")
     failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
     assert failed == ["NoCommittedDataLoss"]
 
