@@ -9,6 +9,7 @@ tests/testdata/controller_failover.txt.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, deque
 from dataclasses import replace
 
@@ -127,3 +128,14 @@ def test_without_failovers_the_requests_carry_no_controller():
     assert all(m.controller_epoch == 0 for s in states for m in s.leader_and_isr)
     assert not any(o.code in (Code.STALE_CONTROLLER_EPOCH, Code.LEADER_AND_ISR_IGNORED)
                    for *_, o in steps)
+
+
+def test_the_documented_command_is_clean_and_fails_over(capsys):
+    # docs/protocol.md, "Controller failover": the command and its count.
+    from isrlab.cli import main
+
+    code = main(["check", "--variant", "current", "--brokers", "2", "--records", "1",
+                 "--epochs", "2", "--crashes", "1", "--controller-failovers", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (out["result"], out["distinct_states"], out["depth"]) == ("ok", 44966, 33)
