@@ -10,6 +10,7 @@ stderr and in run.json), 2 on bad usage, config or set-up (a port in use, say).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     config = cluster_config(args)
     seed = 1 if args.seed is None else args.seed
     out = Path(args.trace_out)
+    if not args.duration and args.mode == "sim":
+        raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     if args.mode == "sim":
         from impl.sim import SimOptions, simulate
 
@@ -66,10 +69,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--nemesis: {scripted[0]} runs in the simulator only "
                              f"(isrlab cluster sim)")
 
+        # Kafka clients are served on --port-base (default 19092) when it is given or the
+        # cluster runs until stopped; isrlab's own workload runs only in timed runs.
+        kafka = args.port_base is not None or not args.duration
         options = TcpOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
-                             commit=_commit(), base_port=args.base_port)
+                             commit=_commit(), base_port=args.base_port,
+                             kafka_port_base=(DEFAULT_KAFKA_PORT if args.port_base is None
+                                              else args.port_base) if kafka else None,
+                             topic=args.topic, workload=bool(args.duration))
+        length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
         print(f"isrlab cluster tcp: seed {seed}, {config.brokers} broker processes on "
-              f"127.0.0.1, {args.duration / 1000:g} s, nemesis {','.join(args.nemesis) or 'none'}")
+              f"127.0.0.1, {length}, nemesis {','.join(args.nemesis) or 'none'}", flush=True)
         try:
             summary = run_cluster(config, options, out)
         except ClusterError as error:
@@ -111,6 +121,16 @@ def losses_note(run_dir: Path) -> str | None:
     return note
 
 
+DEFAULT_KAFKA_PORT = 19092
+
+
+def _topic(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a Kafka topic name ([A-Za-z0-9._-], "
+                                         "1..249 characters)")
+    return text
+
+
 def _port(text: str) -> int:
     try:
         value = int(text) if text.isascii() else None
@@ -133,5 +153,11 @@ def register(sub) -> None:
         p.add_argument("--trace-out", required=True, metavar="DIR", help="where traces go")
         if mode == "tcp":
             p.add_argument("--base-port", type=_port, default=0,
-                           help="first port (default: any free ports)")
+                           help="first port of the cluster's own traffic (default: any free "
+                                "ports)")
+            p.add_argument("--port-base", type=_port, default=None, metavar="P",
+                           help="serve Kafka clients: broker i on 127.0.0.1:P+i (default "
+                                f"{DEFAULT_KAFKA_PORT} when --duration is 0, else not served)")
+            p.add_argument("--topic", default="isrlab", type=_topic,
+                           help="the one topic Kafka clients see (its partitions: --partitions)")
         p.set_defaults(func=run, error_prefix="isrlab cluster")

@@ -155,14 +155,15 @@ CLUSTER_FLAGS = (
 
 
 def parse_duration(text: str) -> int:
-    """'60s', '500ms', '2m' or a bare number of seconds -> milliseconds."""
+    """'60s', '500ms', '2m' or a bare number of seconds -> milliseconds (0: until stopped,
+    where a command allows it)."""
     match = re.fullmatch(r"([0-9]{1,9})(ms|s|m)?", text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"bad duration {shown(text)} (e.g. 60s, 500ms, 2m)")
     value, unit = int(match.group(1)), match.group(2) or "s"
     ms = value * {"ms": 1, "s": 1000, "m": 60_000}[unit]
-    if not 1 <= ms <= 24 * 3_600_000:
-        raise argparse.ArgumentTypeError(f"duration {shown(text)} out of range (1ms..24h)")
+    if not 0 <= ms <= 24 * 3_600_000:
+        raise argparse.ArgumentTypeError(f"duration {shown(text)} out of range (0..24h)")
     return ms
 
 

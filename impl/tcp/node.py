@@ -84,6 +84,7 @@ from vocab.actions import ActionName as A
 from vocab.outcomes import Code
 
 HOST = "127.0.0.1"
+KAFKA_SRC = "kafka/"  # the source name of requests from Kafka clients (impl/kafka/door.py)
 SUPERVISOR = "supervisor"
 # Every process of a run reads the same CLOCK_REALTIME, so honest send times are never far ahead.
 MAX_CLOCK_SKEW_MS = 1_000
@@ -144,6 +145,7 @@ class Node:
         self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0,
                       "refused_connections": 0}
         self.listeners: list = []
+        self.kafka = None  # impl.kafka.serve.KafkaServer when this broker serves Kafka clients
 
     # Time and inputs ---------------------------------------------------------------------------
 
@@ -240,6 +242,10 @@ class Node:
     # Sending -------------------------------------------------------------------------------------
 
     def send(self, dst: str, mid: str, message, now: int) -> None:
+        if dst.startswith(KAFKA_SRC):
+            if self.kafka is not None:
+                self.kafka.answer(dst, message)
+            return
         if dst in self.blocked:
             self.drops.append((dst, mid, message, "partition"))
             return
@@ -538,7 +544,14 @@ def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
             for effect in core.bootstrap([views(p) for p in range(config.partitions)]):
                 storage.apply(effect)
     secret = os.environ.pop(SECRET_ENV, None)
-    return Node(role, core, trace, ports, args.start_ms, storage, secret), storage, pending
+    node = Node(role, core, trace, ports, args.start_ms, storage, secret)
+    if f"kafka-{role}" in ports:
+        from impl.kafka.serve import KafkaServer
+
+        kafka_ports = {int(k[len("kafka-b"):]): v for k, v in ports.items()
+                       if k.startswith("kafka-b")}
+        node.kafka = KafkaServer(node, kafka_ports, args.topic)
+    return node, storage, pending
 
 
 async def run_node(args: argparse.Namespace) -> None:
@@ -547,6 +560,8 @@ async def run_node(args: argparse.Namespace) -> None:
         async with trio.open_nursery() as nursery:
             node.nursery = nursery
             await nursery.start(node.serve)
+            if node.kafka is not None:
+                await nursery.start(node.kafka.serve)
             print("ready", flush=True)
 
             async def on_signal() -> None:
@@ -594,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commit", default="unknown")
     p.add_argument("--run", default="tcp")
     p.add_argument("--no-trace", dest="trace", action="store_false", help="no trace file")
+    p.add_argument("--topic", default="isrlab", help="the topic Kafka clients see")
     args = p.parse_args(argv)
     try:
         trio.run(run_node, args)

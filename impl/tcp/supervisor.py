@@ -82,6 +82,11 @@ class TcpOptions:
     crash_drain_ms: int = 30
     trace: bool = True
     faults: tuple[tuple[int, str, str, int], ...] = ()  # scripted: (at ms, kind, target, ms)
+    # Kafka clients: broker i serves Kafka's protocol on kafka_port_base + i (0: any free
+    # ports; None: not served), with one topic.
+    kafka_port_base: int | None = None
+    topic: str = "isrlab"
+    workload: bool = True  # isrlab's own producer and consumer
 
 
 
@@ -95,6 +100,8 @@ def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
     try:
         for i, _ in enumerate(names):
             s = socket.socket()
+            # As trio's listeners do: a port left in TIME_WAIT by an earlier run is free.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sockets.append(s)
             port = base_port + i if base_port else 0
             try:
@@ -109,11 +116,11 @@ def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
 
 def node_command(node: str, header_cfg: dict, run_dir: Path, ports: dict, start_ms: int,
                  seed: int, commit: str, run: str, restart: bool = False,
-                 trace: bool = True) -> list[str]:
+                 trace: bool = True, topic: str = "isrlab") -> list[str]:
     cmd = [sys.executable, "-m", "impl.tcp.node", "--role", node,
            "--config", json.dumps(header_cfg, sort_keys=True), "--run-dir", str(run_dir),
            "--ports", json.dumps(ports, sort_keys=True), "--start-ms", str(start_ms),
-           "--seed", str(seed), "--commit", commit, "--run", run]
+           "--seed", str(seed), "--commit", commit, "--run", run, "--topic", topic]
     if restart:
         cmd.append("--restart")
     if not trace:
@@ -269,6 +276,9 @@ class Cluster:
                        "run": self.run_name, "config": self.header_cfg}
         self.ports = pick_ports([*self.brokers, "meta", "producer", "consumer"],
                                 options.base_port)
+        if options.kafka_port_base is not None:
+            self.ports.update(pick_ports([f"kafka-{b}" for b in self.brokers],
+                                         options.kafka_port_base))
         self.secret = secrets.token_hex(16)
         self.procs = Processes(run_dir, self.secret)
         self.down: set[str] = set()  # killed by the nemesis and not yet restarted
@@ -291,7 +301,10 @@ class Cluster:
     def command(self, node: str, restart: bool = False) -> list[str]:
         o = self.options
         return node_command(node, self.header_cfg, self.run_dir, self.ports, self.start_ms,
-                            o.seed, o.commit, self.run_name, restart, o.trace)
+                            o.seed, o.commit, self.run_name, restart, o.trace, o.topic)
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{self.ports[f'kafka-{b}']}" for b in self.brokers)
 
     async def run(self) -> dict:
         o = self.options
@@ -333,12 +346,20 @@ class Cluster:
                     await trio.sleep(wait_ms / 1000)
                 for node in self.clients.values():
                     nursery.start_soon(node.timer_loop)
-                nursery.start_soon(self.workload)
+                if o.workload:
+                    nursery.start_soon(self.workload)
                 if o.faults:
                     nursery.start_soon(self.scripted_faults)
                 elif o.nemesis:
                     nursery.start_soon(self.nemesis)
-                await trio.sleep(max(0, o.duration_ms - self.now()) / 1000)
+                if o.kafka_port_base is not None:
+                    print(f"bootstrap.servers={self.bootstrap_servers()}", flush=True)
+                if o.duration_ms:
+                    await trio.sleep(max(0, o.duration_ms - self.now()) / 1000)
+                else:
+                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for _ in signals:
+                            break
                 nursery.cancel_scope.cancel()
             await self.stop_all()
         finally:

@@ -1,0 +1,227 @@
+"""Kafka's wire format, through `kio` (entities generated from Kafka's JSON message schemas).
+
+A request frame (after the 4-byte size) is a request header then the body; which header version
+and body class to use follows from the API key and version, so both are read first. Responses
+are built from plain dicts by `build`, which fills each version's own dataclasses (fields a
+version lacks are left out, so one dict serves every version we advertise).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import typing
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32, i64
+
+# API key -> (min, max) version served. Exactly what `KafkaDoor` answers; ApiVersions
+# advertises this table.
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_FOR_LEADER_EPOCH, API_VERSIONS, INIT_PRODUCER_ID = 23, 18, 22
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (1, 12),
+    API_VERSIONS: (0, 3),
+    INIT_PRODUCER_ID: (0, 4),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
+         API_VERSIONS: "ApiVersions", INIT_PRODUCER_ID: "InitProducerId",
+         OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch"}
+
+
+class BadRequest(ValueError):
+    """A frame that cannot be answered as its API: the connection is closed with a log line.
+    `correlation_id` is set when the header could be read."""
+
+    def __init__(self, text: str, api_key: int = -1, api_version: int = -1,
+                 correlation_id: int | None = None):
+        super().__init__(text)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: object  # the kio request entity
+
+
+@cache
+def _request_class(api_key: int, version: int):
+    return load_request_schema(api_key, version)
+
+
+@cache
+def _reader(cls):
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls):
+    return entity_writer(cls)
+
+
+def parse_request(frame: bytes) -> Request:
+    """A request frame (without its size prefix) -> `Request`; `BadRequest` otherwise."""
+    if len(frame) < 8:
+        raise BadRequest(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
+    if api_key not in SUPPORTED:
+        raise BadRequest(f"unsupported API key {api_key}", api_key, api_version, correlation_id)
+    low, high = SUPPORTED[api_key]
+    if not low <= api_version <= high:
+        if api_key == API_VERSIONS:
+            # Kafka answers an ApiVersions it cannot parse with v0 and UNSUPPORTED_VERSION, so
+            # the client can retry with a version from the list.
+            return Request(api_key, api_version, correlation_id, None, None)
+        raise BadRequest(f"{NAMES[api_key]} v{api_version} is not served ({low}..{high})",
+                         api_key, api_version, correlation_id)
+    cls = _request_class(api_key, api_version)
+    try:
+        header, size = _reader(cls.__header_schema__)(frame, 0)
+        body, used = _reader(cls)(frame, size)
+    except Exception as error:  # kio raises several types for malformed bytes
+        raise BadRequest(f"malformed {NAMES[api_key]} v{api_version}: {error}",
+                         api_key, api_version, correlation_id) from None
+    if size + used != len(frame):
+        raise BadRequest(f"{NAMES[api_key]} v{api_version}: {len(frame) - size - used} bytes "
+                         "after the request body", api_key, api_version, correlation_id)
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+# Responses ----------------------------------------------------------------------------------
+
+
+@cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _convert(hint, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        (inner, *_) = typing.get_args(hint)
+        return tuple(_convert(inner, v) for v in value)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        inner = next(a for a in typing.get_args(hint) if a is not type(None))
+        return _convert(inner, value)
+    if is_dataclass(hint) and isinstance(value, dict):
+        return build(hint, value)
+    if isinstance(hint, type):
+        if issubclass(hint, datetime.timedelta):
+            return datetime.timedelta(milliseconds=value)
+        if issubclass(hint, ErrorCode):
+            return ErrorCode(value)
+    return value
+
+
+def build(cls, data: dict):
+    """`cls` (a kio entity of one version) from a dict; keys the version lacks are dropped and
+    fields with defaults may be left out."""
+    hints = _hints(cls)
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise KeyError(f"{cls.__module__}.{cls.__qualname__}: no value for {f.name}")
+    return cls(**kwargs)
+
+
+def encode_response(request: Request, data: dict) -> bytes:
+    """The response frame (with its size prefix) to `request`, from a dict."""
+    version = request.api_version
+    if request.body is None:  # ApiVersions at a version we do not serve: answered as v0
+        version = 0
+    cls = load_response_schema(request.api_key, version)
+    header_cls = cls.__header_schema__
+    # ApiVersions responses always use header v0, whatever the version (KIP-511).
+    if request.api_key == API_VERSIONS:
+        from kio.schema.response_header.v0.header import ResponseHeader
+        header_cls = ResponseHeader
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    _writer(header_cls)(out, header_cls(correlation_id=i32(request.correlation_id)))
+    _writer(cls)(out, build(cls, data))
+    frame = out.getbuffer()
+    struct.pack_into(">i", frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+# Record batches ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A produced batch: the record values (Kafka's `value` bytes) and whether it is one we
+    can store (magic 2, no compression, no transaction)."""
+
+    values: tuple[bytes, ...]
+    producer_id: int
+    attributes: int
+
+
+COMPRESSION_MASK = 0x07
+TRANSACTIONAL = 0x10
+
+
+def read_batches(records: bytes) -> list[Batch]:
+    """Every record batch of a produce request's `records` (CRC32C verified by kio);
+    ValueError on a bad CRC, a batch that is not v2, or bytes that do not parse."""
+    out = []
+    offset = 0
+    view = memoryview(records)
+    while offset < len(records):
+        if len(records) - offset < 17 or view[offset + 16] != 2:
+            raise ValueError("not a record batch v2 (magic != 2)")
+        attributes = struct.unpack_from(">h", records, offset + 21)[0]
+        if attributes & COMPRESSION_MASK:
+            out.append(Batch((), -1, attributes))
+            offset += 12 + struct.unpack_from(">i", records, offset + 8)[0]
+            continue
+        batch, size = read_batch(records, offset)
+        out.append(Batch(tuple(r.value or b"" for r in batch.records), batch.producer_id,
+                         batch.attributes))
+        offset += size
+    return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def write_batches(records: list[tuple[int, int, bytes]]) -> bytes:
+    """Stored records (offset, leader epoch, value bytes) as v2 batches, one per run of
+    records with the same leader epoch (a batch carries one partition leader epoch)."""
+    out = io.BytesIO()
+    start = 0
+    while start < len(records):
+        epoch = records[start][1]
+        end = start
+        while end < len(records) and records[end][1] == epoch:
+            end += 1
+        batch = NewRecordBatch(
+            producer_id=i64(-1), producer_epoch=i16(-1), partition_leader_epoch=i32(epoch),
+            base_sequence=i32(-1), attributes=i16(0),
+            records=tuple(Record(attributes=0, timestamp=_EPOCH, offset=i64(o), key=None,
+                                 value=v, headers=()) for o, _, v in records[start:end]))
+        write_new_batch(out, batch)
+        start = end
+    return out.getvalue()

@@ -1,0 +1,393 @@
+"""The broker's Kafka front door, sans I/O: Kafka requests in, core inputs and Kafka responses out.
+
+A Kafka client's Produce becomes, per record, what isrlab's own producer would send: a
+`ProducerSend` transition (traced, so replay and the history checker see the write) and a
+one-record `Produce` to the broker core. A consumer's Fetch becomes a `ConsumerFetch`. The core
+answers these to the source `kafka/<request>`; `on_core_message` collects the answers and,
+once a request has all of them, returns its response bytes. Metadata, ListOffsets and
+OffsetForLeaderEpoch are answered from the core's own view of each partition, as a Kafka
+broker answers from its replica state.
+
+Record values: a record whose value is a decimal number below 10**15 is the write of that
+number (the value the history and the trace name), so a client that writes numbers can be
+checked write by write; any other record gets a fresh number above that range, made of the
+broker's id, the process's incarnation and a counter. The record's value bytes are the payload
+the broker stores; keys, headers and timestamps are not stored (consumers see null keys, no
+headers and timestamp 0).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from impl.config import ClusterConfig
+from impl.kafka.codec import (
+    API_VERSIONS,
+    COMPRESSION_MASK,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    SUPPORTED,
+    TRANSACTIONAL,
+    Request,
+    encode_response,
+    read_batches,
+    write_batches,
+)
+from impl.protocol.messages import (
+    ConsumerFetch,
+    ConsumerFetchResponse,
+    Produce,
+    ProduceResponse,
+    Transition,
+)
+from vocab.actions import ActionName as A
+from vocab.outcomes import KAFKA_ERROR_NUMBERS, Code
+
+HOST = "127.0.0.1"
+NUMBERED = 10**15
+ERRORS = {"NONE": 0, **{e.value: n for e, n in KAFKA_ERROR_NUMBERS.items()}}
+ACKS = {-1: "all", 1: "1", 0: "0"}
+EARLIEST, LATEST = -2, -1
+
+
+@dataclass
+class Pending:
+    """A request waiting for the core: its answers so far and how to build the response."""
+
+    request: Request
+    expected: int
+    finish: object  # (answers) -> dict
+    answers: list = field(default_factory=list)
+
+
+@dataclass
+class Step:
+    """What the node does for one request: `inputs` are (transition or None, message) pairs
+    for the core, in order (a transition is traced, with a fresh message id, before its
+    message is handed to the core); `reply` is the response when it is known at once (None
+    for acks=0 produce, and while `pending`)."""
+
+    reply: bytes | None = None
+    inputs: list = field(default_factory=list)
+    pending: Pending | None = None
+    src: str = ""
+
+
+class KafkaDoor:
+    def __init__(self, broker: int, config: ClusterConfig, kafka_ports: dict[int, int],
+                 topic: str, core):
+        self.broker = broker
+        self.config = config
+        self.kafka_ports = kafka_ports
+        self.topic = topic
+        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"isrlab:{topic}")
+        self.core = core
+        self.pending: dict[str, Pending] = {}
+        self.requests = 0
+        self.fresh = 0
+        self.producer_ids = 0
+        self.last_fetch_empty = False  # the last Fetch found nothing to serve (long poll)
+
+    # Requests -------------------------------------------------------------------------------
+
+    def on_request(self, request: Request) -> Step:
+        self.requests += 1
+        self.last_fetch_empty = False
+        src = f"kafka/{self.broker}/{self.requests}"
+        handler = {
+            API_VERSIONS: self._api_versions, METADATA: self._metadata, PRODUCE: self._produce,
+            FETCH: self._fetch, LIST_OFFSETS: self._list_offsets,
+            OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            INIT_PRODUCER_ID: self._init_producer_id,
+        }[request.api_key]
+        step = handler(request, src)
+        step.src = src
+        if step.pending is not None:
+            if step.pending.expected == 0:
+                step.reply = encode_response(request, step.pending.finish([]))
+                step.pending = None
+            else:
+                self.pending[src] = step.pending
+        return step
+
+    def on_core_message(self, dst: str, message) -> bytes | None:
+        """An answer the core sent to `dst`: the response, once its request is complete."""
+        pending = self.pending.get(dst)
+        if pending is None:
+            return None
+        pending.answers.append(message)
+        if len(pending.answers) < pending.expected:
+            return None
+        del self.pending[dst]
+        return encode_response(pending.request, pending.finish(pending.answers))
+
+    def expire(self, src: str) -> bytes | None:
+        """The request's time is up: answer what is known, the rest REQUEST_TIMED_OUT."""
+        pending = self.pending.pop(src, None)
+        if pending is None:
+            return None
+        return encode_response(pending.request, pending.finish(pending.answers, timed_out=True))
+
+    def _reply(self, request: Request, data: dict) -> Step:
+        return Step(reply=encode_response(request, data))
+
+    def _view(self, p: int):
+        """This broker's replica of partition p, or None when it hosts none."""
+        if not 0 <= p < self.config.partitions or self.broker not in self.config.assignment(p):
+            return None
+        return self.core.replicas[p]
+
+    # ApiVersions, Metadata, InitProducerId ----------------------------------------------------
+
+    def _api_versions(self, request: Request, src: str) -> Step:
+        keys = [{"api_key": k, "min_version": low, "max_version": high}
+                for k, (low, high) in sorted(SUPPORTED.items())]
+        error = ERRORS["UNSUPPORTED_VERSION"] if request.body is None else 0
+        return self._reply(request, {"error_code": error, "api_keys": keys, "throttle_time": 0})
+
+    def _metadata(self, request: Request, src: str) -> Step:
+        brokers = [{"node_id": b, "host": HOST, "port": port, "rack": None}
+                   for b, port in sorted(self.kafka_ports.items())]
+        asked = request.body.topics
+        names = [self.topic] if asked is None else [t.name for t in asked]
+        topics = []
+        for name in names:
+            if name != self.topic:
+                topics.append({"error_code": ERRORS["UNKNOWN_TOPIC_OR_PARTITION"], "name": name,
+                               "topic_id": uuid.UUID(int=0), "is_internal": False,
+                               "partitions": [], "topic_authorized_operations": -2147483648})
+                continue
+            parts = []
+            for p in range(self.config.partitions):
+                r = self._view(p)
+                replicas = list(self.config.assignment(p))
+                if r is None or r.leader < 0:
+                    parts.append({"error_code": ERRORS["LEADER_NOT_AVAILABLE"],
+                                  "partition_index": p, "leader_id": -1, "leader_epoch": -1,
+                                  "replica_nodes": replicas, "isr_nodes": [],
+                                  "offline_replicas": []})
+                    continue
+                parts.append({"error_code": 0, "partition_index": p, "leader_id": r.leader,
+                              "leader_epoch": r.leader_epoch, "replica_nodes": replicas,
+                              "isr_nodes": list(r.isr), "offline_replicas": []})
+            topics.append({"error_code": 0, "name": name, "topic_id": self.topic_id,
+                           "is_internal": False, "partitions": parts,
+                           "topic_authorized_operations": -2147483648})
+        return self._reply(request, {
+            "throttle_time": 0, "brokers": brokers, "cluster_id": "isrlab",
+            "controller_id": -1, "topics": topics,
+            "cluster_authorized_operations": -2147483648})
+
+    def _init_producer_id(self, request: Request, src: str) -> Step:
+        # An id is granted so idempotent producers (kafka-python's and librdkafka's defaults in
+        # recent versions) can start; sequence numbers are not checked, so a retried batch
+        # may be stored twice, which the history checker reports as a duplicate.
+        self.producer_ids += 1
+        pid = (self.broker << 40) | (self.core.incarnation % (1 << 20)) << 20 | self.producer_ids
+        return self._reply(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,
+                                     "producer_epoch": 0})
+
+    # Produce ----------------------------------------------------------------------------------
+
+    def _value(self, payload: bytes) -> int:
+        if 0 < len(payload) <= 15 and payload.isdigit():
+            return int(payload)
+        self.fresh += 1
+        base = ((self.broker + 1) << 20 | self.core.incarnation % (1 << 20)) << 12
+        return NUMBERED + base * 4096 + self.fresh
+
+    def _produce(self, request: Request, src: str) -> Step:
+        body = request.body
+        acks = ACKS.get(body.acks)
+        results: list[tuple[str, int, int, str | None]] = []  # topic, partition, records, error
+        inputs = []
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                p = part.index
+                error = self._produce_error(topic.name, p, acks)
+                values: list[int] = []
+                payloads: list[bytes] = []
+                if error is None:
+                    try:
+                        batches = read_batches(bytes(part.records or b""))
+                    except ValueError:
+                        error = "CORRUPT_MESSAGE"
+                    else:
+                        if any(b.attributes & COMPRESSION_MASK for b in batches):
+                            error = "UNSUPPORTED_COMPRESSION_TYPE"
+                        elif any(b.attributes & TRANSACTIONAL for b in batches):
+                            error = "INVALID_REQUEST"
+                        else:
+                            payloads = [v for b in batches for v in b.values]
+                            values = [self._value(v) for v in payloads]
+                for value, payload in zip(values, payloads, strict=True):
+                    t = Transition(A.PRODUCER_SEND, {"partition": p}, Code.PRODUCE_SENT,
+                                   {"value": value, "broker": self.broker},
+                                   detail={"value": value, "broker": self.broker, "attempt": 0,
+                                           "client": request.client_id})
+                    inputs.append((t, Produce(p, (value,), (payload,), acks or "all")))
+                results.append((topic.name, p, len(values), error))
+        expected = 0 if acks == "0" else sum(n for _, _, n, e in results if e is None)
+
+        def finish(answers, timed_out=False):
+            by_partition: dict[int, list] = {}
+            for a in answers:
+                if type(a) is ProduceResponse:
+                    by_partition.setdefault(a.partition, []).extend(a.results)
+            topics: dict[str, list] = {}
+            for name, p, n, error in results:
+                got = by_partition.get(p, []) if error is None else []
+                errors = [e for _, _, e in got if e != "NONE"]
+                if error is None and errors:
+                    error = errors[0]
+                if error is None and len(got) < n:
+                    error = "REQUEST_TIMED_OUT" if timed_out else "NONE"
+                offsets = [o for _, o, e in got if e == "NONE"]
+                topics.setdefault(name, []).append({
+                    "index": p, "error_code": ERRORS.get(error or "NONE", -1),
+                    "base_offset": min(offsets) if offsets and not errors else -1,
+                    "log_append_time": None, "log_start_offset": 0, "record_errors": [],
+                    "error_message": None})
+            return {"responses": [{"name": n, "partition_responses": ps}
+                                  for n, ps in topics.items()], "throttle_time": 0}
+
+        if acks == "0":
+            return Step(reply=None, inputs=inputs)
+        return Step(inputs=inputs, pending=Pending(request, expected, finish))
+
+    def _produce_error(self, topic: str, p: int, acks: str | None) -> str | None:
+        if topic != self.topic or not 0 <= p < self.config.partitions:
+            return "UNKNOWN_TOPIC_OR_PARTITION"
+        if acks is None:
+            return "INVALID_REQUEST"
+        r = self._view(p)
+        if r is None or r.leader != self.broker:
+            return "NOT_LEADER_OR_FOLLOWER"
+        return None
+
+    # Fetch, ListOffsets, OffsetForLeaderEpoch ----------------------------------------------------
+
+    def _epoch_error(self, r, current_leader_epoch: int) -> str | None:
+        if r is None or r.leader != self.broker:
+            return "NOT_LEADER_OR_FOLLOWER"
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < r.leader_epoch:
+                return "FENCED_LEADER_EPOCH"
+            if current_leader_epoch > r.leader_epoch:
+                return "UNKNOWN_LEADER_EPOCH"
+        return None
+
+    def _fetch(self, request: Request, src: str) -> Step:
+        body = request.body
+        asked = []  # (topic, partition, offset, max_bytes, error)
+        inputs = []
+        for topic in body.topics:
+            for part in topic.partitions:
+                p = part.partition
+                if topic.topic != self.topic or not 0 <= p < self.config.partitions:
+                    asked.append((topic.topic, p, 0, 0, "UNKNOWN_TOPIC_OR_PARTITION"))
+                    continue
+                r = self._view(p)
+                error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
+                asked.append((topic.topic, p, part.fetch_offset, part.partition_max_bytes, error))
+                if error is None:
+                    inputs.append((None, ConsumerFetch(p, part.fetch_offset)))
+
+        def finish(answers, timed_out=False):
+            got = {a.partition: a for a in answers if type(a) is ConsumerFetchResponse}
+            topics: dict[str, list] = {}
+            for name, p, _offset, max_bytes, error in asked:
+                a = got.get(p)
+                records = b""
+                hw = -1
+                if error is None and a is not None:
+                    error = a.error
+                    hw = a.high_watermark
+                    if error == "NONE" and a.records:
+                        records = self._records(p, a.records, max_bytes)
+                topics.setdefault(name, []).append({
+                    "partition_index": p, "error_code": ERRORS.get(error or "NONE", -1),
+                    "high_watermark": hw, "last_stable_offset": hw, "log_start_offset": 0,
+                    "aborted_transactions": [], "preferred_read_replica": -1,
+                    "records": records})
+            self.last_fetch_empty = not any(
+                q["records"] or q["error_code"] for ps in topics.values() for q in ps)
+            return {"throttle_time": 0, "error_code": 0, "session_id": 0,
+                    "responses": [{"topic": n, "partitions": ps} for n, ps in topics.items()]}
+
+        return Step(inputs=inputs, pending=Pending(request, len(inputs), finish))
+
+    def _records(self, p: int, served: tuple, max_bytes: int) -> bytes:
+        log = self.core.replicas[p].log
+        out = []
+        size = 0
+        for offset, value in served:
+            epoch, stored, payload = log[offset]
+            if stored != value:
+                break  # the log moved under the answer (not within one synchronous step)
+            size += len(payload) + 24
+            if out and size > max(max_bytes, 1):
+                break
+            out.append((offset, epoch, payload))
+        return write_batches(out)
+
+    def _list_offsets(self, request: Request, src: str) -> Step:
+        topics = []
+        for topic in request.body.topics:
+            parts = []
+            for part in topic.partitions:
+                p = part.partition_index
+                error, offset, epoch = None, -1, -1
+                if topic.name != self.topic or not 0 <= p < self.config.partitions:
+                    error = "UNKNOWN_TOPIC_OR_PARTITION"
+                else:
+                    r = self._view(p)
+                    error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
+                    if error is None:
+                        epoch = r.leader_epoch
+                        if part.timestamp == EARLIEST:
+                            offset = 0
+                        elif part.timestamp == LATEST:
+                            offset = r.high_watermark
+                        else:  # no timestamps are stored: every record is at time 0
+                            offset = 0 if r.high_watermark else -1
+                parts.append({"partition_index": p, "error_code": ERRORS[error or "NONE"],
+                              "timestamp": -1, "offset": offset, "leader_epoch": epoch,
+                              "old_style_offsets": [offset] if offset >= 0 else []})
+            topics.append({"name": topic.name, "partitions": parts})
+        return self._reply(request, {"throttle_time": 0, "topics": topics})
+
+    def _offset_for_leader_epoch(self, request: Request, src: str) -> Step:
+        topics = []
+        for topic in request.body.topics:
+            parts = []
+            for part in topic.partitions:
+                p = part.partition
+                error, epoch, end = None, -1, -1
+                if topic.topic != self.topic or not 0 <= p < self.config.partitions:
+                    error = "UNKNOWN_TOPIC_OR_PARTITION"
+                else:
+                    r = self._view(p)
+                    error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
+                    if error is None:
+                        epoch, end = end_offset_for_epoch(r.epoch_cache, r.leo, part.leader_epoch)
+                parts.append({"error_code": ERRORS[error or "NONE"], "partition": p,
+                              "leader_epoch": epoch, "end_offset": end})
+            topics.append({"topic": topic.topic, "partitions": parts})
+        return self._reply(request, {"throttle_time": 0, "topics": topics})
+
+
+def end_offset_for_epoch(cache, leo: int, epoch: int) -> tuple[int, int]:
+    """Kafka's LeaderEpochFileCache.endOffsetFor: the largest epoch <= `epoch` and the start of
+    the next epoch after it (the LEO for the latest), or (-1, -1) when none is that old."""
+    found = -1
+    for i, (e, _start) in enumerate(cache):
+        if e > epoch:
+            return (found, cache[i][1]) if found >= 0 else (-1, -1)
+        found = e
+    return (found, leo) if found >= 0 else (-1, -1)
