@@ -70,13 +70,13 @@ def run(args: argparse.Namespace) -> int:
                              f"(isrlab cluster sim)")
 
         # Kafka clients are served on --port-base (default 19092) when it is given or the
-        # cluster runs until stopped; isrlab's own workload runs only in timed runs.
+        # cluster runs until stopped; then isrlab's own producer and consumer stay idle.
         kafka = args.port_base is not None or not args.duration
         options = TcpOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
                              commit=_commit(), base_port=args.base_port,
                              kafka_port_base=(DEFAULT_KAFKA_PORT if args.port_base is None
                                               else args.port_base) if kafka else None,
-                             topic=args.topic, workload=bool(args.duration))
+                             topic=args.topic, workload=not kafka)
         length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
         print(f"isrlab cluster tcp: seed {seed}, {config.brokers} broker processes on "
               f"127.0.0.1, {length}, nemesis {','.join(args.nemesis) or 'none'}", flush=True)

@@ -303,13 +303,22 @@ class Cluster:
         return node_command(node, self.header_cfg, self.run_dir, self.ports, self.start_ms,
                             o.seed, o.commit, self.run_name, restart, o.trace, o.topic)
 
+    def write_kafka_info(self) -> None:
+        """What a Kafka client workload needs to write its history beside the traces
+        (impl/kafka/clients.py)."""
+        info = {"bootstrap_servers": self.bootstrap_servers(), "topic": self.options.topic,
+                "partitions": self.config.partitions, "start_ms": self.start_ms,
+                "header": self.header}
+        (self.run_dir / "kafka.json").write_text(json.dumps(info, sort_keys=True) + "\n")
+
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{self.ports[f'kafka-{b}']}" for b in self.brokers)
 
     async def run(self) -> dict:
         o = self.options
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in [*self.run_dir.glob("*.ndjson"), *self.run_dir.glob("*.log")]:
+        for stale in [*self.run_dir.glob("*.ndjson"), *self.run_dir.glob("*.log"),
+                      *self.run_dir.glob("kafka.json")]:
             stale.unlink()
         for node in ["meta", *self.brokers]:
             shutil.rmtree(self.run_dir / node, ignore_errors=True)
@@ -353,6 +362,7 @@ class Cluster:
                 elif o.nemesis:
                     nursery.start_soon(self.nemesis)
                 if o.kafka_port_base is not None:
+                    self.write_kafka_info()
                     print(f"bootstrap.servers={self.bootstrap_servers()}", flush=True)
                 if o.duration_ms:
                     await trio.sleep(max(0, o.duration_ms - self.now()) / 1000)
