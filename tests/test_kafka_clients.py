@@ -1,0 +1,96 @@
+"""Real Kafka clients (kafka-python, confluent-kafka, aiokafka) against the TCP cluster: each
+produces and reads back, the brokers' traces replay against the spec, and the clients'
+histories are checked (model_check/kafka_runs.py)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from impl.kafka.clients import CLIENTS
+from model_check.kafka_runs import kafka_run
+
+
+def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
+    run = kafka_run(tmp_path / "run", CLIENTS, count=200,
+                    cluster_args=("--brokers", "3", "--partitions", "2"))
+    assert [(t["client"], t["ok"], t["info"]) for t in run.told] == [
+        (c, 200, 0) for c in CLIENTS]
+    assert run.history.acked["all"] == 600
+    assert run.history.lost == {"1": 0, "all": 0}
+    assert run.history.unverified["all"] == 0  # every acknowledged write was read back
+    assert run.history.counts["lost_write"] == 0
+    assert run.replay.verdict == "accepted", run.replay.divergence
+    assert "bootstrap.servers=127.0.0.1:" in run.cluster_output
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def _api_versions(correlation_id: int) -> bytes:
+    # ApiVersions v0: header v1 (api key, version, correlation id, client id), empty body.
+    return _frame(struct.pack(">hhih", 18, 0, correlation_id, 1) + b"t")
+
+
+def _answer(sock) -> tuple[int, int]:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    body = sock.recv(size, socket.MSG_WAITALL)
+    correlation_id, error = struct.unpack_from(">ih", body)
+    return correlation_id, error
+
+
+def test_bad_bytes_close_only_their_connection(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
+         "--port-base", "0", "--brokers", "1", "--partitions", "1", "--min-isr", "1",
+         "--trace-out", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while not line.startswith("bootstrap.servers=") and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        port = int(line.strip().rsplit(":", 1)[1])
+        healthy = socket.create_connection(("127.0.0.1", port))
+        healthy.sendall(_api_versions(1))
+        assert _answer(healthy) == (1, 0)
+        for bad in (struct.pack(">i", 1 << 30),  # over the size cap
+                    _frame(struct.pack(">hhi", 1000, 0, 5)),  # unknown API key
+                    _frame(struct.pack(">hhi", 3, 9, 5) + b"\xff\xff\xff"),  # malformed
+                    _frame(b"\x00")):  # shorter than a header
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(bad)
+            s.settimeout(10)
+            assert s.recv(1) == b""  # closed, not answered
+            s.close()
+        healthy.sendall(_api_versions(2))
+        assert _answer(healthy) == (2, 0)  # the other connection is still served
+        healthy.close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    logs = (run_dir / "b0.log").read_text()
+    for words in ("request of 1073741824 bytes", "unsupported API key 1000",
+                  "malformed Metadata v9", "shorter than a request header"):
+        assert words in logs
+    assert "Traceback" not in logs and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_ten_thousand_records_per_client_under_broker_crashes_lose_nothing(tmp_path):
+    # The crash nemesis kills a broker with SIGKILL every few seconds and restarts it.
+    run = kafka_run(tmp_path / "run", CLIENTS, count=10_000, seed=7,
+                    cluster_args=("--brokers", "3", "--partitions", "2", "--nemesis", "crash"))
+    assert run.history.acked["all"] + sum(t["info"] for t in run.told) == 30_000
+    assert run.history.lost == {"1": 0, "all": 0}
+    assert run.history.counts["lost_write"] == 0
+    assert run.replay.verdict == "accepted", run.replay.divergence
+    assert "faults: crashes 0" not in run.cluster_output
