@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         from impl.sim import ISR_KILLS
         from impl.tcp import ClusterError, TcpOptions, run_cluster
 
+        late = [f[2] for f in args.fault if int(f[2][1:]) >= config.brokers]
+        if late:
+            raise UsageError(f"--fault: no broker {late[0]} ({config.brokers} brokers)")
         scripted = [k for k in args.nemesis if k in ISR_KILLS]
         if scripted:
             raise UsageError(f"--nemesis: {scripted[0]} runs in the simulator only "
@@ -76,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
                              commit=_commit(), base_port=args.base_port,
                              kafka_port_base=(DEFAULT_KAFKA_PORT if args.port_base is None
                                               else args.port_base) if kafka else None,
-                             topic=args.topic, workload=not kafka)
+                             topic=args.topic, workload=not kafka,
+                             faults=tuple(args.fault))
         length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
         print(f"isrlab cluster tcp: seed {seed}, {config.brokers} broker processes on "
               f"127.0.0.1, {length}, nemesis {','.join(args.nemesis) or 'none'}", flush=True)
@@ -122,6 +126,17 @@ def losses_note(run_dir: Path) -> str | None:
 
 
 DEFAULT_KAFKA_PORT = 19092
+TCP_FAULTS = ("crash", "partition", "pause", "slow")
+
+
+def _fault(text: str) -> tuple[int, str, str, int]:
+    parts = text.split(":")
+    ok = len(parts) == 4 and parts[0].isdigit() and parts[3].isdigit()
+    if not ok or parts[1] not in TCP_FAULTS or not re.fullmatch(r"b[0-9]{1,2}", parts[2]):
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r}: expected AT_MS:KIND:bN:LENGTH_MS with KIND one of "
+            f"{', '.join(TCP_FAULTS)}")
+    return int(parts[0]), parts[1], parts[2], int(parts[3])
 
 
 def _topic(text: str) -> str:
@@ -158,6 +173,10 @@ def register(sub) -> None:
             p.add_argument("--port-base", type=_port, default=None, metavar="P",
                            help="serve Kafka clients: broker i on 127.0.0.1:P+i (default "
                                 f"{DEFAULT_KAFKA_PORT} when --duration is 0, else not served)")
+            p.add_argument("--fault", type=_fault, action="append", default=[],
+                           metavar="AT:KIND:TARGET:LENGTH",
+                           help="a scripted fault instead of the seeded nemesis, e.g. "
+                                "1000:partition:b0:4000 (times in ms; repeatable, in order)")
             p.add_argument("--topic", default="isrlab", type=_topic,
                            help="the one topic Kafka clients see (its partitions: --partitions)")
         p.set_defaults(func=run, error_prefix="isrlab cluster")

@@ -42,7 +42,8 @@ def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
-           "--port-base", "0", "--seed", str(seed), "--trace-out", str(run_dir), *cluster_args]
+           "--port-base", "0", "--seed", str(seed), "--trace-out", str(run_dir), "--acks", acks,
+           *cluster_args]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     err_path = run_dir / "cluster.stderr"
@@ -63,8 +64,11 @@ def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "
     if proc.returncode != 0:
         raise KafkaRunError(f"isrlab cluster tcp exited with {proc.returncode}: "
                             f"{_tail(err_path)}")
-    history = check_history(load_history([run_dir]))
-    replay = replay_run(load_run([run_dir]))
+    run = load_run([run_dir])
+    logs = (run.run_json or {}).get("final_logs") or {}
+    history = check_history(load_history([run_dir]),
+                            {int(p): [v for _, v in log] for p, log in logs.items()})
+    replay = replay_run(run)
     return KafkaRun(told, history, replay, "".join(lines) + (out or ""))
 
 

@@ -360,6 +360,10 @@ class Replayer:
         self.spec_value: dict[str, int] = {}  # produce message id -> spec value
         self.impl_value: dict[int, int] = {0: 0}  # spec value -> impl value
         self.latest_spec_value: dict[int, int] = {}  # impl value -> spec value of last attempt
+        # impl value -> the spec values of every attempt: a Kafka client may retry a batch on
+        # another broker while the first attempt is still answered, and either may be the one
+        # it reports (impl/kafka/clients.py).
+        self.spec_values: dict[int, list[int]] = {}
         self.refused: set[str] = set()  # produce ids the spec's producer could not address
         self.phantom: set[str] = set()
         self.slot: dict[tuple[int, int], str] = {}  # (partition, follower) -> message id
@@ -368,6 +372,7 @@ class Replayer:
         self.served: set[tuple[int, int, int]] = set()  # (partition, offset, impl value)
         self.reads: list[tuple[str, int, int, int]] = []  # (where, partition, offset, value)
         self.received: set[str] | None = None  # every message id some event receives
+        self.dropped: set[str] = set()  # every message id some drop event names
         self.invoked: dict[int, int] = {}  # impl value -> partition, from the producer's invokes
         self.invokes_traced = False  # Spark's distributed replay hands over event lines only
 
@@ -512,7 +517,8 @@ class Replayer:
         if type(offset) is not int or offset < 0:
             raise _Mismatch(f"acks={self.config.acks} write v{v} acknowledged without an offset "
                             f"({offset!r})")
-        if Acked(p, offset, value) not in self.state.acked:
+        if not any(Acked(p, offset, sv) in self.state.acked
+                   for sv in self.spec_values.get(v, (value,))):
             raise _Mismatch(f"producer saw v{v} acknowledged at offset {offset}, which the spec "
                             "never acknowledged")
 
@@ -588,11 +594,14 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
         rp.skipped += 1
     else:
         old = rp.state.fetches[p][b]
-        if old is not None and old.leader not in (r.leader, b):
+        if old is not None and (old.leader not in (r.leader, b)
+                                or rp.slot.get((p, b)) in rp.dropped):
             # Still in flight to (or from) a leader it no longer follows: the follower gave up on
             # it when that connection broke, which the old leader logs only later (it was
             # paused). A silent spec step explains it; only another leader's message qualifies,
-            # so two fetches in flight to one leader remain a divergence.
+            # so two fetches in flight to one leader remain a divergence, unless the run logs the
+            # old one's loss later (a partitioned leader logs a dropped frame only when it reads
+            # it, which may be after the follower, told its connection broke, fetched again).
             rp.step(S.NetworkDropFetch(p, b))
             rp.silent += 1
             rp.phantom.add(rp.slot.pop((p, b), None))
@@ -652,6 +661,7 @@ def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
     rp.spec_value[mid] = spec_value
     rp.impl_value[spec_value] = value
     rp.latest_spec_value[value] = spec_value
+    rp.spec_values.setdefault(value, []).append(spec_value)
 
 
 def _leader_append(rp: Replayer, body: dict, args: dict) -> None:
@@ -877,6 +887,9 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
     rp.received = {e.body["recv"] for e in order
                    if e.kind == "event" and e.body.get("recv") is not None
                    and e.body["action"] not in _DROPS}
+    rp.dropped = {e.body["recv"] for e in order
+                  if e.kind == "event" and e.body.get("recv") is not None
+                  and e.body["action"] in _DROPS}
     recent: deque[Event] = deque(maxlen=HISTORY_TAIL)
     divergence = None
     for e in order:

@@ -94,3 +94,25 @@ def test_ten_thousand_records_per_client_under_broker_crashes_lose_nothing(tmp_p
     assert run.history.counts["lost_write"] == 0
     assert run.replay.verdict == "accepted", run.replay.divergence
     assert "faults: crashes 0" not in run.cluster_output
+
+
+PARTITION_LEADER = ("--brokers", "3", "--partitions", "1", "--fault", "1000:partition:b0:4000")
+
+
+@pytest.mark.slow
+def test_acks_1_loses_writes_to_a_partitioned_leader_and_acks_all_does_not(tmp_path):
+    # Broker 0 leads p0 and is cut off from the other brokers and the metadata store for 4 s
+    # (Kafka clients still reach it). It goes on acknowledging acks=1 writes while broker 1 is
+    # elected; when it learns, it truncates them (B10 in docs/protocol.md).
+    lossy = kafka_run(tmp_path / "acks1", ("kafka-python",), count=20_000, acks="1",
+                      cluster_args=(*PARTITION_LEADER, "--unclean"))
+    assert lossy.history.lost["1"] > 0
+    assert lossy.history.counts["lost_write"] == lossy.history.lost["1"]
+    assert lossy.replay.verdict == "accepted", lossy.replay.divergence
+    assert "AckedWritesDurable" in {name for name, _ in lossy.replay.invariant_violations}
+    safe = kafka_run(tmp_path / "acksall", ("kafka-python",), count=20_000, acks="all",
+                     cluster_args=PARTITION_LEADER)
+    assert safe.history.acked["all"] > 0
+    assert safe.history.lost == {"1": 0, "all": 0}
+    assert safe.replay.verdict == "accepted", safe.replay.divergence
+    assert safe.replay.invariant_violations == []

@@ -60,8 +60,9 @@ class Harness:
     """One broker core (broker 0 leads every partition, alone in the ISR) behind a door; the
     core's answers to `kafka/...` go back to the door, as Node.send does."""
 
-    def __init__(self, partitions: int = 1):
-        self.config = ClusterConfig(brokers=1, partitions=partitions, min_insync_replicas=1)
+    def __init__(self, partitions: int = 1, acks: str = "1"):
+        self.config = ClusterConfig(brokers=1, partitions=partitions, min_insync_replicas=1,
+                                    acks=acks)
         self.core = BrokerCore(0, self.config, tracing=True)
         views = MetaCore(self.config).initial_view
         self.core.bootstrap([views(p) for p in range(partitions)])
@@ -207,8 +208,17 @@ def test_produce_to_a_broker_that_does_not_lead_is_not_leader_or_follower():
     assert produce_error(produce(h, batch([b"1"]))) == 6
 
 
+def test_acks_other_than_the_clusters_are_refused():
+    # Replay checks against a spec with one acks level per run (the cluster's).
+    h = Harness(acks="all")
+    assert produce_error(produce(h, batch([b"1"]), acks=1)) == 21  # INVALID_REQUIRED_ACKS
+    assert h.traced == [] and h.core.replicas[0].leo == 0
+    answer = produce(h, batch([b"1"]), acks=-1)
+    assert answer.responses[0].partition_responses[0].base_offset == 0  # committed: ISR {0}
+
+
 def test_acks_zero_gets_no_response_but_the_write_is_made():
-    h = Harness()
+    h = Harness(acks="0")
     assert produce(h, batch([b"5"]), acks=0) is None
     assert [v for _, v, _ in h.core.replicas[0].log] == [5]
 

@@ -33,6 +33,7 @@ class KafkaError(StrEnum):
     UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
     INVALID_REQUEST = "INVALID_REQUEST"
     UNSUPPORTED_COMPRESSION_TYPE = "UNSUPPORTED_COMPRESSION_TYPE"
+    INVALID_REQUIRED_ACKS = "INVALID_REQUIRED_ACKS"
 
 
 # Kafka's numeric codes for the errors above (org.apache.kafka.common.protocol.Errors).
@@ -50,6 +51,7 @@ KAFKA_ERROR_NUMBERS: Mapping[KafkaError, int] = {
     KafkaError.UNSUPPORTED_VERSION: 35,
     KafkaError.INVALID_REQUEST: 42,
     KafkaError.UNSUPPORTED_COMPRESSION_TYPE: 76,
+    KafkaError.INVALID_REQUIRED_ACKS: 21,
 }
 
 
