@@ -60,10 +60,10 @@ class Harness:
     """One broker core (broker 0 leads every partition, alone in the ISR) behind a door; the
     core's answers to `kafka/...` go back to the door, as Node.send does."""
 
-    def __init__(self, partitions: int = 1, acks: str = "1"):
+    def __init__(self, partitions: int = 1, acks: str = "1", tracing: bool = True):
         self.config = ClusterConfig(brokers=1, partitions=partitions, min_insync_replicas=1,
                                     acks=acks)
-        self.core = BrokerCore(0, self.config, tracing=True)
+        self.core = BrokerCore(0, self.config, tracing=tracing)
         views = MetaCore(self.config).initial_view
         self.core.bootstrap([views(p) for p in range(partitions)])
         self.door = KafkaDoor(0, self.config, {0: 19092}, TOPIC, self.core)
@@ -176,6 +176,16 @@ def test_produce_then_fetch_round_trip_with_crc_checked_batches():
     assert served.partition_leader_epoch == 0
     assert fetch(h, 3).records in (b"", None)
     assert fetch(h, 9).error_code.value == 1  # OFFSET_OUT_OF_RANGE
+
+
+def test_untraced_brokers_append_a_batch_at_once_with_the_same_answers():
+    h = Harness(tracing=False, acks="all")
+    part = produce(h, batch([b"21", b"22"]), acks=-1).responses[0].partition_responses[0]
+    assert (part.error_code.value, part.base_offset) == (0, 0)
+    assert h.traced == []
+    assert [v for _, v, _ in h.core.replicas[0].log] == [21, 22]
+    part = produce(h, batch([b"23"]), acks=-1).responses[0].partition_responses[0]
+    assert part.base_offset == 2
 
 
 def test_values_that_are_not_numbers_get_fresh_numbers_and_keep_their_bytes():

@@ -27,6 +27,8 @@ Transitions are named as the spec's actions, with the spec's arguments, so the r
 
 from __future__ import annotations
 
+from collections import deque
+
 from impl.config import ClusterConfig
 from impl.protocol.messages import (
     FENCED_LEADER_EPOCH,
@@ -160,7 +162,9 @@ class Replica:
         self.caught_up_ms = [0] * brokers
         self.hw_sent = [UNKNOWN] * brokers
         self.parked: dict[int, tuple] = {}  # follower -> (deadline, src, mid, Fetch)
-        self.purgatory: list[list] = []  # [last offset, [(offset, value)], client, deadline]
+        # [last offset, [(offset, value)], client, deadline], in append order: offsets and
+        # deadlines both only grow along it, so commits and expiries leave from the left.
+        self.purgatory: deque[list] = deque()
         self.alter: AlterIsr | None = None  # ISR change awaiting the store
         self.alter_retry_at = NEVER
         self.deferred: list[tuple] = []  # inputs waiting for `alter`
@@ -247,8 +251,8 @@ class BrokerCore:
             deadline = min(deadline, r.fetch_at)
             for entry in r.parked.values():
                 deadline = min(deadline, entry[0])
-            for entry in r.purgatory:
-                deadline = min(deadline, entry[3])
+            if r.purgatory:
+                deadline = min(deadline, r.purgatory[0][3])
         return deadline
 
     def on_timer(self, now: int) -> list:
@@ -271,9 +275,10 @@ class BrokerCore:
                     del r.parked[follower]
                     _, src, mid, request = entry
                     effects += self._handle_fetch(r, now, src, mid, request, parked=True)
-            expired = [e for e in r.purgatory if now >= e[3]]
+            expired = []
+            while r.purgatory and now >= r.purgatory[0][3]:
+                expired.append(r.purgatory.popleft())
             if expired:
-                r.purgatory = [e for e in r.purgatory if now < e[3]]
                 for _, writes, client, _ in expired:
                     effects.append(Send(client, ProduceResponse(
                         r.partition, tuple((v, o, REQUEST_TIMED_OUT) for o, v in writes))))
@@ -442,7 +447,7 @@ class BrokerCore:
                 r.caught_up_ms = [now] * n
                 r.hw_sent = [UNKNOWN] * n
                 r.parked = {}
-                r.purgatory = []
+                r.purgatory = deque()
                 r.truncation_pending = False
                 r.fetch_at = NEVER  # our last fetch, if any, stays in flight; its answer is dropped
                 outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
@@ -464,7 +469,7 @@ class BrokerCore:
         for _, writes, client, _ in r.purgatory:
             effects.append(Send(client, ProduceResponse(
                 r.partition, tuple((v, o, REQUEST_TIMED_OUT) for o, v in writes))))
-        r.purgatory = []
+        r.purgatory = deque()
         # Parked long polls are answered now: this broker no longer leads.
         parked, r.parked = r.parked, {}
         for follower in sorted(parked):
@@ -686,9 +691,10 @@ class BrokerCore:
     def _after_hw_moved(self, r: Replica, now: int) -> list:
         """Answer the writes the HW has passed, and the followers waiting to learn the HW."""
         effects: list = [self._checkpoint(r)]
-        done = [e for e in r.purgatory if e[0] < r.high_watermark]
+        done = []
+        while r.purgatory and r.purgatory[0][0] < r.high_watermark:
+            done.append(r.purgatory.popleft())
         if done:
-            r.purgatory = [e for e in r.purgatory if e[0] >= r.high_watermark]
             short = len(r.isr) < self.config.min_insync_replicas
             for _, writes, client, _ in done:
                 results = []
