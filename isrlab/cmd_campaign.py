@@ -8,13 +8,36 @@ min.insync.replicas >= 2, clean election, kip-320 or current), shows no anomaly;
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
-from isrlab.options import WORKERS, add_cluster_options, cluster_config, integer, output_dir
+from isrlab.options import (
+    WORKERS,
+    UsageError,
+    add_cluster_options,
+    cluster_config,
+    integer,
+    output_dir,
+)
+
+
+def _clients(text: str) -> list[str]:
+    from impl.kafka.clients import CLIENTS
+
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CLIENTS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"{(unknown or [text])[0][:40]!r}: not a client "
+                                         f"(known: {', '.join(CLIENTS)})")
+    return names
 
 
 def run(args) -> int:
+    if args.clients:
+        return run_clients(args)
+    if not args.duration:
+        raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
     from model_check.campaign import format_summary, run_campaign, tty_progress
 
@@ -48,6 +71,55 @@ def run(args) -> int:
     return 1 if result.failed else 0
 
 
+def run_clients(args) -> int:
+    """Real Kafka clients against the TCP cluster, one run per seed (model_check/kafka_runs.py).
+    A run fails when its traces do not replay, or when a configuration that promises
+    durability lost an acknowledged write."""
+    from model_check.campaign import promises_durability
+    from model_check.kafka_runs import KafkaRunError, kafka_run
+
+    output_dir("--out", args.out)
+    config = cluster_config(args)
+    seed = 1 if args.seed is None else args.seed
+    nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
+    cluster_args = ["--brokers", str(config.brokers), "--partitions", str(config.partitions),
+                    "--variant", config.variant, "--min-isr", str(config.min_insync_replicas),
+                    "--unclean" if config.unclean_leader_election_enable else "--no-unclean",
+                    "--nemesis", ",".join(nemesis)]
+    durable = promises_durability(config)
+    out = Path(args.out)
+    print(f"isrlab campaign: {args.runs} TCP runs with {', '.join(args.clients)}, "
+          f"{args.count} records per client, seeds {seed}..{seed + args.runs - 1}, "
+          f"acks={config.acks}, nemesis {','.join(nemesis)}", flush=True)
+    failed = 0
+    totals = {"acked": 0, "lost": 0, "duplicates": 0, "events": 0}
+    for s in range(seed, seed + args.runs):
+        try:
+            r = kafka_run(out / f"run-{s}", tuple(args.clients), args.count, acks=config.acks,
+                          cluster_args=tuple(cluster_args), seed=s)
+        except KafkaRunError as error:
+            print(f"  seed {s}: FAILED: {error}")
+            failed += 1
+            continue
+        acked = sum(r.history.acked.values())
+        lost = r.history.counts["lost_write"]
+        bad = r.replay.verdict != "accepted" or (durable and lost > 0)
+        failed += bad
+        totals["acked"] += acked
+        totals["lost"] += lost
+        totals["duplicates"] += r.history.counts["duplicate"]
+        totals["events"] += r.replay.events
+        anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) or "none"
+        print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {r.replay.verdict} "
+              f"({r.replay.events:,} events), {acked:,} acknowledged, anomalies: {anomalies}",
+              flush=True)
+    print(f"  total: {totals['acked']:,} acknowledged writes, {totals['lost']:,} lost "
+          f"({'durability promised' if durable else 'no durability promised'}), "
+          f"{totals['duplicates']:,} duplicates (client retries, no idempotence), "
+          f"{totals['events']:,} events replayed; {failed} of {args.runs} runs failed")
+    return 1 if failed else 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("campaign", help="many simulated runs, each replayed and history-checked",
                        description=__doc__.split("\n\n")[0])
@@ -60,4 +132,9 @@ def register(sub) -> None:
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--clients", type=_clients, default=None, metavar="LIST",
+                   help="real Kafka clients against the TCP cluster instead of simulated runs: "
+                        "kafka-python,confluent-kafka,aiokafka (docs/kafka.md)")
+    p.add_argument("--count", type=integer(1, 10**7), default=1000, metavar="N",
+                   help="records per client with --clients (default 1000)")
     p.set_defaults(func=run, error_prefix="isrlab campaign")

@@ -114,7 +114,22 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
     (["cluster", "sim", "--faults", "0", "--nemesis", "crash", "--trace-out", "x"],
      "isrlab cluster sim: error: argument --faults: 0 is out of range (1..64)"),
     (["cluster", "sim", "--duration", "0", "--trace-out", "x"],
-     "isrlab cluster sim: error: argument --duration: duration '0' out of range (1ms..24h)"),
+     "isrlab cluster: error: --duration 0 (run until stopped) is for isrlab cluster tcp"),
+    (["cluster", "sim", "--duration", "1441m", "--trace-out", "x"],
+     "isrlab cluster sim: error: argument --duration: duration '1441m' out of range (0..24h)"),
+    (["campaign", "--duration", "0"],
+     "isrlab campaign: error: --duration 0 (run until stopped) is for isrlab cluster tcp"),
+    (["cluster", "tcp", "--fault", "1000:explode:b0:10", "--trace-out", "x"],
+     "isrlab cluster tcp: error: argument --fault: '1000:explode:b0:10': expected "
+     "AT_MS:KIND:bN:LENGTH_MS with KIND one of crash, partition, pause, slow"),
+    (["cluster", "tcp", "--fault", "1000:crash:b7:10", "--trace-out", "x"],
+     "isrlab cluster: error: --fault: no broker b7 (3 brokers)"),
+    (["cluster", "tcp", "--topic", "a b", "--trace-out", "x"],
+     "isrlab cluster tcp: error: argument --topic: 'a b': a Kafka topic name "
+     "([A-Za-z0-9._-], 1..249 characters)"),
+    (["campaign", "--clients", "kafka-java"],
+     "isrlab campaign: error: argument --clients: 'kafka-java': not a client (known: "
+     "kafka-python, confluent-kafka, aiokafka)"),
     (["cluster", "sim", "--trace-out", "/dev/null"],
      "isrlab cluster: error: --trace-out: '/dev/null' exists and is not a directory"),
     (["campaign", "--runs", "1", "--out", "/dev/null"],

@@ -100,6 +100,14 @@ class Code(StrEnum):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND.value
     OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE.value
     REQUEST_TIMED_OUT = KafkaError.REQUEST_TIMED_OUT.value
+    # Answered at the Kafka front door (impl/kafka), never a spec outcome.
+    CORRUPT_MESSAGE = KafkaError.CORRUPT_MESSAGE.value
+    UNKNOWN_TOPIC_OR_PARTITION = KafkaError.UNKNOWN_TOPIC_OR_PARTITION.value
+    LEADER_NOT_AVAILABLE = KafkaError.LEADER_NOT_AVAILABLE.value
+    UNSUPPORTED_VERSION = KafkaError.UNSUPPORTED_VERSION.value
+    INVALID_REQUEST = KafkaError.INVALID_REQUEST.value
+    UNSUPPORTED_COMPRESSION_TYPE = KafkaError.UNSUPPORTED_COMPRESSION_TYPE.value
+    INVALID_REQUIRED_ACKS = KafkaError.INVALID_REQUIRED_ACKS.value
     # Fetch, leader side
     EPOCH_END = "EPOCH_END"  # epoch, end_offset (an OffsetsForLeaderEpoch answer)
     DIVERGING_EPOCH = "DIVERGING_EPOCH"  # epoch, end_offset
