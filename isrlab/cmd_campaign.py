@@ -110,8 +110,11 @@ def run_clients(args) -> int:
         totals["duplicates"] += r.history.counts["duplicate"]
         totals["events"] += r.replay.events
         anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) or "none"
+        faults = next((line.strip().split(";")[0] for line in r.cluster_output.splitlines()
+                       if line.strip().startswith("faults:")), "faults: unknown")
         print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {r.replay.verdict} "
-              f"({r.replay.events:,} events), {acked:,} acknowledged, anomalies: {anomalies}",
+              f"({r.replay.events:,} events), {acked:,} acknowledged, anomalies: {anomalies}; "
+              f"{faults}",
               flush=True)
     print(f"  total: {totals['acked']:,} acknowledged writes, {totals['lost']:,} lost "
           f"({'durability promised' if durable else 'no durability promised'}), "

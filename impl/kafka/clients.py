@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -119,6 +120,7 @@ def run_confluent_kafka(h: History, values: list[tuple[int, int]], topic: str) -
 
     servers = h.info["bootstrap_servers"]
     producer = Producer({"bootstrap.servers": servers, "acks": h.acks, "linger.ms": 5,
+                         "log_level": 0,
                          "enable.idempotence": False, "message.timeout.ms": 30_000})
 
     def delivered(err, msg, p=None, value=None):
@@ -138,6 +140,7 @@ def run_confluent_kafka(h: History, values: list[tuple[int, int]], topic: str) -
         producer.poll(0)
     producer.flush(60)
     consumer = Consumer({"bootstrap.servers": servers, "group.id": "isrlab-history",
+                         "log_level": 0,
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(h.info["partitions"])])
     idle_since = time.monotonic()
@@ -199,6 +202,9 @@ RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent_ka
 def run_client(client: str, run_dir: Path, first: int, count: int, acks: str) -> dict:
     """Produce `count` values from `first`, read everything back, write the history; return
     counts of what the client was told."""
+    # The clients log every retry under faults; what they were told is in the history.
+    for name in ("kafka", "aiokafka"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     h = History(Path(run_dir), client, acks)
     partitions = h.info["partitions"]
     values = [(v % partitions, v) for v in range(first, first + count)]
