@@ -51,7 +51,8 @@ def measure(acks: str, records: int, trace: bool) -> dict:
             if line.startswith("bootstrap.servers="):
                 servers = line.strip().split("=", 1)[1]
         producer = Producer({"bootstrap.servers": servers, "acks": acks, "linger.ms": 5,
-                             "enable.idempotence": False, "queue.buffering.max.messages": 200_000})
+                             "enable.idempotence": False, "queue.buffering.max.messages": 200_000,
+                             "message.timeout.ms": 20_000, "log_level": 0})
         payload = b"x" * 100
         delivered = [0, 0]
 

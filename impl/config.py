@@ -78,6 +78,10 @@ class ClusterConfig:
     log_flush_interval_messages: int | None = None
     replica_lag_time_max_ms: int = 1000
     replica_fetch_wait_max_ms: int = 200
+    # Kafka's replica.fetch.max.bytes: the payload bytes one FetchResponse to a follower
+    # carries (at least one record). Only untraced runs apply it: the spec's leader sends the
+    # whole suffix, so a traced run sends it too (a response over the frame cap is dropped).
+    replica_fetch_max_bytes: int = 1 << 20
     replica_fetch_backoff_ms: int = 50
     session_timeout_ms: int = 1500
     heartbeat_interval_ms: int = 300

@@ -504,7 +504,7 @@ FILE_VALUES = {
     "variant": "kip-101", "brokers": 4, "partitions": 2, "acks": "1", "min.insync.replicas": 1,
     "unclean.leader.election.enable": True, "eligible.leader.replicas.enable": True,
     "last.known.leader.election.enable": False, "replica.lag.time.max.ms": 700,
-    "log.flush.interval.messages": 3, "replica.fetch.wait.max.ms": 150,
+    "log.flush.interval.messages": 3, "replica.fetch.wait.max.ms": 150, "replica.fetch.max.bytes": 65536,
     "replica.fetch.backoff.ms": 40, "session.timeout.ms": 2000, "heartbeat.interval.ms": 250,
     "request.timeout.ms": 1200,
 }

@@ -142,6 +142,9 @@ KEYS: tuple[Key, ...] = (
     Key("max.ticks", Kind.INT, model=Use("max_ticks", 0), cluster=None, bound=True),
     Key("replica.fetch.wait.max.ms", Kind.INT, model=None,
         cluster=Use("replica_fetch_wait_max_ms", 1), doc="how long a leader parks an empty fetch"),
+    Key("replica.fetch.max.bytes", Kind.INT, model=None,
+        cluster=Use("replica_fetch_max_bytes", 1),
+        doc="payload bytes per response to a follower (untraced runs only)"),
     Key("replica.fetch.backoff.ms", Kind.INT, model=None,
         cluster=Use("replica_fetch_backoff_ms", 1), doc="a follower's pause after a failed fetch"),
     # Above the heartbeat interval (checked by the cluster config), so at least 2.

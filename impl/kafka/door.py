@@ -95,13 +95,12 @@ class KafkaDoor:
         self.requests = 0
         self.fresh = 0
         self.producer_ids = 0
-        self.last_fetch_empty = False  # the last Fetch found nothing to serve (long poll)
+        self.empty_fetches: set[str] = set()  # Fetch requests answered with nothing to serve
 
     # Requests -------------------------------------------------------------------------------
 
     def on_request(self, request: Request) -> Step:
         self.requests += 1
-        self.last_fetch_empty = False
         src = f"kafka/{self.broker}/{self.requests}"
         handler = {
             API_VERSIONS: self._api_versions, METADATA: self._metadata, PRODUCE: self._produce,
@@ -129,6 +128,15 @@ class KafkaDoor:
             return None
         del self.pending[dst]
         return encode_response(pending.request, pending.finish(pending.answers))
+
+    def fetch_was_empty(self, src: str | None) -> bool:
+        """Whether the Fetch answered as `src` had nothing to serve (once per request)."""
+        if src is None:
+            return False
+        if src in self.empty_fetches:
+            self.empty_fetches.discard(src)
+            return True
+        return False
 
     def expire(self, src: str) -> bytes | None:
         """The request's time is up: answer what is known, the rest REQUEST_TIMED_OUT."""
@@ -330,8 +338,8 @@ class KafkaDoor:
                     "high_watermark": hw, "last_stable_offset": hw, "log_start_offset": 0,
                     "aborted_transactions": [], "preferred_read_replica": -1,
                     "records": records})
-            self.last_fetch_empty = not any(
-                q["records"] or q["error_code"] for ps in topics.values() for q in ps)
+            if not any(q["records"] or q["error_code"] for ps in topics.values() for q in ps):
+                self.empty_fetches.add(src)
             return {"throttle_time": 0, "error_code": 0, "session_id": 0,
                     "responses": [{"topic": n, "partitions": ps} for n, ps in topics.items()]}
 

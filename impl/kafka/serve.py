@@ -19,6 +19,7 @@ from impl.kafka.door import KafkaDoor
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 16 << 20
 MAX_CONNECTIONS = 256
+MAX_IN_FLIGHT = 64  # requests of one connection handed to the core and not yet answered
 LONG_POLL_STEP_S = 0.01
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -64,6 +65,26 @@ class KafkaServer:
             await stream.aclose()
             return
         self.connections += 1
+        # Requests are handed to the core in the order they arrive (the reader) and answered in
+        # that order (the writer), with up to MAX_IN_FLIGHT waiting between the two, so a
+        # client's pipelined produce requests are not serialised behind each other's commits.
+        send, receive = trio.open_memory_channel(MAX_IN_FLIGHT)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, stream, receive, nursery.cancel_scope)
+                await self._reader(stream, send)
+                await send.aclose()
+        except (_Closed, *_CONNECTION_ERRORS):
+            pass
+        finally:
+            self.connections -= 1
+            with trio.CancelScope(shield=True):
+                try:
+                    await stream.aclose()
+                except _CONNECTION_ERRORS:
+                    pass
+
+    async def _reader(self, stream, send) -> None:
         buffer = bytearray()
         try:
             while True:
@@ -74,22 +95,33 @@ class KafkaServer:
                     self.log(f"closing a connection: {error}")
                     break
                 try:
-                    reply = await self._handle(request)
-                except Exception as error:  # as above: one line, this connection closed
-                    self.log(f"closing a connection: cannot answer api key {request.api_key} "
-                             f"v{request.api_version}: {type(error).__name__}: {error}")
+                    ticket = self._start(request)
+                except Exception as error:  # a bug of ours: one line, this connection closed
+                    self._internal(request, error)
                     break
-                if reply is not None:
-                    await stream.send_all(reply)
+                await send.send(ticket)
         except (_Closed, *_CONNECTION_ERRORS):
             pass
-        finally:
-            self.connections -= 1
-            with trio.CancelScope(shield=True):
+
+    async def _writer(self, stream, receive, scope) -> None:
+        async for ticket in receive:
+            try:
+                reply = await self._finish(ticket)
+            except Exception as error:  # as in _reader
+                self._internal(ticket[0], error)
+                scope.cancel()
+                return
+            if reply is not None:
                 try:
-                    await stream.aclose()
+                    await stream.send_all(reply)
                 except _CONNECTION_ERRORS:
-                    pass
+                    scope.cancel()
+                    return
+        scope.cancel()  # the reader stopped: the connection is done
+
+    def _internal(self, request, error: Exception) -> None:
+        self.log(f"closing a connection: cannot answer api key {request.api_key} "
+                 f"v{request.api_version}: {type(error).__name__}: {error}")
 
     async def _read_frame(self, stream, buffer: bytearray) -> bytes:
         while len(buffer) < 4:
@@ -111,45 +143,44 @@ class KafkaServer:
             raise _Closed
         buffer += data
 
-    async def _handle(self, request) -> bytes | None:
-        body = request.body
-        deadline = None
-        if request.api_key == FETCH and body is not None:
-            deadline = trio.current_time() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
-        while True:
-            reply, empty = await self._once(request)
-            if deadline is None or not empty or trio.current_time() >= deadline:
-                return reply
-            # Long poll: nothing to serve yet; ask again until the fetch's max wait.
-            await trio.sleep(min(LONG_POLL_STEP_S, max(0, deadline - trio.current_time())))
-
-    async def _once(self, request) -> tuple[bytes | None, bool]:
+    def _start(self, request) -> tuple:
+        """Hand the request to the door and its inputs to the core, synchronously: (request,
+        immediate reply, source, whether it waits for the core, long-poll deadline or None)."""
         node = self.node
-        door = self.door
-        step = door.on_request(request)
+        step = self.door.on_request(request)
         src = step.src
         if step.pending is not None:
             self.waiting[src] = trio.Event()
         for transition, message in step.inputs:
             mid = node.trace.message_id()
-            now = node.now()
             if transition is not None:
-                node.trace.event(now, transition.action, transition.args, transition.outcome,
-                                 transition.outcome_args, transition.state, [mid], None,
-                                 transition.detail)
+                node.trace.event(node.now(), transition.action, transition.args,
+                                 transition.outcome, transition.outcome_args, transition.state,
+                                 [mid], None, transition.detail)
             node.handle(lambda core, now, m=message, i=mid: core.on_message(now, src, i, m))
         node.trace.flush()
-        reply = step.reply
-        if step.pending is not None:
-            event = self.waiting[src]
-            timeout = _timeout_s(request)
-            with trio.move_on_after(timeout):
-                await event.wait()
-            self.waiting.pop(src, None)
-            reply = self.replies.pop(src, None)
-            if reply is None:
-                reply = door.expire(src)
-        return reply, door.last_fetch_empty
+        deadline = None
+        if request.api_key == FETCH:
+            wait_ms = max(0, int(request.body.max_wait.total_seconds() * 1000))
+            deadline = trio.current_time() + wait_ms / 1000
+        return (request, step.reply, src, step.pending is not None, deadline)
+
+    async def _finish(self, ticket: tuple) -> bytes | None:
+        request, reply, src, waits, deadline = ticket
+        while True:
+            if waits:
+                with trio.move_on_after(_timeout_s(request)):
+                    await self.waiting[src].wait()
+                self.waiting.pop(src, None)
+                reply = self.replies.pop(src, None)
+                if reply is None:
+                    reply = self.door.expire(src)
+            empty = request.api_key == FETCH and self.door.fetch_was_empty(src)
+            if deadline is None or not empty or trio.current_time() >= deadline:
+                return reply
+            # Long poll: nothing to serve yet; ask again until the fetch's max wait.
+            await trio.sleep(min(LONG_POLL_STEP_S, max(0, deadline - trio.current_time())))
+            _, reply, src, waits, _ = self._start(request)
 
 
 def _timeout_s(request) -> float:

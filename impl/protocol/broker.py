@@ -655,7 +655,10 @@ class BrokerCore:
             r.caught_up_ms[follower] = now
         high_watermark = r.high_watermark  # the answer carries the HW from before this fetch
         hw_moved = self._advance_hw(r)
-        records = tuple(r.log[offset:])
+        if self.tracing:
+            records = tuple(r.log[offset:])
+        else:
+            records = self._fetch_slice(r, offset)
         r.hw_sent[follower] = high_watermark
         outcome = Outcome(Code.RECORDS_SENT, records=len(records), fetch_offset=offset,
                           high_watermark=r.high_watermark, answer_high_watermark=high_watermark)
@@ -667,6 +670,15 @@ class BrokerCore:
         if r.alter is None:
             effects += self._maybe_expand_isr(r, follower)
         return effects
+
+    def _fetch_slice(self, r: Replica, offset: int) -> tuple:
+        budget = self.config.replica_fetch_max_bytes
+        end = offset
+        log = r.log
+        while end < len(log) and (end == offset or budget > 0):
+            budget -= len(log[end][2]) + 16
+            end += 1
+        return tuple(log[offset:end])
 
     def _advance_hw(self, r: Replica) -> bool:
         """HW = min LEO over the ISR (never lower); not while the ISR is below min ISR when the

@@ -290,7 +290,15 @@ class Node:
                 self._drop_batch(dst, batch, "unreachable")
                 continue
             name = self.name
-            data = b"".join([encode_message(name, mid, t, m) for mid, m, t in batch])
+            frames = []
+            for mid, m, t in batch:
+                try:
+                    frames.append(encode_message(name, mid, t, m))
+                except ValueError as error:  # over the frame cap: lost, as on a network
+                    log(name, f"dropping {mid} to {dst}: {error}")
+                    self.log_drop(name, dst, mid, m, "too-large")
+                    self.trace.flush()
+            data = b"".join(frames)
             try:
                 await out.stream.send_all(data)
             except _CONNECTION_ERRORS:
