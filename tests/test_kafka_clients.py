@@ -85,11 +85,13 @@ def test_bad_bytes_close_only_their_connection(tmp_path):
 
 
 @pytest.mark.slow
-def test_ten_thousand_records_per_client_under_broker_crashes_lose_nothing(tmp_path):
-    # The crash nemesis kills a broker with SIGKILL every few seconds and restarts it.
-    run = kafka_run(tmp_path / "run", CLIENTS, count=10_000, seed=7,
+def test_three_clients_under_broker_crashes_lose_nothing(tmp_path):
+    # The crash nemesis kills a broker with SIGKILL every few seconds and restarts it. (The
+    # 10,000-records-per-client run: isrlab campaign --clients ... --count 10000 --nemesis
+    # crash, docs/kafka.md.)
+    run = kafka_run(tmp_path / "run", CLIENTS, count=4_000, seed=7,
                     cluster_args=("--brokers", "3", "--partitions", "2", "--nemesis", "crash"))
-    assert run.history.acked["all"] + sum(t["info"] for t in run.told) == 30_000
+    assert run.history.acked["all"] + sum(t["info"] for t in run.told) == 12_000
     assert run.history.lost == {"1": 0, "all": 0}
     assert run.history.counts["lost_write"] == 0
     assert run.replay.verdict == "accepted", run.replay.divergence
@@ -110,7 +112,7 @@ def test_acks_1_loses_writes_to_a_partitioned_leader_and_acks_all_does_not(tmp_p
     assert lossy.history.counts["lost_write"] == lossy.history.lost["1"]
     assert lossy.replay.verdict == "accepted", lossy.replay.divergence
     assert "AckedWritesDurable" in {name for name, _ in lossy.replay.invariant_violations}
-    safe = kafka_run(tmp_path / "acksall", ("kafka-python",), count=20_000, acks="all",
+    safe = kafka_run(tmp_path / "acksall", ("kafka-python",), count=8_000, acks="all",
                      cluster_args=PARTITION_LEADER)
     assert safe.history.acked["all"] > 0
     assert safe.history.lost == {"1": 0, "all": 0}
