@@ -4,6 +4,7 @@ histories are checked (model_check/kafka_runs.py)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from impl.kafka.clients import CLIENTS
 from model_check.kafka_runs import kafka_run
+from model_check.replay import load_run, replay_run
 
 
 def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
@@ -27,6 +29,17 @@ def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
     assert run.history.counts["lost_write"] == 0
     assert run.replay.verdict == "accepted", run.replay.divergence
     assert "bootstrap.servers=127.0.0.1:" in run.cluster_output
+    # A client's acknowledgement is checked against the spec: one offset moved is rejected.
+    history = tmp_path / "run" / "confluent-kafka.ndjson"
+    lines = history.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if '"type":"ok"' in line and '"f":"send"' in line)
+    body = json.loads(lines[k])
+    body["offset"] += 1
+    lines[k] = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    history.write_text("\n".join(lines) + "\n")
+    forged = replay_run(load_run([tmp_path / "run"]))
+    assert forged.verdict == "divergence"
+    assert "which the spec never acknowledged" in forged.divergence.reason
 
 
 def _frame(body: bytes) -> bytes:
