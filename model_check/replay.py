@@ -359,10 +359,9 @@ class Replayer:
         self.skipped = 0
         self.spec_value: dict[str, int] = {}  # produce message id -> spec value
         self.impl_value: dict[int, int] = {0: 0}  # spec value -> impl value
-        self.latest_spec_value: dict[int, int] = {}  # impl value -> spec value of last attempt
-        # impl value -> the spec values of every attempt: a Kafka client may retry a batch on
-        # another broker while the first attempt is still answered, and either may be the one
-        # it reports (impl/kafka/clients.py).
+        # impl value -> the spec values of every attempt, the last one last: a Kafka client may
+        # retry a batch on another broker while the first attempt is still answered, and
+        # either may be the one it reports (impl/kafka/clients.py).
         self.spec_values: dict[int, list[int]] = {}
         self.refused: set[str] = set()  # produce ids the spec's producer could not address
         self.phantom: set[str] = set()
@@ -504,9 +503,10 @@ class Replayer:
         if h.get("acks") != self.config.acks:
             raise _Mismatch(f"producer history says acks={h.get('acks')} for v{v}; the run's "
                             f"acks is {self.config.acks}")
-        value = self.latest_spec_value.get(v)
-        if value is None:
+        attempts = self.spec_values.get(v)
+        if not attempts:
             raise _Mismatch(f"producer saw v{v} {kind}, never sent to the spec")
+        value = attempts[-1]
         acked = [a for a in self.state.acked if a.value == value]
         if kind == "fail":
             if acked:
@@ -526,7 +526,7 @@ class Replayer:
             raise _Mismatch(f"acks={self.config.acks} write v{v} acknowledged without an offset "
                             f"({offset!r})")
         if not any(Acked(p, offset, sv) in self.state.acked
-                   for sv in self.spec_values.get(v, (value,))):
+                   for sv in attempts):
             raise _Mismatch(f"producer saw v{v} acknowledged at offset {offset}, which the spec "
                             "never acknowledged")
 
@@ -668,7 +668,6 @@ def _producer_send(rp: Replayer, body: dict, args: dict) -> None:
     rp.step(action)
     rp.spec_value[mid] = spec_value
     rp.impl_value[spec_value] = value
-    rp.latest_spec_value[value] = spec_value
     rp.spec_values.setdefault(value, []).append(spec_value)
 
 

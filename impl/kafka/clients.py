@@ -72,6 +72,13 @@ class History:
         if records:
             self.line("ok", "read", partition=p, records=[[o, v] for o, v in records])
 
+    def read_batch(self, batch: dict) -> bool:
+        """kafka-python's and aiokafka's poll result ({TopicPartition: [record]}) as reads;
+        whether it held any record."""
+        for tp, messages in batch.items():
+            self.read([(m.offset, _value(m.value)) for m in messages], tp.partition)
+        return any(batch.values())
+
     def close(self) -> None:
         self.trace.close()
 
@@ -108,9 +115,7 @@ def run_kafka_python(h: History, values: list[tuple[int, int]], topic: str) -> N
         consumer.seek(tp, 0)
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < READ_IDLE_S:
-        batch = consumer.poll(timeout_ms=500)
-        for tp, messages in batch.items():
-            h.read([(m.offset, _value(m.value)) for m in messages], tp.partition)
+        if h.read_batch(consumer.poll(timeout_ms=500)):
             idle_since = time.monotonic()
     consumer.close()
 
@@ -188,9 +193,7 @@ async def _aiokafka(h: History, values: list[tuple[int, int]], topic: str) -> No
         consumer.seek(tp, 0)
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < READ_IDLE_S:
-        batch = await consumer.getmany(timeout_ms=500)
-        for tp, messages in batch.items():
-            h.read([(m.offset, _value(m.value)) for m in messages], tp.partition)
+        if h.read_batch(await consumer.getmany(timeout_ms=500)):
             idle_since = time.monotonic()
     await consumer.stop()
 

@@ -209,9 +209,10 @@ class KafkaDoor:
     def _value(self, payload: bytes) -> int:
         if 0 < len(payload) <= 15 and payload.isdigit():
             return int(payload)
+        # Above NUMBERED: 24 bits of (broker, incarnation), then a 24-bit counter (< 2**53).
         self.fresh += 1
-        base = ((self.broker + 1) << 20 | self.core.incarnation % (1 << 20)) << 12
-        return NUMBERED + base * 4096 + self.fresh
+        source = (self.broker + 1) << 20 | self.core.incarnation % (1 << 20)
+        return NUMBERED + (source << 24) + self.fresh % (1 << 24)
 
     def _produce(self, request: Request, src: str) -> Step:
         body = request.body
@@ -295,6 +296,14 @@ class KafkaDoor:
 
     # Fetch, ListOffsets, OffsetForLeaderEpoch ----------------------------------------------------
 
+    def _leading(self, topic: str, p: int, part) -> tuple[str | None, object]:
+        """(error or None, this broker's replica) for a request a leader must answer, checking
+        the topic, the partition, leadership and the request's `current_leader_epoch`."""
+        if topic != self.topic or not 0 <= p < self.config.partitions:
+            return "UNKNOWN_TOPIC_OR_PARTITION", None
+        r = self._view(p)
+        return self._epoch_error(r, getattr(part, "current_leader_epoch", -1)), r
+
     def _epoch_error(self, r, current_leader_epoch: int) -> str | None:
         if r is None or r.leader != self.broker:
             return "NOT_LEADER_OR_FOLLOWER"
@@ -312,11 +321,7 @@ class KafkaDoor:
         for topic in body.topics:
             for part in topic.partitions:
                 p = part.partition
-                if topic.topic != self.topic or not 0 <= p < self.config.partitions:
-                    asked.append((topic.topic, p, 0, 0, "UNKNOWN_TOPIC_OR_PARTITION"))
-                    continue
-                r = self._view(p)
-                error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
+                error, _ = self._leading(topic.topic, p, part)
                 asked.append((topic.topic, p, part.fetch_offset, part.partition_max_bytes, error))
                 if error is None:
                     inputs.append((None, ConsumerFetch(p, part.fetch_offset)))
@@ -365,20 +370,16 @@ class KafkaDoor:
             parts = []
             for part in topic.partitions:
                 p = part.partition_index
-                error, offset, epoch = None, -1, -1
-                if topic.name != self.topic or not 0 <= p < self.config.partitions:
-                    error = "UNKNOWN_TOPIC_OR_PARTITION"
-                else:
-                    r = self._view(p)
-                    error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
-                    if error is None:
-                        epoch = r.leader_epoch
-                        if part.timestamp == EARLIEST:
-                            offset = 0
-                        elif part.timestamp == LATEST:
-                            offset = r.high_watermark
-                        else:  # no timestamps are stored: every record is at time 0
-                            offset = 0 if r.high_watermark else -1
+                offset, epoch = -1, -1
+                error, r = self._leading(topic.name, p, part)
+                if error is None:
+                    epoch = r.leader_epoch
+                    if part.timestamp == EARLIEST:
+                        offset = 0
+                    elif part.timestamp == LATEST:
+                        offset = r.high_watermark
+                    else:  # no timestamps are stored: every record is at time 0
+                        offset = 0 if r.high_watermark else -1
                 parts.append({"partition_index": p, "error_code": ERRORS[error or "NONE"],
                               "timestamp": -1, "offset": offset, "leader_epoch": epoch,
                               "old_style_offsets": [offset] if offset >= 0 else []})
@@ -391,14 +392,10 @@ class KafkaDoor:
             parts = []
             for part in topic.partitions:
                 p = part.partition
-                error, epoch, end = None, -1, -1
-                if topic.topic != self.topic or not 0 <= p < self.config.partitions:
-                    error = "UNKNOWN_TOPIC_OR_PARTITION"
-                else:
-                    r = self._view(p)
-                    error = self._epoch_error(r, getattr(part, "current_leader_epoch", -1))
-                    if error is None:
-                        epoch, end = end_offset_for_epoch(r.epoch_cache, r.leo, part.leader_epoch)
+                epoch, end = -1, -1
+                error, r = self._leading(topic.topic, p, part)
+                if error is None:
+                    epoch, end = end_offset_for_epoch(r.epoch_cache, r.leo, part.leader_epoch)
                 parts.append({"error_code": ERRORS[error or "NONE"], "partition": p,
                               "leader_epoch": epoch, "end_offset": end})
             topics.append({"topic": topic.topic, "partitions": parts})
