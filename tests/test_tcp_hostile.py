@@ -356,6 +356,18 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
     assert node.connections == 0 and node.buffered == 0
 
 
+def _connect_when_listening(port: int, deadline: float) -> socket.socket:
+    """A connection to `port` once something listens there (the run starts its client
+    listeners after the nodes, later on a loaded machine)."""
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port))
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
     from model_check.replay import replay_paths
 
@@ -368,9 +380,8 @@ def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
             time.sleep(0.05)
         argv = Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")
         ports = json.loads(argv[argv.index(b"--ports") + 1])
-        time.sleep(1.0)
         for port in (ports["producer"], ports["consumer"]):
-            with socket.create_connection(("127.0.0.1", port)) as bad:
+            with _connect_when_listening(port, deadline) as bad:
                 bad.sendall(encode_frame({"hello": "b0"})
                             + _raw(b"[" * 100_000 + b"]" * 100_000)
                             + _produce_frame([1, 2], ["00"])

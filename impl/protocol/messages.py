@@ -245,11 +245,18 @@ def from_wire(body: object) -> Message:
         message = cls(**values)
     except TypeError as error:
         raise WireError(f"{cls.__name__}: {error}") from None
-    for name, value in values.items():
+    return validate(message)
+
+
+def validate(message: Message) -> Message:
+    """`message` if its fields are in range and fit together (see `_SHAPES`); WireError."""
+    cls = type(message)
+    for f in fields(cls):
+        value = getattr(message, f.name)
         if type(value) is int and not MIN_INT <= value <= MAX_INT:
-            raise WireError(f"{cls.__name__}.{name}: {value} is out of range")
+            raise WireError(f"{cls.__name__}.{f.name}: {value} is out of range")
         if type(value) is str and len(value) > MAX_STRING:
-            raise WireError(f"{cls.__name__}.{name}: string longer than {MAX_STRING}")
+            raise WireError(f"{cls.__name__}.{f.name}: string longer than {MAX_STRING}")
     check = _SHAPES.get(cls)
     problem = check(message) if check is not None else None
     if problem:

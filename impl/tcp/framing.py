@@ -1,7 +1,10 @@
-"""Frames on the wire between the nodes of a TCP cluster: a 4-byte length, then UTF-8 JSON.
+"""Frames on the wire between the nodes of a TCP cluster: a 4-byte length, then a body.
 
-Theory of operation. A frame is `struct(">I")` length followed by that many bytes of one JSON
-object. Four kinds of object travel:
+Theory of operation. A frame is `struct(">I")` length followed by that many bytes: one JSON
+object, or (first byte 0x00) a replication message in Kafka's own format, see
+impl/kafka/replication.py: a follower's Fetch and OffsetsForLeaderEpoch and the leader's
+answers travel as Kafka's FetchRequest v15 / OffsetForLeaderEpochRequest v4 and their
+responses, records as v2 batches. Four kinds of JSON object travel:
 
 - hello    `{"hello": "b1"}`: the first frame on a connection, naming the connecting node;
 - message  `{"src": "b1", "mid": "b1:m17", "t": 1234, "msg": {...}}`: `msg` is
@@ -9,16 +12,18 @@ object. Four kinds of object travel:
 - control  `{"ctl": "block", "peers": [...]}` and friends, from the supervisor (see node.py);
 - error    `{"error": "..."}`: what was wrong with the last frame the sender of it received.
 
-`FrameDecoder` is sans-I/O: bytes in (`feed`), frames out (`frames`). A frame longer than
+`FrameDecoder` is sans-I/O: bytes in (`feed`), frames out (`frames`; a replication frame comes
+out as a message dict whose `msg` is already a `Message`). A frame longer than
 `MAX_FRAME_BYTES` is a `FrameTooLarge` (the connection cannot be resynchronised, so it is
-closed); a frame that is not a JSON object, or a message that `messages.from_wire` refuses, is
-a `BadFrame` item in the output (the length prefix still delimits it, so the connection goes
-on): bytes that are not UTF-8 or not JSON, JSON nested deeper than the decoder's recursion
-limit, numbers out of range. Nothing here raises on bad input from the network except
-`FrameTooLarge`.
+closed); a frame that is not a JSON object, a replication frame that does not decode, or a
+message that `messages.from_wire` / `messages.validate` refuses, is a `BadFrame` item in the
+output (the length prefix still delimits it, so the connection goes on): bytes that are not
+UTF-8 or not JSON, JSON nested deeper than the decoder's recursion limit, numbers out of range,
+a record batch whose CRC32C does not match. Nothing here raises on bad input from the network
+except `FrameTooLarge`.
 
-`message_to_wire` is `Message.to_wire()` with fast paths for the messages that carry records
-(same JSON, without `dataclasses.asdict`'s deep copy), since those dominate a throughput run.
+`message_to_wire` is `Message.to_wire()` with fast paths for the client messages that carry
+records (same JSON, without `dataclasses.asdict`'s deep copy).
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ from dataclasses import dataclass
 
 import msgspec
 
+from impl.kafka import replication
+from impl.kafka.replication import REPLICATED
 from impl.protocol.messages import (
-    FetchResponse,
     Message,
     Produce,
     ProduceResponse,
     WireError,
     from_wire,
+    validate,
 )
 
 MAX_FRAME_BYTES = 4 << 20
@@ -65,12 +72,6 @@ def encode_frame(body: dict) -> bytes:
 
 def message_to_wire(m: Message) -> dict:
     kind = type(m)
-    if kind is FetchResponse:
-        return {"type": "FetchResponse", "partition": m.partition, "leader": m.leader,
-                "leader_epoch": m.leader_epoch, "kind": m.kind,
-                "records": [[e, v, p.hex()] for e, v, p in m.records],
-                "high_watermark": m.high_watermark, "fetch_offset": m.fetch_offset,
-                "epoch": m.epoch, "end_offset": m.end_offset, "error": m.error}
     if kind is Produce:
         return {"type": "Produce", "partition": m.partition, "values": list(m.values),
                 "payloads": [p.hex() for p in m.payloads], "acks": m.acks}
@@ -81,25 +82,12 @@ def message_to_wire(m: Message) -> dict:
 
 
 def encode_message(src: str, mid: str, time_ms: int, m: Message) -> bytes:
-    if type(m) is FetchResponse and m.records:
-        return _encode_fetch_response(src, mid, time_ms, m)
+    if type(m) in REPLICATED:
+        data = replication.encode(src, mid, time_ms, m)
+        if len(data) > MAX_FRAME_BYTES:
+            raise ValueError(f"frame of {len(data)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
+        return LENGTH.pack(len(data)) + data
     return encode_frame({"src": src, "mid": mid, "t": time_ms, "msg": message_to_wire(m)})
-
-
-def _encode_fetch_response(src: str, mid: str, time_ms: int, m: FetchResponse) -> bytes:
-    """The same JSON as `encode_frame` of `message_to_wire(m)`, built by hand: the records
-    (integers and hex strings, nothing to escape) dominate a throughput run."""
-    enc = _encoder.encode
-    records = ",".join([f'[{e},{v},"{p.hex()}"]' for e, v, p in m.records])
-    text = (f'{{"src":{enc(src)},"mid":{enc(mid)},"t":{int(time_ms)},"msg":{{"type":'
-            f'"FetchResponse","partition":{int(m.partition)},"leader":{int(m.leader)},'
-            f'"leader_epoch":{int(m.leader_epoch)},"kind":{enc(m.kind)},"records":[{records}],'
-            f'"high_watermark":{int(m.high_watermark)},"fetch_offset":{int(m.fetch_offset)},'
-            f'"epoch":{int(m.epoch)},"end_offset":{int(m.end_offset)},"error":{enc(m.error)}}}}}')
-    data = text.encode("utf-8")
-    if len(data) > MAX_FRAME_BYTES:
-        raise ValueError(f"frame of {len(data)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
-    return LENGTH.pack(len(data)) + data
 
 
 def decode_message(body: dict) -> tuple[str, str, int, Message]:
@@ -112,6 +100,8 @@ def decode_message(body: dict) -> tuple[str, str, int, Message]:
         raise WireError("frame: 'mid' must be a string")
     if type(time_ms) is not int:
         raise WireError("frame: 't' must be an integer")
+    if isinstance(msg, Message):  # decoded from Kafka's replication messages
+        return src, mid, time_ms, validate(msg)
     return src, mid, time_ms, from_wire(msg)
 
 
@@ -143,6 +133,12 @@ class FrameDecoder:
                 break
             start = position + 4
             position = start + length
+            if length and buffer[start] == replication.MARK:
+                try:
+                    out.append(replication.decode(buffer[start:position]))
+                except replication.ReplicationWireError as error:
+                    out.append(BadFrame(str(error)[:200]))
+                continue
             try:
                 body = _decode_json(buffer[start:position])
             except RecursionError:

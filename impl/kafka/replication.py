@@ -1,0 +1,369 @@
+"""Replication between brokers in Kafka's own messages: Fetch v15 and OffsetForLeaderEpoch v4.
+
+Theory of operation. A follower's `Fetch` goes out as Kafka's FetchRequest v15 (KIP-903's
+`replica_state` carries the follower's id and broker epoch; `current_leader_epoch` and
+`last_fetched_epoch` are KIP-320's), a truncation round's `OffsetsForLeaderEpoch` as
+OffsetForLeaderEpochRequest v4 (KIP-279). The leader answers with FetchResponse v15: record
+batches v2 (one batch per run of records with the same leader epoch, which the batch header
+carries; each record's key is its write number in decimal, its value the payload bytes; one
+CRC32C per batch, verified on receipt), the high watermark, `diverging_epoch` (KIP-320),
+`current_leader`, and the error code; or with OffsetForLeaderEpochResponse v4 for an epoch
+answer.
+
+Kafka's connections are two-way: a follower matches a response to its request by correlation
+id and remembers what it asked. A TCP cluster's connections are one-way (see impl/tcp/node.py),
+so the frame carries a small JSON envelope before the Kafka bytes: the sender, message id and
+send time every frame has, and for a response the request context a Kafka follower would have
+kept: `kind` (records | epoch | diverging | error), `fetch_offset`, `end_offset` (an
+out-of-range answer's leader end) and `leader_epoch`. Everything else travels in Kafka's
+fields, and the decoder checks that the two agree (an error code only on an error answer, a
+diverging epoch only on a diverging one, batches starting at the fetch offset).
+
+Frame layout (after the 4-byte frame length): one 0x00 byte (a JSON frame starts with `{`),
+a 2-byte envelope length, the envelope's JSON, then a Kafka request (header v2 + body) or
+response (header v1 + body) without its own size prefix.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+
+import crc32c
+import msgspec
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32
+
+from impl.kafka.codec import _reader, _writer, build
+from impl.protocol.messages import UNKNOWN, Fetch, FetchResponse, OffsetsForLeaderEpoch
+from vocab.outcomes import KAFKA_ERROR_NUMBERS, KafkaError
+
+MARK = 0
+FETCH_API, FETCH_VERSION = 1, 15
+EPOCH_API, EPOCH_VERSION = 23, 4
+TOPIC = "isrlab"
+TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_URL, "isrlab:replication")
+_ENVELOPE = struct.Struct(">BH")
+_NAMES = {number: error for error, number in KAFKA_ERROR_NUMBERS.items()}
+_json = msgspec.json.encode
+_unjson = msgspec.json.decode
+
+_FetchRequest = load_request_schema(FETCH_API, FETCH_VERSION)
+_FetchResponse = load_response_schema(FETCH_API, FETCH_VERSION)
+_EpochRequest = load_request_schema(EPOCH_API, EPOCH_VERSION)
+_EpochResponse = load_response_schema(EPOCH_API, EPOCH_VERSION)
+REPLICATED = (Fetch, OffsetsForLeaderEpoch, FetchResponse)
+
+
+class ReplicationWireError(ValueError):
+    """A replication frame that does not decode to a message: one line naming what."""
+
+
+def encode(src: str, mid: str, time_ms: int, m) -> bytes:
+    """The frame body (without the 4-byte length) of a replication message."""
+    envelope = {"src": src, "mid": mid, "t": time_ms}
+    kind = type(m)
+    if kind is Fetch:
+        cls, header, body = _FetchRequest, _request_header(FETCH_API, FETCH_VERSION, m), {
+            "replica_state": {"replica_id": m.follower, "replica_epoch": m.broker_epoch},
+            "max_wait": 0, "min_bytes": 0,
+            "topics": [{"topic_id": TOPIC_ID, "partitions": [{
+                "partition": m.partition, "current_leader_epoch": m.current_leader_epoch,
+                "fetch_offset": m.fetch_offset, "last_fetched_epoch": m.last_fetched_epoch,
+                "partition_max_bytes": 2**31 - 1}]}],
+            "forgotten_topics_data": []}
+    elif kind is OffsetsForLeaderEpoch:
+        cls, header, body = _EpochRequest, _request_header(EPOCH_API, EPOCH_VERSION, m), {
+            "replica_id": m.follower,
+            "topics": [{"topic": TOPIC, "partitions": [{
+                "partition": m.partition, "current_leader_epoch": m.current_leader_epoch,
+                "leader_epoch": m.epoch}]}]}
+    elif kind is FetchResponse:
+        envelope.update(kind=m.kind, fetch_offset=m.fetch_offset, end_offset=m.end_offset,
+                        leader_epoch=m.leader_epoch)
+        header = _FetchResponse.__header_schema__(correlation_id=i32(0))
+        if m.kind == "epoch":
+            cls, header = _EpochResponse, _EpochResponse.__header_schema__(correlation_id=i32(0))
+            body = {"throttle_time": 0, "topics": [{"topic": TOPIC, "partitions": [{
+                "error_code": 0, "partition": m.partition, "leader_epoch": m.epoch,
+                "end_offset": m.end_offset}]}]}
+        else:
+            cls = _FetchResponse
+            partition = {
+                "partition_index": m.partition,
+                "error_code": KAFKA_ERROR_NUMBERS[KafkaError(m.error)] if m.kind == "error" else 0,
+                "high_watermark": m.high_watermark, "aborted_transactions": None,
+                "current_leader": {"leader_id": m.leader, "leader_epoch": m.leader_epoch},
+                "records": write_records(m.records, m.fetch_offset) if m.records else None}
+            if m.kind == "diverging":
+                partition["diverging_epoch"] = {"epoch": m.epoch, "end_offset": m.end_offset}
+            body = {"throttle_time": 0, "error_code": 0, "session_id": 0,
+                    "responses": [{"topic_id": TOPIC_ID, "partitions": [partition]}],
+                    "node_endpoints": []}
+    else:
+        raise TypeError(f"{kind.__name__} is not a replication message")
+    head = _json(envelope)
+    out = io.BytesIO()
+    out.write(_ENVELOPE.pack(MARK, len(head)))
+    out.write(head)
+    _writer(type(header))(out, header)
+    _writer(cls)(out, build(cls, body))
+    return out.getvalue()
+
+
+def _request_header(api_key: int, version: int, m):
+    cls = (_FetchRequest if api_key == FETCH_API else _EpochRequest).__header_schema__
+    return cls(request_api_key=i16(api_key), request_api_version=i16(version),
+               correlation_id=i32(0), client_id=f"b{m.follower}")
+
+
+def decode(body: bytes | bytearray | memoryview) -> dict:
+    """A frame body that starts with MARK -> {"src", "mid", "t", "msg": Message}."""
+    body = bytes(body)
+    if len(body) < _ENVELOPE.size:
+        raise ReplicationWireError("replication frame shorter than its envelope header")
+    _, size = _ENVELOPE.unpack_from(body)
+    start = _ENVELOPE.size + size
+    try:
+        envelope = _unjson(body[_ENVELOPE.size:start])
+    except msgspec.DecodeError as error:
+        raise ReplicationWireError(f"replication envelope is not JSON ({error})") from None
+    if not isinstance(envelope, dict):
+        raise ReplicationWireError("replication envelope is not a JSON object")
+    try:
+        if "kind" in envelope:
+            message = _decode_response(envelope, body, start)
+        else:
+            message = _decode_request(body, start)
+    except ReplicationWireError:
+        raise
+    except Exception as error:  # kio raises several types on malformed bytes
+        raise ReplicationWireError(f"malformed Kafka replication message: {error}") from None
+    return {"src": envelope.get("src"), "mid": envelope.get("mid"), "t": envelope.get("t", 0),
+            "msg": message}
+
+
+def _decode_request(body: bytes, start: int):
+    if len(body) - start < 4:
+        raise ReplicationWireError("replication request shorter than a request header")
+    api_key, version = struct.unpack_from(">hh", body, start)
+    if (api_key, version) == (FETCH_API, FETCH_VERSION):
+        cls = _FetchRequest
+    elif (api_key, version) == (EPOCH_API, EPOCH_VERSION):
+        cls = _EpochRequest
+    else:
+        raise ReplicationWireError(f"replication request API {api_key} v{version} is not used "
+                                   f"between brokers (Fetch v{FETCH_VERSION}, "
+                                   f"OffsetForLeaderEpoch v{EPOCH_VERSION})")
+    _, used = _reader(cls.__header_schema__)(body, start)
+    request, size = _reader(cls)(body, start + used)
+    _whole(body, start + used + size)
+    (topic,) = _one(request.topics, "topic")
+    (partition,) = _one(topic.partitions, "partition")
+    if cls is _FetchRequest:
+        _topic_id(topic.topic_id)
+        state = request.replica_state
+        return Fetch(int(partition.partition), int(state.replica_id),
+                     int(partition.fetch_offset), int(partition.last_fetched_epoch),
+                     int(partition.current_leader_epoch), int(state.replica_epoch))
+    if topic.topic != TOPIC:
+        raise ReplicationWireError(f"replication topic {topic.topic!r} is not {TOPIC!r}")
+    return OffsetsForLeaderEpoch(int(partition.partition), int(request.replica_id),
+                                 int(partition.leader_epoch),
+                                 int(partition.current_leader_epoch))
+
+
+def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
+    kind = envelope.get("kind")
+    context = [envelope.get(k) for k in ("fetch_offset", "end_offset", "leader_epoch")]
+    if any(type(v) is not int for v in context):
+        raise ReplicationWireError("replication envelope: fetch_offset, end_offset and "
+                                   "leader_epoch must be integers")
+    fetch_offset, end_offset, leader_epoch = context
+    src = envelope.get("src")
+    if not (isinstance(src, str) and src[:1] == "b" and src[1:].isdigit()):
+        raise ReplicationWireError(f"replication response from {src!r}, not a broker")
+    leader = int(src[1:])
+    if kind == "epoch":
+        cls = _EpochResponse
+    elif kind in ("records", "diverging", "error"):
+        cls = _FetchResponse
+    else:
+        raise ReplicationWireError(f"replication envelope: unknown kind {kind!r}")
+    _, used = _reader(cls.__header_schema__)(body, start)
+    response, size = _reader(cls)(body, start + used)
+    _whole(body, start + used + size)
+    if cls is _EpochResponse:
+        (topic,) = _one(response.topics, "topic")
+        (p,) = _one(topic.partitions, "partition")
+        _no_error(p.error_code, kind)
+        return FetchResponse(int(p.partition), leader, leader_epoch, "epoch",
+                             epoch=int(p.leader_epoch), end_offset=int(p.end_offset))
+    (topic,) = _one(response.responses, "topic")
+    _topic_id(topic.topic_id)
+    (p,) = _one(topic.partitions, "partition")
+    if (int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)) != (leader,
+                                                                                 leader_epoch):
+        raise ReplicationWireError("replication response: current_leader disagrees with "
+                                   "its sender and leader epoch")
+    error = "NONE"
+    if kind == "error":
+        name = _NAMES.get(p.error_code.value)
+        if name is None:
+            raise ReplicationWireError(f"replication response: error code {p.error_code.value}"
+                                       " is not a replication error")
+        error = str(name)
+    else:
+        _no_error(p.error_code, kind)
+    diverging = p.diverging_epoch
+    if kind == "diverging":
+        return FetchResponse(int(p.partition_index), leader, leader_epoch, "diverging",
+                             epoch=int(diverging.epoch), end_offset=int(diverging.end_offset))
+    if (int(diverging.epoch), int(diverging.end_offset)) != (UNKNOWN, UNKNOWN):
+        raise ReplicationWireError(f"replication response: a diverging epoch on a {kind} answer")
+    records = read_records(p.records, fetch_offset) if p.records else ()
+    return FetchResponse(int(p.partition_index), leader, leader_epoch, kind, records=records,
+                         high_watermark=int(p.high_watermark), fetch_offset=fetch_offset,
+                         end_offset=end_offset, error=error)
+
+
+def _one(items, what: str):
+    if len(items) != 1:
+        raise ReplicationWireError(f"replication message with {len(items)} {what}s, not 1")
+    return items
+
+
+def _topic_id(topic_id) -> None:
+    if topic_id != TOPIC_ID:
+        raise ReplicationWireError(f"replication topic id {topic_id} is not the cluster's")
+
+
+def _no_error(code: ErrorCode, kind: str) -> None:
+    if code.value != 0:
+        raise ReplicationWireError(f"replication response: error code {code.value} on a "
+                                   f"{kind} answer")
+
+
+def _whole(body: bytes, used: int) -> None:
+    if used != len(body):
+        raise ReplicationWireError(f"replication message: {len(body) - used} bytes after its "
+                                   "body")
+
+
+# Record batches v2 on the replication hot path. kio reads and writes them through one
+# dataclass per record (about 11 us per record per follower); these do the same bytes with
+# struct and the `crc32c` library, and tests/test_kafka_replication.py checks them against
+# kio's reader and writer both ways.
+_BATCH_HEAD = struct.Struct(">qiibI")  # base offset, length, leader epoch, magic, crc
+_BATCH_REST = struct.Struct(">hiqqqhii")  # attributes .. record count
+_REST_AT = 8 + 4 + 4 + 1 + 4
+_VARINTS = [bytes([z]) if z < 0x80 else bytes([(z & 0x7F) | 0x80, z >> 7])
+            for z in (n << 1 for n in range(1 << 13))]  # zigzag varints of 0 .. 8191
+
+
+def _varint(n: int) -> bytes:
+    if 0 <= n < 8192:
+        return _VARINTS[n]
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _read_varint(data, position: int) -> tuple[int, int]:
+    shift = z = 0
+    while True:
+        byte = data[position]
+        position += 1
+        z |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (z >> 1) ^ -(z & 1), position
+        shift += 7
+        if shift > 63:
+            raise ReplicationWireError("replication record: varint longer than 64 bits")
+
+
+def write_records(records, base_offset: int) -> bytes:
+    """Core records (epoch, write number, payload) from `base_offset` as v2 batches: one per
+    run of records with the same leader epoch (the batch header carries it); a record's key is
+    its write number in decimal, its value the payload."""
+    out = []
+    start, total = 0, len(records)
+    varint = _varint
+    while start < total:
+        epoch = records[start][0]
+        end = start
+        while end < total and records[end][0] == epoch:
+            end += 1
+        parts = []
+        for delta, (_, value, payload) in enumerate(records[start:end]):
+            key = b"%d" % value
+            body = b"".join((b"\0\0", varint(delta), varint(len(key)), key,
+                             varint(len(payload)), payload, b"\0"))
+            parts.append(varint(len(body)))
+            parts.append(body)
+        rest = _BATCH_REST.pack(0, end - start - 1, 0, 0, -1, -1, -1, end - start) + b"".join(
+            parts)
+        out.append(_BATCH_HEAD.pack(base_offset + start, len(rest) + 9, epoch, 2,
+                                    crc32c.crc32c(rest)))
+        out.append(rest)
+        start = end
+    return b"".join(out)
+
+
+def read_records(data: bytes, base_offset: int) -> tuple[tuple[int, int, bytes], ...]:
+    """Every record of v2 batches as (epoch, write number, payload), the CRC32C of each batch
+    verified; ReplicationWireError on a bad CRC, compressed or foreign batches, a gap in the
+    offsets, or a key that is not a write number."""
+    out: list = []
+    data = bytes(data)
+    position, total = 0, len(data)
+    read = _read_varint
+    try:
+        while position < total:
+            base, length, epoch, magic, crc = _BATCH_HEAD.unpack_from(data, position)
+            end = position + 12 + length
+            if magic != 2 or length < 9 + _BATCH_REST.size or end > total:
+                raise ReplicationWireError("replication record batch: not a whole v2 batch")
+            rest_at = position + _REST_AT
+            if crc32c.crc32c(data[rest_at:end]) != crc:
+                raise ReplicationWireError("replication record batch: Checksum mismatch")
+            attributes, _, _, _, _, _, _, count = _BATCH_REST.unpack_from(data, rest_at)
+            if attributes & 0x37:  # compression, transactional or control
+                raise ReplicationWireError("replication record batch: compressed, "
+                                           "transactional or control batch")
+            if base != base_offset + len(out):
+                raise ReplicationWireError(f"replication record at offset {base}, "
+                                           f"expected {base_offset + len(out)}")
+            p = rest_at + _BATCH_REST.size
+            for i in range(count):
+                size, p = read(data, p)
+                stop = p + size
+                p += 1  # attributes
+                _, p = read(data, p)  # timestamp delta
+                delta, p = read(data, p)
+                if delta != i:
+                    raise ReplicationWireError(f"replication record at offset {base + delta}, "
+                                               f"expected {base + i}")
+                n, p = read(data, p)
+                key = data[p:p + n] if n >= 0 else b""
+                p += max(n, 0)
+                n, p = read(data, p)
+                value = data[p:p + n] if n >= 0 else b""
+                p += max(n, 0)
+                if p > stop or not key.isdigit():
+                    raise ReplicationWireError("replication record key is not a write number")
+                p = stop
+                out.append((epoch, int(key), value))
+            if p != end:
+                raise ReplicationWireError("replication record batch: length disagrees with "
+                                           "its records")
+            position = end
+    except (struct.error, IndexError):
+        raise ReplicationWireError("replication record batch: truncated") from None
+    return tuple(out)
