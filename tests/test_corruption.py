@@ -107,3 +107,24 @@ def test_random_field_changes_never_end_in_a_traceback(data, clean_run, tmp_path
     code, text = replay(files, run_dir)
     assert code in (0, 1, 2)
     assert "Traceback" not in text
+
+
+def test_a_second_fetch_in_flight_to_the_same_leader_diverges(clean_run, tmp_path):
+    """Replay lets a follower fetch again while its last fetch is in flight only when that
+    fetch went to another leader or the run logs its loss; a copy of a fetch to the same
+    leader with no drop logged is still a divergence the spec names."""
+    lines = clean_run["b1.ndjson"].decode().splitlines()
+    i = next(k for k, line in enumerate(lines) if '"FollowerSendFetch"' in line)
+    first = json.loads(lines[i])
+    again = dict(first, send=["b1:m999999"], seq=first["seq"] + 1)
+    rest = [json.dumps(dict(b, seq=b["seq"] + 1) if "seq" in b else b)
+            for b in map(json.loads, lines[i + 1:])]
+    files = dict(clean_run)
+    files["b1.ndjson"] = ("\n".join(lines[:i + 1] + [json.dumps(again)] + rest) + "\n").encode()
+    run = json.loads(files["run.json"])
+    run["summary"]["events"] += 1
+    files["run.json"] = json.dumps(run).encode()
+    code, text = replay(files, tmp_path)
+    assert code == 1, text
+    assert "spec refuses FollowerSendFetch(partition=0, broker=1)" in text
+    assert "in flight" in text
