@@ -4,13 +4,18 @@ with kio again and checked field by field (error codes, offsets, record values, 
 
 from __future__ import annotations
 
+import datetime
 import io
 import struct
 
+import crc32c
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32, i64
 
 from impl.config import ClusterConfig
 from impl.kafka.codec import (
@@ -24,7 +29,6 @@ from impl.kafka.codec import (
     BadRequest,
     build,
     parse_request,
-    write_batches,
 )
 from impl.kafka.door import KafkaDoor, end_offset_for_epoch
 from impl.protocol.broker import BrokerCore
@@ -101,9 +105,17 @@ def _sends(effect):
 
 
 def batch(values: list[bytes], corrupt: bool = False, compressed: bool = False) -> bytes:
-    raw = bytearray(write_batches([(i, 0, v) for i, v in enumerate(values)]))
+    """A producer's batch, written by kio (not by the broker's own batch writer)."""
+    out = io.BytesIO()
+    write_new_batch(out, NewRecordBatch(
+        producer_id=i64(-1), producer_epoch=i16(-1), partition_leader_epoch=i32(-1),
+        base_sequence=i32(-1), attributes=i16(0), records=tuple(
+            Record(attributes=0, timestamp=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+                   offset=i64(i), key=None, value=v, headers=()) for i, v in enumerate(values))))
+    raw = bytearray(out.getvalue())
     if compressed:
-        raw[22] |= 0x01  # gzip in the attributes' low bits (the CRC is not checked then)
+        raw[22] |= 0x01  # gzip in the attributes' low bits, with the CRC made to match
+        struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
     if corrupt:
         raw[-1] ^= 0xFF
     return bytes(raw)

@@ -87,7 +87,7 @@ def test_a_flipped_byte_in_a_batch_is_refused_by_its_crc():
         fetch_offset=0)))
     data[data.index(b"payload-bytes") + 3] ^= 0x20
     (frame,) = frames_of(bytes(data))
-    assert isinstance(frame, BadFrame) and "Checksum mismatch" in frame.reason
+    assert isinstance(frame, BadFrame) and "CRC32C mismatch" in frame.reason
 
 
 def with_envelope(body: bytes, **changes) -> bytes:

@@ -16,12 +16,9 @@ from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
 
 from kio.index import load_request_schema, load_response_schema
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i32
 
 # API key -> (min, max) version served. Exactly what `KafkaDoor` answers; ApiVersions
 # advertises this table.
@@ -164,64 +161,3 @@ def encode_response(request: Request, data: dict) -> bytes:
     frame = out.getbuffer()
     struct.pack_into(">i", frame, 0, len(frame) - 4)
     return bytes(frame)
-
-
-# Record batches ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """A produced batch: the record values (Kafka's `value` bytes) and whether it is one we
-    can store (magic 2, no compression, no transaction)."""
-
-    values: tuple[bytes, ...]
-    producer_id: int
-    attributes: int
-
-
-COMPRESSION_MASK = 0x07
-TRANSACTIONAL = 0x10
-
-
-def read_batches(records: bytes) -> list[Batch]:
-    """Every record batch of a produce request's `records` (CRC32C verified by kio);
-    ValueError on a bad CRC, a batch that is not v2, or bytes that do not parse."""
-    out = []
-    offset = 0
-    view = memoryview(records)
-    while offset < len(records):
-        if len(records) - offset < 17 or view[offset + 16] != 2:
-            raise ValueError("not a record batch v2 (magic != 2)")
-        attributes = struct.unpack_from(">h", records, offset + 21)[0]
-        if attributes & COMPRESSION_MASK:
-            out.append(Batch((), -1, attributes))
-            offset += 12 + struct.unpack_from(">i", records, offset + 8)[0]
-            continue
-        batch, size = read_batch(records, offset)
-        out.append(Batch(tuple(r.value or b"" for r in batch.records), batch.producer_id,
-                         batch.attributes))
-        offset += size
-    return out
-
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def write_batches(records: list[tuple[int, int, bytes]]) -> bytes:
-    """Stored records (offset, leader epoch, value bytes) as v2 batches, one per run of
-    records with the same leader epoch (a batch carries one partition leader epoch)."""
-    out = io.BytesIO()
-    start = 0
-    while start < len(records):
-        epoch = records[start][1]
-        end = start
-        while end < len(records) and records[end][1] == epoch:
-            end += 1
-        batch = NewRecordBatch(
-            producer_id=i64(-1), producer_epoch=i16(-1), partition_leader_epoch=i32(epoch),
-            base_sequence=i32(-1), attributes=i16(0),
-            records=tuple(Record(attributes=0, timestamp=_EPOCH, offset=i64(o), key=None,
-                                 value=v, headers=()) for o, _, v in records[start:end]))
-        write_new_batch(out, batch)
-        start = end
-    return out.getvalue()

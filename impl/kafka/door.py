@@ -26,9 +26,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from impl.config import ClusterConfig
+from impl.kafka import batches
 from impl.kafka.codec import (
     API_VERSIONS,
-    COMPRESSION_MASK,
     FETCH,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
@@ -36,11 +36,8 @@ from impl.kafka.codec import (
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SUPPORTED,
-    TRANSACTIONAL,
     Request,
     encode_response,
-    read_batches,
-    write_batches,
 )
 from impl.protocol.messages import (
     ConsumerFetch,
@@ -228,16 +225,17 @@ class KafkaDoor:
                 payloads: list[bytes] = []
                 if error is None:
                     try:
-                        batches = read_batches(bytes(part.records or b""))
-                    except ValueError:
+                        read = batches.read(part.records or b"")
+                    except batches.BadBatch:
                         error = "CORRUPT_MESSAGE"
                     else:
-                        if any(b.attributes & COMPRESSION_MASK for b in batches):
+                        if any(b.records is None for b in read):
                             error = "UNSUPPORTED_COMPRESSION_TYPE"
-                        elif any(b.attributes & TRANSACTIONAL for b in batches):
+                        elif any(b.attributes & (batches.TRANSACTIONAL | batches.CONTROL)
+                                 for b in read):
                             error = "INVALID_REQUEST"
                         else:
-                            payloads = [v for b in batches for v in b.values]
+                            payloads = [v or b"" for b in read for _, _, v in b.records]
                             values = [self._value(v) for v in payloads]
                 if values and not self.core.tracing:
                     # Throughput runs (no traces): the whole batch in one append.
@@ -361,8 +359,8 @@ class KafkaDoor:
             size += len(payload) + 24
             if out and size > max(max_bytes, 1):
                 break
-            out.append((offset, epoch, payload))
-        return write_batches(out)
+            out.append((offset, epoch, None, payload))
+        return batches.write(out)
 
     def _list_offsets(self, request: Request, src: str) -> Step:
         topics = []
