@@ -394,3 +394,46 @@ def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert replay_paths([run_dir]).verdict == "accepted"
+
+
+def _running(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "parent gone"])
+def test_a_node_stopped_before_the_runs_time_zero_exits(tmp_path, how):
+    """A node started with --start-ms 0 waits for the supervisor's go; a stop meanwhile (a
+    signal, or its parent dying) must still end it, not leave it waiting for ever."""
+    config = ClusterConfig(brokers=1, min_insync_replicas=1)
+    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
+    ports = pick_ports(["b0", "meta", "producer"])
+    node = node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test", "t")
+    if how == "SIGTERM":
+        proc = subprocess.Popen(node, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0, proc.stderr.read()
+        finally:
+            proc.kill()
+        return
+    # A parent that starts the node, waits for it to be ready, prints its pid and exits.
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, "
+         "text=True); assert p.stdout.readline().strip() == 'ready'; print(p.pid, flush=True)",
+         *node], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    parent.wait(timeout=20)
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _running(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the orphaned node was still running 20 s after its parent exited"

@@ -582,17 +582,21 @@ async def run_node(args: argparse.Namespace) -> None:
                     await trio.sleep(0.5)
                 node.stopped.set()
 
+            async def start() -> None:
+                if node.start_ms == 0:
+                    await node.go.wait()
+                wait_ms = node.start_ms - wall_ms()
+                if wait_ms > 0:
+                    await trio.sleep(wait_ms / 1000)
+                if "start" in pending:
+                    node.handle(lambda core, now: core.start(now))
+                    node.trace.flush()
+                nursery.start_soon(node.timer_loop)
+
             nursery.start_soon(on_signal)
             nursery.start_soon(orphan_watch)
-            if node.start_ms == 0:
-                await node.go.wait()
-            wait_ms = node.start_ms - wall_ms()
-            if wait_ms > 0:
-                await trio.sleep(wait_ms / 1000)
-            if "start" in pending:
-                node.handle(lambda core, now: core.start(now))
-                node.trace.flush()
-            nursery.start_soon(node.timer_loop)
+            # A stop (signal, supervisor gone) before the run's time 0 must end the node too.
+            nursery.start_soon(start)
             await node.stopped.wait()
             nursery.cancel_scope.cancel()
     node.trace.close()

@@ -353,9 +353,9 @@ class Cluster:
                 wait_ms = -self.now()
                 if wait_ms > 0:
                     await trio.sleep(wait_ms / 1000)
-                for node in self.clients.values():
-                    nursery.start_soon(node.timer_loop)
-                if o.workload:
+                if o.workload:  # without it the consumer would poll for nobody
+                    for node in self.clients.values():
+                        nursery.start_soon(node.timer_loop)
                     nursery.start_soon(self.workload)
                 if o.faults:
                     nursery.start_soon(self.scripted_faults)
