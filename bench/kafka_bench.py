@@ -1,7 +1,7 @@
 """Real-client throughput: confluent-kafka (librdkafka) producing 100-byte records to the
 reference broker over Kafka's wire protocol, acks=all beside acks=1, in one run.
 
-    .venv/bin/python bench/kafka_bench.py [--records 50000] [--no-trace]
+    .venv/bin/python bench/kafka_bench.py [--records 300000] [--no-trace]
 
 Each acks level gets its own 3-broker, 1-partition cluster (`isrlab cluster tcp --duration 0`,
 the cluster's acks must match the client's), traced unless --no-trace. The producer sends
@@ -88,7 +88,7 @@ def measure(acks: str, records: int, trace: bool) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=50_000)
+    p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--no-trace", dest="trace", action="store_false")
     args = p.parse_args()
     load = os.getloadavg()[0]

@@ -127,18 +127,47 @@ def read(data) -> list[Batch]:
             records = []
             p = rest_at + _REST.size
             for i in range(count):
-                size, p = read_varint(data, p)
+                # Each varint is read inline when it is one byte (most are): a call per
+                # varint costs more than the rest of the record.
+                z = data[p]
+                if z < 0x80:
+                    size, p = (z >> 1) ^ -(z & 1), p + 1
+                else:
+                    size, p = read_varint(data, p)
                 stop = p + size
-                _, p = read_varint(data, p + 1)  # attributes, timestamp delta
-                delta, p = read_varint(data, p)
+                p += 1  # attributes
+                z = data[p]
+                if z < 0x80:
+                    p += 1  # timestamp delta
+                else:
+                    _, p = read_varint(data, p)
+                z = data[p]
+                if z < 0x80:
+                    delta, p = (z >> 1) ^ -(z & 1), p + 1
+                else:
+                    delta, p = read_varint(data, p)
                 if delta != i:
                     raise BadBatch(f"record {i} has offset delta {delta}")
-                n, p = read_varint(data, p)
-                key = None if n < 0 else data[p:p + n]
-                p += max(n, 0)
-                n, p = read_varint(data, p)
-                value = None if n < 0 else data[p:p + n]
-                p += max(n, 0)
+                z = data[p]
+                if z < 0x80:
+                    n, p = (z >> 1) ^ -(z & 1), p + 1
+                else:
+                    n, p = read_varint(data, p)
+                if n < 0:
+                    key = None
+                else:
+                    key = data[p:p + n]
+                    p += n
+                z = data[p]
+                if z < 0x80:
+                    n, p = (z >> 1) ^ -(z & 1), p + 1
+                else:
+                    n, p = read_varint(data, p)
+                if n < 0:
+                    value = None
+                else:
+                    value = data[p:p + n]
+                    p += n
                 if p > stop or stop > end:
                     raise BadBatch(f"record {i} runs past its length")
                 p = stop
