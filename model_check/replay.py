@@ -597,22 +597,23 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
     p, b = _p(args), args["broker"]
     mid = body["send"][0]
     r = rp.state.replica(p, b)
+    old = rp.state.fetches[p][b]
+    if old is not None and (old.leader not in (r.leader, b)
+                            or rp.slot.get((p, b)) in rp.dropped):
+        # Still in flight to (or from) a leader it no longer follows: the follower gave up on
+        # it, on a leader change or when that connection broke (which the old leader may log
+        # only later: it was paused). A silent spec step explains it; only another leader's
+        # message qualifies, so two fetches in flight to one leader remain a divergence, unless
+        # the run logs the old one's loss later (a partitioned leader logs a dropped frame only
+        # when it reads it, which may be after the follower, told its connection broke, fetched
+        # again).
+        rp.step(S.NetworkDropFetch(p, b))
+        rp.silent += 1
+        rp.phantom.add(rp.slot.pop((p, b), None))
     if r.leader not in (NO_LEADER, b) and not rp.state.alive[r.leader]:
         rp.phantom.add(mid)  # to a leader that is down: lost on the way
         rp.skipped += 1
     else:
-        old = rp.state.fetches[p][b]
-        if old is not None and (old.leader not in (r.leader, b)
-                                or rp.slot.get((p, b)) in rp.dropped):
-            # Still in flight to (or from) a leader it no longer follows: the follower gave up on
-            # it when that connection broke, which the old leader logs only later (it was
-            # paused). A silent spec step explains it; only another leader's message qualifies,
-            # so two fetches in flight to one leader remain a divergence, unless the run logs the
-            # old one's loss later (a partitioned leader logs a dropped frame only when it reads
-            # it, which may be after the follower, told its connection broke, fetched again).
-            rp.step(S.NetworkDropFetch(p, b))
-            rp.silent += 1
-            rp.phantom.add(rp.slot.pop((p, b), None))
         rp.step(S.FollowerSendFetch(p, b))
         rp.slot[(p, b)] = mid
     rp.compare_replica(body.get("state"))

@@ -139,6 +139,24 @@ def test_the_leader_killed_with_sigkill_is_replaced_and_rejoins(tmp_path):
     assert result.verdict == "accepted", format_result(result)
 
 
+def test_a_cut_off_leader_truncates_through_kafkas_offset_for_leader_epoch(tmp_path):
+    """kip-279 over the wire: the old leader, back from a partition as a follower, asks the
+    new leader for its epoch's end in an OffsetForLeaderEpoch v4 request and truncates to the
+    answer that came back as OffsetForLeaderEpochResponse; the spec accepts the run."""
+    options = TcpOptions(seed=3, duration_ms=7_000, faults=((1_500, "partition", "b0", 3_000),))
+    run_cluster(ClusterConfig(variant="kip-279"), options, tmp_path)
+    b0 = _events(tmp_path / "b0.ndjson")
+    outcomes = [e["outcome"] for e in b0]
+    assert "EPOCH_END" in _events_outcomes(tmp_path), "no leader answered an epoch request"
+    assert "TRUNCATED" in outcomes
+    result = replay_paths([tmp_path])
+    assert result.verdict == "accepted", format_result(result)
+
+
+def _events_outcomes(run_dir: Path) -> set[str]:
+    return {e["outcome"] for node in ("b0", "b1", "b2") for e in _events(run_dir / f"{node}.ndjson")}
+
+
 def test_a_malformed_frame_gets_an_error_and_the_broker_keeps_serving(tmp_path):
     config = ClusterConfig(brokers=1, min_insync_replicas=1)
     header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}

@@ -496,6 +496,11 @@ class BrokerCore:
         for src, pmid, request in self._late_fetches:
             effects += self._handle_fetch(r, now, src, pmid, request, parked=True)
         self._late_fetches = []
+        if r.fetch_in_flight and m.leader not in (NO_LEADER, self.broker, r.fetch_to):
+            # Kafka stops the fetcher of the old leader on a leader change. Waiting for its
+            # answer could take for ever: a leader cut off by a partition drops the fetch and
+            # this end's connection to it never breaks. A late answer is ignored (fetch_to).
+            r.fetch_in_flight = False
         if m.leader not in (NO_LEADER, self.broker) and not r.fetch_in_flight:
             effects += self._send_fetch(r, now)
         return effects
