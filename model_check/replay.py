@@ -372,6 +372,7 @@ class Replayer:
         self.reads: list[tuple[str, int, int, int]] = []  # (where, partition, offset, value)
         self.received: set[str] | None = None  # every message id some event receives
         self.dropped: set[str] = set()  # every message id some drop event names
+        self.taken: list | None = None  # every spec action stepped, when a driver asks
         self.deferred_answers: list[tuple[dict, str]] = []  # Kafka clients' ok / fail lines
         self.invoked: dict[int, int] = {}  # impl value -> partition, from the producer's invokes
         self.invokes_traced = False  # Spark's distributed replay hands over event lines only
@@ -389,11 +390,15 @@ class Replayer:
                     try:
                         self.state, outcome = step_with_outcome(self.config, self.state, action)
                         self.steps += 1
+                        if self.taken is not None:
+                            self.taken.append(action)
                         return outcome
                     except NotEnabled:
                         continue
             raise _Mismatch(f"spec refuses {action}: {error}") from None
         self.steps += 1
+        if self.taken is not None:
+            self.taken.append(action)
         return outcome
 
     # State comparison -------------------------------------------------------------------------

@@ -49,139 +49,16 @@ from hypothesis.stateful import (
 )
 
 from impl.config import ClusterConfig
-from impl.sim import SimOptions, Simulation, header_config
-from impl.trace import NodeTrace
+from impl.sim import header_config
+from model_check.drive import DrivenCluster
 from model_check.replay import IncrementalReplay, ReplayResult, format_result
 
 REGRESSIONS = Path(__file__).parent / "testdata" / "impl_model_regressions"
 SAFE = ClusterConfig()  # 3 brokers, acks=all, min.insync.replicas=2, clean election, current
-TIMER_FIRINGS_MAX = 10_000  # per rule: a core whose deadline never moves is a bug
 PICK = st.integers(min_value=0, max_value=7)
 ADVANCE_MS = st.sampled_from([10, 60, 250, 600, 1100, 1700])
 TORN_BYTES = st.integers(min_value=0, max_value=7)
 HEALTHY_MS = st.sampled_from([50, 200, 600, 1500])
-HEALTHY_TICK_MS = 10
-HEALTHY_DELIVERIES_MAX = 200  # per tick of a healthy stretch
-
-
-class _JournaledTrace(NodeTrace):
-    """A node's trace that also appends each line's body to one journal shared by all nodes,
-    so the machine knows the order in which lines were written across nodes."""
-
-    __slots__ = ("journal",)
-
-    def __init__(self, node: str, header: dict, journal: list[dict]):
-        self.journal = journal
-        super().__init__(node, header)
-
-    def event(self, *args, **kwargs) -> None:
-        super().event(*args, **kwargs)
-        self.journal.append(json.loads(self.lines[-1]))
-
-    def other(self, body: dict) -> None:
-        super().other(body)
-        self.journal.append(json.loads(self.lines[-1]))
-
-
-class DrivenCluster(Simulation):
-    """The simulator's cluster with the scheduler taken out: the caller decides what happens
-    next. Sends go to per-link FIFO queues (`in_flight`) instead of the event heap."""
-
-    def __init__(self, config: ClusterConfig):
-        self.journal: list[dict] = []
-        self.refused: list[tuple[str, str]] = []  # (sender, peer): connects not yet reported
-        self.sent_order: dict[str, int] = {}  # message id -> global send number
-        self.torn = 0
-        super().__init__(config, SimOptions(seed=0, commit="impl-model", trace=True))
-        self.queue.clear()  # the event heap is never run; time is advanced by `advance`
-
-    def _new_trace(self, node: str, header: dict) -> NodeTrace:
-        return _JournaledTrace(node, header, self.journal)
-
-    def _schedule_timer(self, node: str) -> None:
-        """Timers are polled by `advance` through `next_deadline()`; nothing to schedule."""
-
-    def _torn_bytes(self) -> int:
-        return self.torn
-
-    def _send(self, src: str, dst: str, mid: str, message) -> None:
-        if not self.alive.get(dst):
-            # As in the simulator: lost, and the sender learns it (here when a rule says so).
-            self._drop(src, dst, mid, message, "unreachable")
-            self.refused.append((src, dst))
-            return
-        self.sent_order[mid] = len(self.sent_order)
-        self.in_flight.setdefault((src, dst), {})[mid] = message
-
-    # What the rules do -----------------------------------------------------------------------
-
-    def links(self) -> list[tuple[str, str]]:
-        return sorted(link for link, queue in self.in_flight.items() if queue)
-
-    def deliver(self, link: tuple[str, str]) -> None:
-        mid, message = next(iter(self.in_flight[link].items()))
-        self._deliver(link[0], link[1], mid, message, self.link_gen.get(link, 0))
-
-    def deliver_oldest(self) -> bool:
-        links = self.links()
-        if not links:
-            return False
-        self.deliver(min(links, key=lambda link: self.sent_order[next(iter(self.in_flight[link]))]))
-        return True
-
-    def run_healthy(self, ms: int) -> None:
-        """A healthy stretch: deliver everything in flight, then 10 ms pass; `ms` long."""
-        for _ in range(ms // HEALTHY_TICK_MS):
-            for _ in range(HEALTHY_DELIVERIES_MAX):
-                if not self.deliver_oldest():
-                    break
-            self.advance(HEALTHY_TICK_MS)
-
-    def break_link(self, link: tuple[str, str]) -> None:
-        self._break_links(link[0], [link[1]])
-
-    def report_refused(self) -> None:
-        src, dst = self.refused.pop(0)
-        if hasattr(self.cores[src], "on_disconnected"):
-            self._input(src, lambda core: core.on_disconnected(self.now, dst))
-
-    def advance(self, ms: int) -> None:
-        """Move the clock `ms` forward, firing every due timer at its deadline, in order."""
-        target = self.now + ms
-        for _ in range(TIMER_FIRINGS_MAX):
-            due = [(self.cores[n].next_deadline(), n) for n in sorted(self.cores) if self.alive[n]]
-            deadline, node = min(due)
-            if deadline > target:
-                self.now = target
-                return
-            self.now = max(self.now, deadline)
-            self._input(node, lambda core: core.on_timer(self.now))
-        raise AssertionError(f"timers keep firing at {self.now} ms: a deadline does not move")
-
-    def crash(self, node: str, torn_bytes: int) -> None:
-        self.torn = torn_bytes
-        self.traces["nemesis"].other(
-            {"kind": "nemesis", "time_ms": self.now, "f": "crash", "target": node})
-        self._crash(node)
-
-    def restart(self, node: str) -> None:
-        self.traces["nemesis"].other(
-            {"kind": "nemesis", "time_ms": self.now, "f": "restart", "target": node})
-        self._restart(node)
-
-    def flush(self, node: str) -> None:
-        self._input(node, lambda core: core.flush_all())
-
-    def produce(self) -> None:
-        value = self.next_value
-        self.next_value += 1
-        self._input("producer", lambda core: core.invoke(self.now, value))
-
-    def poll(self) -> None:
-        for p, waiting in enumerate(self.consumer.waiting):
-            if waiting is None:
-                self.consumer.poll_at[p] = self.now
-        self._input("consumer", lambda core: core.on_timer(self.now))
 
 
 class ImplModel(RuleBasedStateMachine):

@@ -1,0 +1,388 @@
+"""Directed runs: a schedule of spec actions drives the implementation's cores, step by step.
+
+Replay (model_check/replay.py) checks one direction: whatever the broker did must be a spec
+behaviour. A directed run checks the other: a path the spec can take (a counterexample, an
+explorer path, a scenario) is imposed on the real sans-I/O cores, and the run's trace and client
+histories show what the implementation does there (Mocket, EuroSys 2023, does the same for
+Raft implementations).
+
+Theory of operation. `DrivenCluster` is the simulator's cluster with the scheduler taken out:
+the caller decides which message is delivered, which node's timer fires, which broker crashes,
+flushes or restarts, when a write is produced and when the consumer polls. `drive` walks the
+schedule. For each spec action it tries every input the cluster could take now, each on a copy
+of the cluster and of an incremental replay, and keeps the input whose trace lines the replay's
+refinement mapping turns into exactly the next actions of the schedule (a Tick or a silent
+message drop the mapping inserts is allowed). So the mapping from spec actions to
+implementation inputs is the replay's own mapping, read backwards: one place for both
+directions. When no input takes the next action at once, the driver takes a quiet input (one
+whose lines map to no spec step: a heartbeat delivered, a timer that sends nothing the spec
+sees) and tries again, up to `QUIET_MAX` times. When nothing works the run stops at that step
+and reports the spec action, the spec state the replay reached, and the implementation's view
+of every replica, side by side.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from impl.config import ClusterConfig
+from impl.sim import SimOptions, Simulation, header_config
+from impl.trace import NodeTrace
+from model_check.replay import IncrementalReplay
+
+TIMER_FIRINGS_MAX = 10_000  # per advance: a core whose deadline never moves is a bug
+HEALTHY_TICK_MS = 10
+HEALTHY_DELIVERIES_MAX = 200  # per tick of a healthy stretch
+QUIET_MAX = 40  # quiet inputs tried before a spec step counts as not followed
+IGNORED = ("Tick", "NetworkDropFetch")  # spec steps the mapping may insert on its own
+EXTRA = ("LeaderAckProduce", "ConsumerRead")  # see _consumes
+
+
+class _JournaledTrace(NodeTrace):
+    """A node's trace that also appends each line's body to one journal shared by all nodes,
+    so the machine knows the order in which lines were written across nodes."""
+
+    __slots__ = ("journal",)
+
+    def __init__(self, node: str, header: dict, journal: list[dict]):
+        self.journal = journal
+        super().__init__(node, header)
+
+    def event(self, *args, **kwargs) -> None:
+        super().event(*args, **kwargs)
+        self.journal.append(json.loads(self.lines[-1]))
+
+    def other(self, body: dict) -> None:
+        super().other(body)
+        self.journal.append(json.loads(self.lines[-1]))
+
+
+class DrivenCluster(Simulation):
+    """The simulator's cluster with the scheduler taken out: the caller decides what happens
+    next. Sends go to per-link FIFO queues (`in_flight`) instead of the event heap."""
+
+    def __init__(self, config: ClusterConfig):
+        self.journal: list[dict] = []
+        self.refused: list[tuple[str, str]] = []  # (sender, peer): connects not yet reported
+        self.sent_order: dict[str, int] = {}  # message id -> global send number
+        self.torn = 0
+        super().__init__(config, SimOptions(seed=0, commit="impl-model", trace=True))
+        self.queue.clear()  # the event heap is never run; time is advanced by `advance`
+
+    def _new_trace(self, node: str, header: dict) -> NodeTrace:
+        return _JournaledTrace(node, header, self.journal)
+
+    def _schedule_timer(self, node: str) -> None:
+        """Timers are polled by `advance` through `next_deadline()`; nothing to schedule."""
+
+    def _torn_bytes(self) -> int:
+        return self.torn
+
+    def _send(self, src: str, dst: str, mid: str, message) -> None:
+        if not self.alive.get(dst):
+            # As in the simulator: lost, and the sender learns it (here when a rule says so).
+            self._drop(src, dst, mid, message, "unreachable")
+            self.refused.append((src, dst))
+            return
+        self.sent_order[mid] = len(self.sent_order)
+        self.in_flight.setdefault((src, dst), {})[mid] = message
+
+    # What the rules do -----------------------------------------------------------------------
+
+    def links(self) -> list[tuple[str, str]]:
+        return sorted(link for link, queue in self.in_flight.items() if queue)
+
+    def deliver(self, link: tuple[str, str]) -> None:
+        mid, message = next(iter(self.in_flight[link].items()))
+        self._deliver(link[0], link[1], mid, message, self.link_gen.get(link, 0))
+
+    def deliver_oldest(self) -> bool:
+        links = self.links()
+        if not links:
+            return False
+        self.deliver(min(links, key=lambda link: self.sent_order[next(iter(self.in_flight[link]))]))
+        return True
+
+    def run_healthy(self, ms: int) -> None:
+        """A healthy stretch: deliver everything in flight, then 10 ms pass; `ms` long."""
+        for _ in range(ms // HEALTHY_TICK_MS):
+            for _ in range(HEALTHY_DELIVERIES_MAX):
+                if not self.deliver_oldest():
+                    break
+            self.advance(HEALTHY_TICK_MS)
+
+    def break_link(self, link: tuple[str, str]) -> None:
+        self._break_links(link[0], [link[1]])
+
+    def report_refused(self) -> None:
+        src, dst = self.refused.pop(0)
+        if hasattr(self.cores[src], "on_disconnected"):
+            self._input(src, lambda core: core.on_disconnected(self.now, dst))
+
+    def advance(self, ms: int) -> None:
+        """Move the clock `ms` forward, firing every due timer at its deadline, in order."""
+        target = self.now + ms
+        for _ in range(TIMER_FIRINGS_MAX):
+            due = [(self.cores[n].next_deadline(), n) for n in sorted(self.cores) if self.alive[n]]
+            deadline, node = min(due)
+            if deadline > target:
+                self.now = target
+                return
+            self.now = max(self.now, deadline)
+            self._input(node, lambda core: core.on_timer(self.now))
+        raise AssertionError(f"timers keep firing at {self.now} ms: a deadline does not move")
+
+    def crash(self, node: str, torn_bytes: int) -> None:
+        self.torn = torn_bytes
+        self.traces["nemesis"].other(
+            {"kind": "nemesis", "time_ms": self.now, "f": "crash", "target": node})
+        self._crash(node)
+
+    def restart(self, node: str) -> None:
+        self.traces["nemesis"].other(
+            {"kind": "nemesis", "time_ms": self.now, "f": "restart", "target": node})
+        self._restart(node)
+
+    def flush(self, node: str) -> None:
+        self._input(node, lambda core: core.flush_all())
+
+    def produce(self) -> None:
+        value = self.next_value
+        self.next_value += 1
+        self._input("producer", lambda core: core.invoke(self.now, value))
+
+    def poll(self) -> None:
+        for p, waiting in enumerate(self.consumer.waiting):
+            if waiting is None:
+                self.consumer.poll_at[p] = self.now
+        self._input("consumer", lambda core: core.on_timer(self.now))
+
+
+    # Inputs a driver can choose from ----------------------------------------------------------
+
+    def producer_busy(self) -> bool:
+        """Whether a write is queued or in flight at the producer."""
+        return any(self.producer.queue) or any(f is not None for f in self.producer.in_flight)
+
+    def fire(self, node: str) -> None:
+        """Move the clock to `node`'s next deadline (if later) and fire its timer."""
+        deadline = self.cores[node].next_deadline()
+        self.now = max(self.now, deadline)
+        self._input(node, lambda core: core.on_timer(self.now))
+
+    def deliver_message(self, link: tuple[str, str], mid: str) -> None:
+        message = self.in_flight[link][mid]
+        self._deliver(link[0], link[1], mid, message, self.link_gen.get(link, 0))
+
+
+# Directed runs -----------------------------------------------------------------------------
+
+
+@dataclass
+class Input:
+    """One thing the cluster can be made to do now: a label for people, and the call."""
+
+    label: str
+    kind: str
+    args: tuple
+
+    def apply(self, cluster: DrivenCluster) -> None:
+        getattr(cluster, self.kind)(*self.args)
+
+
+@dataclass
+class DriveResult:
+    """How far a schedule got on the implementation."""
+
+    followed: int  # spec actions the implementation took
+    total: int
+    inputs: list[str] = field(default_factory=list)  # what was done, in order
+    stuck: dict | None = None  # the step not followed, spec and implementation side by side
+    divergence: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.followed == self.total and self.stuck is None
+
+
+class Driver:
+    """Imposes a schedule of spec actions (name, args) on a `DrivenCluster`."""
+
+    def __init__(self, config: ClusterConfig):
+        self.config = config
+        self.cluster = DrivenCluster(config)
+        self.replay = IncrementalReplay(header_config(config, self.cluster.options))
+        self.taken: list = []
+        self.replay.replayer.taken = self.taken
+        self.fed = 0
+
+    # Candidates --------------------------------------------------------------------------
+
+    def inputs(self) -> list[Input]:
+        c = self.cluster
+        out = []
+        for link in c.links():
+            for mid, message in c.in_flight[link].items():
+                out.append(Input(f"deliver {type(message).__name__} {mid} {link[0]}->{link[1]}",
+                                 "deliver_message", (link, mid)))
+        for node in sorted(c.cores):
+            if c.alive[node] and c.cores[node].next_deadline() < (1 << 61):
+                out.append(Input(f"timer {node}", "fire", (node,)))
+        for b in c.brokers:
+            if c.alive[b]:
+                out.append(Input(f"flush {b}", "flush", (b,)))
+                out.append(Input(f"crash {b}", "crash", (b, 0)))
+            else:
+                out.append(Input(f"restart {b}", "restart", (b,)))
+        out.append(Input("produce", "produce", ()))
+        out.append(Input("consumer poll", "poll", ()))
+        if c.refused:
+            out.append(Input("report refused connection", "report_refused", ()))
+        return out
+
+    def _try(self, move: Input):
+        """(steps taken, the driver after the move) on a copy; None on a divergence."""
+        trial = copy.deepcopy(self)
+        trial.replay.replayer.taken = trial.taken
+        before = len(trial.taken)
+        # One ms per input: the run's lines then have one order by time, the order they were
+        # written in, which is how a replay of the written run will read them.
+        trial.cluster.now += 1
+        move.apply(trial.cluster)
+        batch = trial.cluster.journal[trial.fed:]
+        trial.fed = len(trial.cluster.journal)
+        if trial.replay.feed(batch) is not None:
+            return None
+        steps = [(a.name, a.args()) for a in trial.taken[before:] if a.name not in IGNORED]
+        return steps, trial
+
+    # Walking a schedule ------------------------------------------------------------------
+
+    def _matching(self, want: list) -> tuple | None:
+        """The first input whose steps are a prefix of `want`, and the quiet inputs seen."""
+        quiet = []
+        for move in self.inputs():
+            tried = self._try(move)
+            if tried is None:
+                continue
+            steps, trial = tried
+            consumed = _consumes(steps, want)
+            if consumed:
+                return (move, want[:consumed], trial), quiet
+            if not steps and move.kind in ("deliver_message", "fire", "produce",
+                                           "report_refused", "restart"):
+                quiet.append((move, trial))
+        return None, quiet
+
+    def drive(self, schedule: list[tuple[str, dict]]) -> DriveResult:
+        """Impose `schedule` (spec action names and args) on the cluster, as far as it goes."""
+        result = DriveResult(0, len(schedule))
+        i = 0
+        fallbacks = 0
+        while i < len(schedule):
+            want = [(n, dict(a)) for n, a in schedule[i:]]
+            found, quiet = self._matching(want)
+            if found is None:
+                # One quiet input first (a message delivered, a timer, a write produced), then
+                # the step: a write reaches the leader only once the producer sent it.
+                for first, trial in quiet:
+                    inner, _ = trial._matching(want)
+                    if inner is not None:
+                        self.__dict__.update(trial.__dict__)
+                        result.inputs.append(first.label + " (quiet)")
+                        found = inner
+                        break
+            if found is not None:
+                move, steps, trial = found
+                self.__dict__.update(trial.__dict__)
+                result.inputs.append(move.label)
+                i += len(steps)
+                result.followed = i
+                fallbacks = 0
+                continue
+            if quiet and fallbacks < QUIET_MAX:
+                # Deliveries before timers: a timer moves the clock, and time makes sessions
+                # and followers expire.
+                move, trial = min(quiet, key=lambda q: self._urgency(q[0], want[0][0]))
+                self.__dict__.update(trial.__dict__)
+                result.inputs.append(move.label + " (quiet)")
+                fallbacks += 1
+                continue
+            result.stuck = self.side_by_side(schedule[i])
+            break
+        return result
+
+    def _urgency(self, move: Input, action: str) -> tuple:
+        """Which quiet input to take while the next action is not yet possible: a write
+        produced when one is wanted, then messages delivered, then the timer due first (time
+        passes in deadline order, as it would)."""
+        producing = action in ("ProducerSend", "LeaderAppend")
+        if move.kind == "produce":
+            return (0 if producing and not self.cluster.producer_busy() else 9, 0)
+        if move.kind == "deliver_message":
+            return (1, 0)
+        if move.kind == "fire":
+            return (2, self.cluster.cores[move.args[0]].next_deadline())
+        return (3, 0)
+
+    def _settle(self, ms: int) -> None:
+        """Deliver everything, oldest first, and let timers fire, 1 ms per input (see _try)."""
+        c = self.cluster
+        end = c.now + ms
+        while c.now < end:
+            c.now += 1
+            if not c.deliver_oldest():
+                due = [(c.cores[n].next_deadline(), n) for n in sorted(c.cores) if c.alive[n]]
+                deadline, node = min(due)
+                if deadline > end:
+                    c.now = end
+                    break
+                c.now = max(c.now, deadline)
+                c._input(node, lambda core: core.on_timer(c.now))
+
+    def side_by_side(self, step: tuple[str, dict]) -> dict:
+        name, args = step
+        state = self.replay.replayer.state
+        impl = {node: [core.replica_state(r) for r in core.replicas]
+                for node, core in self.cluster.cores.items()
+                if node.startswith("b") and self.cluster.alive[node]}
+        return {"action": name, "args": args, "spec_state": repr(state),
+                "implementation": impl}
+
+    def finish(self, settle_ms: int = 3_000):
+        """The driven run as a simulator result: the schedule's end, then a healthy stretch
+        of `settle_ms` (every message delivered, time passing) so the producer hears its
+        answers and the consumer reads what the brokers kept."""
+        self._settle(settle_ms)
+        self.cluster.now += 1
+        self.cluster.poll()
+        self._settle(500)
+        return self.cluster._result()
+
+
+def _consumes(steps: list, want: list) -> int:
+    """How many actions of `want` the spec steps `steps` take, in order; 0 if they do not
+    fit. A step the schedule does not name is allowed when it is one of `EXTRA`: the
+    implementation acknowledges a write, or serves a consumer, in the same input that moves the
+    high watermark, where the spec may take that action later or never."""
+    j = 0
+    for step in steps:
+        if j < len(want) and step == want[j]:
+            j += 1
+        elif step[0] not in EXTRA:
+            return 0
+    return j
+
+
+def load_schedule(path: Path) -> tuple[dict, list[tuple[str, dict]]]:
+    """(spec config, actions) of `isrlab check --json` output or a saved counterexample."""
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
+    violation = body.get("violation") or body
+    trace = violation.get("trace")
+    if not isinstance(trace, list):
+        raise ValueError(f"{path}: no counterexample trace (expected isrlab check --json output)")
+    steps = [(s["action"], s["args"]) for s in trace if s.get("action")]
+    return body.get("config", {}), steps
