@@ -57,10 +57,11 @@ def run(args) -> int:
     from model_check.drive import Driver, load_schedule
     from model_check.history import check_history
     from model_check.replay import format_result, load_texts, replay_run
+    from model_check.scenario import ScenarioError
 
     try:
         spec_config, schedule = load_schedule(Path(args.counterexample))
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
         raise UsageError(f"{args.counterexample}: {error}") from None
     config = cluster_config(spec_config, args.variant)
     driver = Driver(config)
@@ -96,6 +97,8 @@ def run(args) -> int:
             for node, replicas in stuck["implementation"].items():
                 for r in replicas:
                     print(f"  broker {node}: {json.dumps(r, sort_keys=True)}")
+            for option in stuck["instead"]:
+                print(f"  it could: {option['input']} -> {', '.join(option['spec_steps'])}")
         print(f"replay: {format_result(replay).splitlines()[0]}")
         print(f"client history: {sum(history.acked.values())} acknowledged, "
               f"anomalies: {', '.join(anomalies) or 'none'}")
@@ -110,8 +113,9 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("drive", help="impose a counterexample on the reference broker",
                        description=__doc__.splitlines()[0])
-    p.add_argument("counterexample", metavar="CEX.json",
-                   help="the output of isrlab check --json with a violation")
+    p.add_argument("counterexample", metavar="CEX.json|SCENARIO.txt",
+                   help="the output of isrlab check --json with a violation, or a scenario "
+                   "transcript (its first config section)")
     p.add_argument("--variant", help="drive the broker of another variant (e.g. current) "
                    "through the same schedule")
     p.add_argument("--out", help="directory for the driven run (default: a new temp dir)")

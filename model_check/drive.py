@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from impl.config import ClusterConfig
 from impl.sim import SimOptions, Simulation, header_config
 from impl.trace import NodeTrace
 from model_check.replay import IncrementalReplay
+from model_check.scenario import parse
 
 TIMER_FIRINGS_MAX = 10_000  # per advance: a core whose deadline never moves is a bug
 HEALTHY_TICK_MS = 10
@@ -39,6 +41,10 @@ HEALTHY_DELIVERIES_MAX = 200  # per tick of a healthy stretch
 QUIET_MAX = 40  # quiet inputs tried before a spec step counts as not followed
 IGNORED = ("Tick", "NetworkDropFetch")  # spec steps the mapping may insert on its own
 EXTRA = ("LeaderAckProduce", "ConsumerRead")  # see _consumes
+PULL_WINDOW = 16  # how far ahead a step may be taken early (see _consumes)
+# Steps the implementation may take where the schedule has none: a follower fetches again at
+# once after an answer; the spec lets that fetch sit in flight (see _consumes).
+UNSCHEDULED = ("FollowerSendFetch",)
 
 
 class _JournaledTrace(NodeTrace):
@@ -262,16 +268,17 @@ class Driver:
     # Walking a schedule ------------------------------------------------------------------
 
     def _matching(self, want: list) -> tuple | None:
-        """The first input whose steps are a prefix of `want`, and the quiet inputs seen."""
+        """The first input whose steps the schedule `want` accounts for (see `_consumes`):
+        (input, what is left of the schedule, the driver after it); and the quiet inputs."""
         quiet = []
         for move in self.inputs():
             tried = self._try(move)
             if tried is None:
                 continue
             steps, trial = tried
-            consumed = _consumes(steps, want)
-            if consumed:
-                return (move, want[:consumed], trial), quiet
+            left = _consumes(steps, want)
+            if left is not None:
+                return (move, left, trial), quiet
             if not steps and move.kind in ("deliver_message", "fire", "produce",
                                            "report_refused", "restart"):
                 quiet.append((move, trial))
@@ -280,10 +287,9 @@ class Driver:
     def drive(self, schedule: list[tuple[str, dict]]) -> DriveResult:
         """Impose `schedule` (spec action names and args) on the cluster, as far as it goes."""
         result = DriveResult(0, len(schedule))
-        i = 0
+        want = [(n, dict(a)) for n, a in schedule]
         fallbacks = 0
-        while i < len(schedule):
-            want = [(n, dict(a)) for n, a in schedule[i:]]
+        while want:
             found, quiet = self._matching(want)
             if found is None:
                 # One quiet input first (a message delivered, a timer, a write produced), then
@@ -296,12 +302,12 @@ class Driver:
                         found = inner
                         break
             if found is not None:
-                move, steps, trial = found
+                move, want, trial = found
                 self.__dict__.update(trial.__dict__)
                 result.inputs.append(move.label)
-                i += len(steps)
-                result.followed = i
+                result.followed = len(schedule) - len(want)
                 fallbacks = 0
+                self._answer_clients(result)
                 continue
             if quiet and fallbacks < QUIET_MAX:
                 # Deliveries before timers: a timer moves the clock, and time makes sessions
@@ -311,9 +317,24 @@ class Driver:
                 result.inputs.append(move.label + " (quiet)")
                 fallbacks += 1
                 continue
-            result.stuck = self.side_by_side(schedule[i])
+            result.stuck = self.side_by_side(want[0])
             break
         return result
+
+    def _answer_clients(self, result: DriveResult) -> None:
+        """Deliver the answers waiting for the producer at once: in the spec a write is
+        acknowledged when the leader answers, and a client that never hears the answer (the
+        leader crashes next) would not know its write was acknowledged."""
+        for link in self.cluster.links():
+            if link[1] != "producer":
+                continue
+            for mid in list(self.cluster.in_flight[link]):
+                move = Input(f"deliver answer {mid} {link[0]}->producer", "deliver_message",
+                             (link, mid))
+                tried = self._try(move)
+                if tried is not None and not tried[0]:
+                    self.__dict__.update(tried[1].__dict__)
+                    result.inputs.append(move.label + " (quiet)")
 
     def _urgency(self, move: Input, action: str) -> tuple:
         """Which quiet input to take while the next action is not yet possible: a write
@@ -349,8 +370,14 @@ class Driver:
         impl = {node: [core.replica_state(r) for r in core.replicas]
                 for node, core in self.cluster.cores.items()
                 if node.startswith("b") and self.cluster.alive[node]}
+        options = []
+        for move in self.inputs():
+            tried = self._try(move)
+            if tried is not None and tried[0]:
+                options.append({"input": move.label, "spec_steps": [
+                    f"{n}({', '.join(f'{k}={v}' for k, v in a.items())})" for n, a in tried[0]]})
         return {"action": name, "args": args, "spec_state": repr(state),
-                "implementation": impl}
+                "implementation": impl, "instead": options}
 
     def finish(self, settle_ms: int = 3_000):
         """The driven run as a simulator result: the schedule's end, then a healthy stretch
@@ -363,26 +390,77 @@ class Driver:
         return self.cluster._result()
 
 
-def _consumes(steps: list, want: list) -> int:
-    """How many actions of `want` the spec steps `steps` take, in order; 0 if they do not
-    fit. A step the schedule does not name is allowed when it is one of `EXTRA`: the
-    implementation acknowledges a write, or serves a consumer, in the same input that moves the
-    high watermark, where the spec may take that action later or never."""
-    j = 0
+def _actor(step: tuple[str, dict]) -> str:
+    """Who takes a step: a broker (the leader, for leader actions), the controller, or a
+    client. Steps of different actors touch different state in the spec."""
+    name, args = step
+    if name.startswith("Controller"):
+        return "controller"
+    if "broker" in args:
+        return f"b{args['broker']}"
+    return name  # ProducerSend, ConsumerRead: the client's own
+
+
+def _consumes(steps: list, want: list) -> list | None:
+    """What is left of the schedule `want` after the spec steps `steps`, or None when they do
+    not fit it. Each step must be the schedule's next action, or a later action of a broker
+    that takes none of the actions before it (the two commute: the implementation took its
+    next step early, as a follower fetches again at once after an answer); or one of `EXTRA`
+    (an acknowledgement, a read: they change no replica), which the implementation takes in
+    the same input that moves the high watermark, where the schedule takes it later or never;
+    or one of `UNSCHEDULED` that the schedule does not take soon. The replay checks every step
+    of the path actually taken, so a looser fit here never admits a non-spec behaviour: it only
+    decides what counts as following the schedule."""
+    left = list(want)
+    progressed = False
     for step in steps:
-        if j < len(want) and step == want[j]:
-            j += 1
-        elif step[0] not in EXTRA:
-            return 0
-    return j
+        if left and step == left[0]:
+            left.pop(0)
+            progressed = True
+            continue
+        actor = _actor(step)
+        # A crash or restart loses the messages to and from the broker: it commutes with
+        # nothing that involves them, so it is never taken early.
+        window = 1 if step[0] in ("BrokerCrash", "BrokerRestart") else PULL_WINDOW
+        for k in range(1, min(len(left), window)):
+            if left[k] == step:
+                if step[0] in EXTRA or all(_actor(x) != actor for x in left[:k]):
+                    del left[k]
+                    progressed = True
+                    break
+                return None
+        else:
+            if step[0] not in EXTRA + UNSCHEDULED:
+                return None
+    return left if progressed else None
+
+
+_ACTION_LINE = re.compile(r"^([A-Z][A-Za-z]+)\(([^()]*)\): (.*)$")
 
 
 def load_schedule(path: Path) -> tuple[dict, list[tuple[str, dict]]]:
-    """(spec config, actions) of `isrlab check --json` output or a saved counterexample."""
-    body = json.loads(Path(path).read_text(encoding="utf-8"))
-    violation = body.get("violation") or body
-    trace = violation.get("trace")
-    if not isinstance(trace, list):
-        raise ValueError(f"{path}: no counterexample trace (expected isrlab check --json output)")
-    steps = [(s["action"], s["args"]) for s in trace if s.get("action")]
-    return body.get("config", {}), steps
+    """(spec config, actions) of a counterexample (`isrlab check --json` output) or of a
+    scenario transcript (its first `config` section: the actions its expectations show taken,
+    each line written by the spec's own rendering of an action)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):
+        body = json.loads(text)
+        violation = body.get("violation") or body
+        trace = violation.get("trace") if isinstance(violation, dict) else None
+        if not isinstance(trace, list):
+            raise ValueError("no counterexample trace (expected isrlab check --json output "
+                             "with a violation)")
+        steps = [(s["action"], s["args"]) for s in trace if s.get("action")]
+        return body.get("config", {}), steps
+    blocks = parse(text, str(path))
+    config = dict(word.split("=", 1) for word in blocks[0].command.split()[1:])
+    steps = []
+    for block in blocks[1:]:
+        if block.command.startswith("config"):
+            break  # the transcript goes on with another variant
+        for line in block.expected:
+            m = _ACTION_LINE.match(line)
+            if m and not m.group(3).startswith("not enabled"):
+                args = dict(pair.split("=", 1) for pair in m.group(2).split(", ") if pair)
+                steps.append((m.group(1), {k: int(v) for k, v in args.items()}))
+    return config, steps
