@@ -27,10 +27,17 @@ SPEC_ONLY = {"isr.changes.async": "false", "hw.over.requested.isr": "false",
              "max.controller.failovers": "0"}
 
 
-def cluster_config(config: dict, variant: str | None):
-    """The reference broker's config for a counterexample's spec config."""
+def cluster_config(config: dict, variant: str | None, acks: str | None = None,
+                   clean: bool = False):
+    """The reference broker's config for a counterexample's spec config; `variant`, `acks`
+    and `clean` (unclean election off) drive the same schedule under other settings."""
     from impl.config import ClusterConfig
 
+    config = dict(config)
+    if acks is not None:
+        config["acks"] = acks
+    if clean:
+        config["unclean.leader.election.enable"] = "false"
     for key, default in SPEC_ONLY.items():
         if str(config.get(key, default)) != default:
             raise UsageError(f"the counterexample needs {key}={config[key]}, which the "
@@ -63,7 +70,7 @@ def run(args) -> int:
         spec_config, schedule = load_schedule(Path(args.counterexample))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
         raise UsageError(f"{args.counterexample}: {error}") from None
-    config = cluster_config(spec_config, args.variant)
+    config = cluster_config(spec_config, args.variant, args.acks, args.clean)
     driver = Driver(config)
     result = driver.drive(schedule)
     sim = driver.finish()
@@ -84,7 +91,8 @@ def run(args) -> int:
     else:
         print(f"isrlab drive: {args.counterexample} on the {config.variant} broker "
               f"({config.brokers} brokers, acks={config.acks}, "
-              f"min.insync.replicas={config.min_insync_replicas})")
+              f"min.insync.replicas={config.min_insync_replicas}, unclean election "
+              f"{'on' if config.unclean_leader_election_enable else 'off'})")
         for label in result.inputs:
             if args.verbose or not label.endswith("(quiet)"):
                 print(f"  {label}")
@@ -118,6 +126,10 @@ def register(sub) -> None:
                    "transcript (its first config section)")
     p.add_argument("--variant", help="drive the broker of another variant (e.g. current) "
                    "through the same schedule")
+    p.add_argument("--acks", choices=("0", "1", "all"), help="drive the same schedule with "
+                   "another acks setting (e.g. all for a counterexample found with acks=1)")
+    p.add_argument("--clean", action="store_true", help="drive the same schedule with "
+                   "unclean leader election off")
     p.add_argument("--out", help="directory for the driven run (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--verbose", action="store_true", help="also list the quiet inputs")

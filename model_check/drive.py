@@ -38,13 +38,21 @@ from model_check.scenario import parse
 TIMER_FIRINGS_MAX = 10_000  # per advance: a core whose deadline never moves is a bug
 HEALTHY_TICK_MS = 10
 HEALTHY_DELIVERIES_MAX = 200  # per tick of a healthy stretch
-QUIET_MAX = 40  # quiet inputs tried before a spec step counts as not followed
+QUIET_MAX = 150  # quiet inputs tried before a spec step counts as not followed
 IGNORED = ("Tick", "NetworkDropFetch")  # spec steps the mapping may insert on its own
 EXTRA = ("LeaderAckProduce", "ConsumerRead")  # see _consumes
 PULL_WINDOW = 16  # how far ahead a step may be taken early (see _consumes)
 # Steps the implementation may take where the schedule has none: a follower fetches again at
 # once after an answer; the spec lets that fetch sit in flight (see _consumes).
 UNSCHEDULED = ("FollowerSendFetch",)
+
+
+class _Lines(list):
+    """An append-only list whose items are never changed: a copy of the driver (one per input
+    tried) copies the list, not each line again."""
+
+    def __deepcopy__(self, memo) -> _Lines:
+        return _Lines(self)
 
 
 class _JournaledTrace(NodeTrace):
@@ -56,6 +64,7 @@ class _JournaledTrace(NodeTrace):
     def __init__(self, node: str, header: dict, journal: list[dict]):
         self.journal = journal
         super().__init__(node, header)
+        self.lines = _Lines(self.lines)
 
     def event(self, *args, **kwargs) -> None:
         super().event(*args, **kwargs)
@@ -71,7 +80,7 @@ class DrivenCluster(Simulation):
     next. Sends go to per-link FIFO queues (`in_flight`) instead of the event heap."""
 
     def __init__(self, config: ClusterConfig):
-        self.journal: list[dict] = []
+        self.journal: list[dict] = _Lines()
         self.refused: list[tuple[str, str]] = []  # (sender, peer): connects not yet reported
         self.sent_order: dict[str, int] = {}  # message id -> global send number
         self.torn = 0
@@ -88,7 +97,7 @@ class DrivenCluster(Simulation):
         return self.torn
 
     def _send(self, src: str, dst: str, mid: str, message) -> None:
-        if not self.alive.get(dst):
+        if not self.alive.get(dst) or frozenset((src, dst)) in self.cut:
             # As in the simulator: lost, and the sender learns it (here when a rule says so).
             self._drop(src, dst, mid, message, "unreachable")
             self.refused.append((src, dst))
@@ -160,6 +169,10 @@ class DrivenCluster(Simulation):
         self.next_value += 1
         self._input("producer", lambda core: core.invoke(self.now, value))
 
+    def learn_leaders(self) -> None:
+        """The producer asks the metadata store for every partition's leader now."""
+        self._input("producer", lambda core: core.refresh(self.now))
+
     def poll(self) -> None:
         for p, waiting in enumerate(self.consumer.waiting):
             if waiting is None:
@@ -178,6 +191,14 @@ class DrivenCluster(Simulation):
         deadline = self.cores[node].next_deadline()
         self.now = max(self.now, deadline)
         self._input(node, lambda core: core.on_timer(self.now))
+
+    def isolate(self, node: str) -> None:
+        """Cut `node` off from the metadata store (its session will expire while it runs)."""
+        self.cut.add(frozenset((node, "meta")))
+        self._break_links(node, ["meta"])
+
+    def heal(self, node: str) -> None:
+        self.cut.discard(frozenset((node, "meta")))
 
     def deliver_message(self, link: tuple[str, str], mid: str) -> None:
         message = self.in_flight[link][mid]
@@ -221,7 +242,7 @@ class Driver:
         self.config = config
         self.cluster = DrivenCluster(config)
         self.replay = IncrementalReplay(header_config(config, self.cluster.options))
-        self.taken: list = []
+        self.taken: list = _Lines()  # spec actions are immutable
         self.replay.replayer.taken = self.taken
         self.fed = 0
 
@@ -238,12 +259,18 @@ class Driver:
             if c.alive[node] and c.cores[node].next_deadline() < (1 << 61):
                 out.append(Input(f"timer {node}", "fire", (node,)))
         for b in c.brokers:
+            if frozenset((b, "meta")) in c.cut:
+                out.append(Input(f"heal {b}-meta", "heal", (b,)))
+            elif c.alive[b]:
+                out.append(Input(f"cut {b}-meta", "isolate", (b,)))
             if c.alive[b]:
                 out.append(Input(f"flush {b}", "flush", (b,)))
                 out.append(Input(f"crash {b}", "crash", (b, 0)))
             else:
                 out.append(Input(f"restart {b}", "restart", (b,)))
         out.append(Input("produce", "produce", ()))
+        if any(at >= (1 << 61) for at in c.producer.metadata_at):
+            out.append(Input("producer asks for leaders", "learn_leaders", ()))
         out.append(Input("consumer poll", "poll", ()))
         if c.refused:
             out.append(Input("report refused connection", "report_refused", ()))
@@ -251,8 +278,10 @@ class Driver:
 
     def _try(self, move: Input):
         """(steps taken, the driver after the move) on a copy; None on a divergence."""
-        trial = copy.deepcopy(self)
-        trial.replay.replayer.taken = trial.taken
+        rp = self.replay.replayer
+        # Immutable parts are shared with the copy: the spec state and the configs.
+        shared = (rp.state, rp.config, self.replay.config, self.config)
+        trial = copy.deepcopy(self, {id(x): x for x in shared})
         before = len(trial.taken)
         # One ms per input: the run's lines then have one order by time, the order they were
         # written in, which is how a replay of the written run will read them.
@@ -279,8 +308,11 @@ class Driver:
             left = _consumes(steps, want)
             if left is not None:
                 return (move, left, trial), quiet
-            if not steps and move.kind in ("deliver_message", "fire", "produce",
-                                           "report_refused", "restart"):
+            # Quiet: no spec step, or only a refetch the schedule can do without (the spec
+            # lets a fetch wait in flight; the replay checks the path actually taken).
+            if all(s[0] in UNSCHEDULED for s in steps) and move.kind in (
+                    "deliver_message", "fire", "produce", "report_refused", "restart",
+                    "isolate", "heal", "learn_leaders"):
                 quiet.append((move, trial))
         return None, quiet
 
@@ -291,7 +323,7 @@ class Driver:
         fallbacks = 0
         while want:
             found, quiet = self._matching(want)
-            if found is None:
+            if found is None and fallbacks == 0:
                 # One quiet input first (a message delivered, a timer, a write produced), then
                 # the step: a write reaches the leader only once the producer sent it.
                 for first, trial in quiet:
@@ -312,7 +344,7 @@ class Driver:
             if quiet and fallbacks < QUIET_MAX:
                 # Deliveries before timers: a timer moves the clock, and time makes sessions
                 # and followers expire.
-                move, trial = min(quiet, key=lambda q: self._urgency(q[0], want[0][0]))
+                move, trial = min(quiet, key=lambda q: self._urgency(q[0], want))
                 self.__dict__.update(trial.__dict__)
                 result.inputs.append(move.label + " (quiet)")
                 fallbacks += 1
@@ -336,17 +368,50 @@ class Driver:
                     self.__dict__.update(tried[1].__dict__)
                     result.inputs.append(move.label + " (quiet)")
 
-    def _urgency(self, move: Input, action: str) -> tuple:
+    def _producer_target(self, want: list) -> tuple[int, int] | None:
+        """(partition, broker) the schedule's next write must be sent to, when known now: the
+        broker a `ProducerSend` names (metadata from before a leader change), or the
+        controller's leader when the write is the next step."""
+        for k, (name, args) in enumerate(want):
+            if name == "ProducerSend":
+                if "broker" in args:
+                    return args["partition"], args["broker"]
+                if k == 0:
+                    p = args["partition"]
+                    return p, self.cluster.cores["meta"].partitions[p].leader
+                return None
+        return None
+
+    def _urgency(self, move: Input, want: list) -> tuple:
         """Which quiet input to take while the next action is not yet possible: a write
-        produced when one is wanted, then messages delivered, then the timer due first (time
-        passes in deadline order, as it would)."""
-        producing = action in ("ProducerSend", "LeaderAppend")
+        produced when one is wanted, the producer's metadata when the write must go to a
+        leader it does not know (yet, or any more), then messages delivered, then the timer
+        due first (time passes in deadline order, as it would)."""
+        name, args = want[0]
+        if move.kind == "learn_leaders":
+            target = self._producer_target(want)
+            if target is None:
+                return (9, 0)
+            p, broker = target
+            c = self.cluster
+            stale = c.producer.leaders[p] != broker
+            return (0 if stale and c.cores["meta"].partitions[p].leader == broker else 9, 0)
+        producing = name in ("ProducerSend", "LeaderAppend")
         if move.kind == "produce":
             return (0 if producing and not self.cluster.producer_busy() else 9, 0)
-        if move.kind == "deliver_message":
+        if move.kind == "isolate":
+            # A live broker's session expires only if its heartbeats stop arriving.
+            wanted = name == "ControllerHandleBrokerFailure" and move.args[0] == f"b{args['broker']}"
+            return (0 if wanted else 9, 0)
+        if move.kind == "heal":
+            back = name in ("BrokerRegister", "BrokerRestart") and move.args[0] == f"b{args.get('broker')}"
+            return (0 if back else 9, 0)
+        if move.kind in ("deliver_message", "report_refused"):
             return (1, 0)
         if move.kind == "fire":
-            return (2, self.cluster.cores[move.args[0]].next_deadline())
+            # The consumer polls on its own timer; its reads change no replica.
+            late = move.args[0] == "consumer"
+            return (2 + late, self.cluster.cores[move.args[0]].next_deadline())
         return (3, 0)
 
     def _settle(self, ms: int) -> None:
@@ -421,7 +486,8 @@ def _consumes(steps: list, want: list) -> list | None:
         actor = _actor(step)
         # A crash or restart loses the messages to and from the broker: it commutes with
         # nothing that involves them, so it is never taken early.
-        window = 1 if step[0] in ("BrokerCrash", "BrokerRestart") else PULL_WINDOW
+        # A write goes where the producer's metadata points, which the steps before it change.
+        window = 1 if step[0] in ("BrokerCrash", "BrokerRestart", "ProducerSend") else PULL_WINDOW
         for k in range(1, min(len(left), window)):
             if left[k] == step:
                 if step[0] in EXTRA or all(_actor(x) != actor for x in left[:k]):

@@ -71,6 +71,16 @@ class ProducerCore:
         self.queue[p].append((value, 0))
         return [self._history(now, "invoke", p, value)] + self._pump(now, p)
 
+    def refresh(self, now: int) -> list:
+        """Ask for every partition's leader now, as a client does when it starts or its
+        metadata ages out (Kafka's metadata.max.age.ms)."""
+        effects: list = []
+        for p in range(self.partitions):
+            if self.metadata_at[p] == NEVER:
+                self.metadata_at[p] = now + self.timeout
+                effects.append(Send(META, MetadataRequest(p)))
+        return effects
+
     def _pump(self, now: int, p: int) -> list:
         if self.in_flight[p] is not None or not self.queue[p]:
             return []
