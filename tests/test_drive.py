@@ -1,0 +1,141 @@
+"""`isrlab drive`: spec schedules imposed on the reference broker (model_check/drive.py).
+
+Each catalogue bug the broker can follow is driven through the broker of the buggy setting,
+where the client history shows the loss, and through the fixed one, where the same schedule is
+refused or harmless. Every driven run is replayed against the spec, so a driven run that is
+not a spec behaviour fails here too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from isrlab.cli import main
+
+TRANSCRIPT_B1 = Path(__file__).parent / "testdata" / "b1_hw_truncation.txt"
+
+
+def _cex(capsys, tmp_path: Path, *argv: str) -> Path:
+    """A counterexample of `isrlab check`, written as `--json` prints it."""
+    assert main(["check", *argv, "--json"]) == 1
+    path = tmp_path / "cex.json"
+    path.write_text(capsys.readouterr().out, encoding="utf-8")
+    return path
+
+
+def _drive(capsys, tmp_path: Path, schedule: Path, *argv: str) -> tuple[int, dict]:
+    code = main(["drive", str(schedule), "--json", "--out", str(tmp_path / "run"), *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _lost(report: dict) -> list[int]:
+    return sorted(v for d in report["history"]["details"] if d["kind"] == "lost_write"
+                  for v in d["values"])
+
+
+@pytest.mark.parametrize("variant, lost", [
+    ("hw-truncation", [2]),
+    ("kip-101", []),
+    pytest.param("current", [], marks=pytest.mark.slow),
+])
+def test_b1_transcript_on_each_broker(variant, lost, capsys, tmp_path):
+    code, report = _drive(capsys, tmp_path, TRANSCRIPT_B1, "--variant", variant)
+    assert (report["followed"], report["total"], report["stuck"]) == (46, 46, None)
+    assert report["replay"] == "accepted"
+    assert report["history"]["acked"]["all"] == 2
+    assert _lost(report) == lost
+    assert code == (1 if lost else 0)
+
+
+def test_b10_acks_1_loses_the_write_and_acks_all_never_acknowledges_it(capsys, tmp_path):
+    cex = _cex(capsys, tmp_path, "--variant", "current", "--acks", "1", "--brokers", "2",
+               "--records", "1", "--epochs", "2", "--crashes", "1")
+    code, report = _drive(capsys, tmp_path, cex)
+    assert (report["followed"], report["total"]) == (4, 4)
+    assert report["replay"] == "accepted"
+    assert _lost(report) == [1] and code == 1
+    # The leader's session expired while it ran: the driver cut it off from the store.
+    assert "cut b0-meta (quiet)" in report["inputs"]
+
+    code, report = _drive(capsys, tmp_path, cex, "--acks", "all")
+    assert (report["followed"], report["total"]) == (4, 4)
+    assert report["history"]["acked"]["all"] == 0 and _lost(report) == [] and code == 0
+
+
+def test_b9_unclean_election_loses_the_write_and_clean_election_refuses(capsys, tmp_path):
+    cex = _cex(capsys, tmp_path, "--variant", "current", "--unclean", "--brokers", "2",
+               "--records", "1", "--epochs", "3", "--crashes", "2")
+    code, report = _drive(capsys, tmp_path, cex)
+    assert (report["followed"], report["total"]) == (9, 9)
+    assert report["replay"] == "accepted"
+    assert _lost(report) == [1] and code == 1
+
+    code, report = _drive(capsys, tmp_path, cex, "--clean")
+    assert report["followed"] == 8
+    assert report["stuck"]["action"] == "BecomeLeader"
+    assert report["stuck"]["args"]["broker"] == 0
+    # The partition stays offline: the store elects nobody, so nothing the broker could do
+    # next is the election.
+    assert not any("BecomeLeader" in " ".join(o["spec_steps"])
+                   for o in report["stuck"]["instead"])
+    assert report["replay"] == "accepted" and _lost(report) == [] and code == 0
+
+
+def test_a_step_the_broker_never_takes_is_reported_side_by_side(capsys, tmp_path):
+    # B7 as the spec has it: the leader re-admits a follower from a fetch it remembers from
+    # before the follower's crash. The reference broker decides expansion only when a fetch
+    # arrives, and a crash loses the fetches in flight, so it cannot take that step.
+    cex = _cex(capsys, tmp_path, "--variant", "kip-320", "--brokers", "2", "--records", "1",
+               "--epochs", "2", "--crashes", "1")
+    code, report = _drive(capsys, tmp_path, cex)
+    stuck = report["stuck"]
+    assert (report["followed"], report["total"]) == (10, 12)
+    assert (stuck["action"], stuck["args"]) == (
+        "LeaderExpandIsr", {"broker": 0, "follower": 1, "partition": 0})
+    assert stuck["implementation"]["b0"][0]["isr"] == [0]
+    assert "isr=(0,)" in stuck["spec_state"]
+    assert stuck["instead"] and not any(
+        "LeaderExpandIsr" in " ".join(o["spec_steps"]) for o in stuck["instead"])
+    assert report["replay"] == "accepted" and code == 0
+
+
+def test_the_driver_follows_only_the_schedule_it_is_given(capsys, tmp_path):
+    # The B10 schedule with its last step's broker changed: broker 0 cannot be elected while
+    # cut off, so the driver stops there instead of taking the step that is possible.
+    cex = _cex(capsys, tmp_path, "--variant", "current", "--acks", "1", "--brokers", "2",
+               "--records", "1", "--epochs", "2", "--crashes", "1")
+    body = json.loads(cex.read_text(encoding="utf-8"))
+    last = body["violation"]["trace"][-1]
+    assert (last["action"], last["args"]["broker"]) == ("BecomeLeader", 1)
+    last["args"]["broker"] = 0
+    cex.write_text(json.dumps(body), encoding="utf-8")
+    code, report = _drive(capsys, tmp_path, cex)
+    assert report["followed"] == 3 and report["stuck"]["action"] == "BecomeLeader"
+    assert ["BecomeLeader(partition=0, broker=1, leader_epoch=1, partition_epoch=1)"] in [
+        o["spec_steps"] for o in report["stuck"]["instead"]]
+
+
+@pytest.mark.parametrize("text, needle", [
+    (None, "No such file"),
+    ('{"config": {"brokers": "2"}, "violation": null}', "no counterexample trace"),
+    ("{not json", "Expecting property name"),
+])
+def test_bad_schedules_are_one_line_and_exit_2(text, needle, capsys, tmp_path):
+    path = tmp_path / "cex.json"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    assert main(["drive", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("isrlab drive: ") and needle in err and "\n" not in err
+
+
+def test_a_setting_the_broker_lacks_is_refused(capsys, tmp_path):
+    path = tmp_path / "cex.json"
+    path.write_text(json.dumps({
+        "config": {"variant": "current", "brokers": "2", "isr.changes.async": "true"},
+        "violation": {"trace": [{"action": None, "args": {}}]}}), encoding="utf-8")
+    assert main(["drive", str(path)]) == 2
+    assert "isr.changes.async=true" in capsys.readouterr().err
