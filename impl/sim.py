@@ -72,6 +72,9 @@ class SimOptions:
     # the other brokers only), slow.
     faults: tuple[tuple[int, str, str, int], ...] = ()
     torn_writes: bool = True
+    # Spec rules the run is judged without (written in the header for replay): a directed run
+    # of a planted bug that is one of them switched off (vocab.config.BUG_RULES).
+    spec_rules_off: tuple[str, ...] = ()
     commit: str = "unknown"
     trace: bool = True
 

@@ -17,6 +17,7 @@ from isrlab.options import (
     WORKERS,
     UsageError,
     add_elr_options,
+    add_rule_options,
     integer,
     invariant_names,
     kafka_config,
@@ -49,6 +50,7 @@ def register(sub) -> None:
     check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                        help="unclean.leader.election.enable (default off)")
     add_elr_options(check)
+    add_rule_options(check)
     check.add_argument("--invariant", action="append", metavar="NAME", help="check only these")
     check.add_argument("--no-invariants", action="store_true", help="explore without checking")
     check.add_argument("--no-symmetry", action="store_true")

@@ -32,6 +32,7 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
     """The reference broker's config for a counterexample's spec config; `variant`, `acks`
     and `clean` (unclean election off) drive the same schedule under other settings."""
     from impl.config import ClusterConfig
+    from vocab.config import BUG_RULES
 
     config = dict(config)
     if acks is not None:
@@ -42,11 +43,21 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
         if str(config.get(key, default)) != default:
             raise UsageError(f"the counterexample needs {key}={config[key]}, which the "
                              "reference broker does not implement")
+    # A mutant of the spec (`check --without RULE`) runs on the broker with the planted bug
+    # that is that rule switched off, when there is one.
+    name, _, rules = (variant or config["variant"]).partition("+")
+    bugs = set()
+    for rule in filter(None, rules.split(",")):
+        bug = {f"{r}=False": b for b, r in BUG_RULES.items()}.get(rule)
+        if bug is None:
+            raise UsageError(f"the counterexample's variant switches {rule}, which the "
+                             "reference broker has no switch for")
+        bugs.add(bug)
     try:
         flush = config.get("log.flush.interval.messages", "none")
         return ClusterConfig(
             brokers=int(config["brokers"]), partitions=int(config.get("partitions", 1)),
-            variant=variant or config["variant"], acks=str(config.get("acks", "all")),
+            variant=name, bugs=frozenset(bugs), acks=str(config.get("acks", "all")),
             min_insync_replicas=int(config.get("min.insync.replicas", 1)),
             unclean_leader_election_enable=config.get("unclean.leader.election.enable")
             == "true",
@@ -83,13 +94,14 @@ def run(args) -> int:
     sim.write(out)
     anomalies = sorted({a.kind for a in history.anomalies})
     if args.json:
-        print(json.dumps({"variant": config.variant, "followed": result.followed,
+        print(json.dumps({"variant": config.variant, "bugs": sorted(config.bugs), "followed": result.followed,
                           "total": result.total, "inputs": result.inputs,
                           "stuck": result.stuck, "replay": replay.verdict,
                           "invariant_violations": replay.to_json().get("invariant_violations"),
                           "history": history.to_json(), "run": str(out)}, sort_keys=True))
     else:
-        print(f"isrlab drive: {args.counterexample} on the {config.variant} broker "
+        bugs = f" with the planted bug {', '.join(sorted(config.bugs))}" if config.bugs else ""
+        print(f"isrlab drive: {args.counterexample} on the {config.variant} broker{bugs} "
               f"({config.brokers} brokers, acks={config.acks}, "
               f"min.insync.replicas={config.min_insync_replicas}, unclean election "
               f"{'on' if config.unclean_leader_election_enable else 'off'})")

@@ -13,6 +13,7 @@ from isrlab.options import (
     SEED,
     SMALL,
     add_elr_options,
+    add_rule_options,
     integer,
     invariant_names,
     kafka_config,
@@ -37,6 +38,7 @@ def register(sub) -> None:
     fuzz.add_argument("--acks", choices=ACKS_CHOICES)
     fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
     add_elr_options(fuzz)
+    add_rule_options(fuzz)
     fuzz.add_argument("--invariant", action="append", metavar="NAME")
     fuzz.set_defaults(func=run, no_invariants=False, error_prefix="isrlab fuzz")
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from impl.config import BUGS, VARIANTS, ClusterConfig, ClusterConfigError
-from vocab.config import ACKS_ALIASES, ACKS_LEVELS, KEYS_BY_NAME, Layer
+from vocab.config import ACKS_ALIASES, ACKS_LEVELS, KEYS_BY_NAME, SWITCHABLE_RULES, Layer
 from vocab.properties import load_pairs, settings
 
 
@@ -118,7 +118,25 @@ def kafka_config(args: argparse.Namespace, base=None):
         "last_known_leader_election_enable": getattr(args, "last_known_leader", None),
         "log_flush_interval_messages": getattr(args, "flush", None),
     }
-    return config.replace(**{k: v for k, v in flags.items() if v is not None})
+    config = config.replace(**{k: v for k, v in flags.items() if v is not None})
+    without = getattr(args, "without", None) or []
+    for rule in without:
+        if rule not in SWITCHABLE_RULES:
+            raise UsageError(f"--without: unknown rule {rule!r} (known: "
+                             f"{', '.join(SWITCHABLE_RULES)})")
+        if not getattr(config.variant, rule):
+            raise UsageError(f"--without {rule}: the variant {config.variant.name} does not "
+                             "have that rule")
+    if without:
+        config = config.replace(variant=config.variant.with_rules(
+            **{rule: False for rule in sorted(set(without))}))
+    return config
+
+
+def add_rule_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--without", action="append", metavar="RULE",
+                   help="switch off one rule of the variant (a mutant named VARIANT+RULE=False; "
+                   f"repeatable): {', '.join(SWITCHABLE_RULES)}")
 
 
 def invariant_names(

@@ -34,6 +34,7 @@ from impl.sim import SimOptions, Simulation, header_config
 from impl.trace import NodeTrace
 from model_check.replay import IncrementalReplay
 from model_check.scenario import parse
+from vocab.config import BUG_RULES
 
 TIMER_FIRINGS_MAX = 10_000  # per advance: a core whose deadline never moves is a bug
 HEALTHY_TICK_MS = 10
@@ -84,7 +85,9 @@ class DrivenCluster(Simulation):
         self.refused: list[tuple[str, str]] = []  # (sender, peer): connects not yet reported
         self.sent_order: dict[str, int] = {}  # message id -> global send number
         self.torn = 0
-        super().__init__(config, SimOptions(seed=0, commit="impl-model", trace=True))
+        off = tuple(sorted(BUG_RULES[bug] for bug in config.bugs if bug in BUG_RULES))
+        super().__init__(config, SimOptions(seed=0, commit="impl-model", trace=True,
+                                            spec_rules_off=off))
         self.queue.clear()  # the event heap is never run; time is advanced by `advance`
 
     def _new_trace(self, node: str, header: dict) -> NodeTrace:
@@ -402,6 +405,9 @@ class Driver:
         if move.kind == "isolate":
             # A live broker's session expires only if its heartbeats stop arriving.
             wanted = name == "ControllerHandleBrokerFailure" and move.args[0] == f"b{args['broker']}"
+            return (0 if wanted else 9, 0)
+        if move.kind == "restart":
+            wanted = name == "BrokerRestart" and move.args[0] == f"b{args['broker']}"
             return (0 if wanted else 9, 0)
         if move.kind == "heal":
             back = name in ("BrokerRegister", "BrokerRestart") and move.args[0] == f"b{args.get('broker')}"

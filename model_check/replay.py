@@ -47,6 +47,7 @@ from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
 from spec.state import NO_LEADER, Acked
 from vocab.actions import ActionName as A
+from vocab.config import SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
 from vocab.trace import FORMAT, CausalCycle, LineError, causal_merge, check
 
@@ -314,10 +315,20 @@ def merge(run: Run) -> list[Event]:
 def spec_config(trace_config: dict) -> Config:
     """The spec's config for a run: its protocol settings, with every exploration bound off."""
     try:
+        variant = VARIANTS[trace_config["variant"]]
+        # A directed run of a planted bug that is a rule switched off is judged by the spec
+        # without that rule (`isrlab drive`); other runs of a planted bug are judged by the
+        # variant, so that replay catches the bug.
+        off = trace_config.get("spec_rules_off", [])
+        if not isinstance(off, list) or not set(off) <= set(SWITCHABLE_RULES):
+            raise ValueError(f"spec_rules_off: {off!r} (known rules: "
+                             f"{', '.join(SWITCHABLE_RULES)})")
+        if off:
+            variant = variant.with_rules(**{rule: False for rule in off})
         return Config(
             brokers=int(trace_config["brokers"]),
             partitions=int(trace_config["partitions"]),
-            variant=VARIANTS[trace_config["variant"]],
+            variant=variant,
             acks=str(trace_config["acks"]),
             min_insync_replicas=int(trace_config["min_insync_replicas"]),
             unclean_leader_election_enable=_bool(trace_config["unclean_leader_election_enable"]),

@@ -139,3 +139,45 @@ def test_a_setting_the_broker_lacks_is_refused(capsys, tmp_path):
         "violation": {"trace": [{"action": None, "args": {}}]}}), encoding="utf-8")
     assert main(["drive", str(path)]) == 2
     assert "isr.changes.async=true" in capsys.readouterr().err
+
+
+def test_b5_found_with_a_rule_switched_off_and_driven_through_the_planted_bug(capsys, tmp_path):
+    # `check --without` makes the mutant; the broker's planted bug of the same meaning follows
+    # its counterexample, and the driven run is judged by the spec without that rule.
+    cex = _cex(capsys, tmp_path, "--variant", "current", "--without",
+               "expand_requires_epoch_start", "--brokers", "2", "--min-isr", "2", "--records",
+               "1", "--epochs", "3", "--crashes", "1", "--invariant", "AckedWritesDurable")
+    body = json.loads(cex.read_text(encoding="utf-8"))
+    assert body["variant"] == "current+expand_requires_epoch_start=False"
+    assert len(body["violation"]["trace"]) - 1 == 18
+    code, report = _drive(capsys, tmp_path, cex)
+    assert report["bugs"] == ["expand-without-epoch-start"]
+    assert (report["followed"], report["total"]) == (18, 18)
+    assert report["replay"] == "accepted"
+    assert _lost(report) == [1] and code == 1
+
+    # The same run judged by `current` itself: the stale expansion is refused.
+    run = tmp_path / "run"
+    for path in run.iterdir():
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace('"spec_rules_off":["expand_requires_epoch_start"],', ""),
+                        encoding="utf-8")
+    assert main(["replay", str(run)]) == 1
+    assert "0 is below the epoch start 1" in capsys.readouterr().out
+
+    # The fixed broker refuses the step.
+    code, report = _drive(capsys, tmp_path, cex, "--variant", "current")
+    assert report["bugs"] == [] and report["followed"] == 15
+    assert report["stuck"]["action"] == "LeaderExpandIsr"
+    assert _lost(report) == [] and code == 0
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--without", "speed"], "unknown rule 'speed'"),
+    (["--variant", "hw-truncation", "--without", "fencing"],
+     "the variant hw-truncation does not have that rule"),
+])
+def test_without_names_a_rule_the_variant_has(argv, needle, capsys):
+    assert main(["check", *argv, "--records", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("isrlab check: ") and needle in err and "\n" not in err

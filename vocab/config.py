@@ -28,6 +28,14 @@ RULE_NAMES = (
     "truncation", "fencing", "expand_requires_epoch_start", "broker_epochs",
     "hw_requires_min_isr", "isr_shrink_bumps_leader_epoch",
 )
+# Boolean rules a variant can have switched off on the command line (`--without RULE`).
+SWITCHABLE_RULES = (
+    "fencing", "expand_requires_epoch_start", "broker_epochs", "hw_requires_min_isr",
+    "isr_shrink_bumps_leader_epoch",
+)
+# Planted bugs of the reference broker that are exactly a spec rule switched off: a run with
+# the bug replays against the spec variant without that rule.
+BUG_RULES = {"expand-without-epoch-start": "expand_requires_epoch_start"}
 TRUNCATION_RULES = ("high-watermark", "epoch-end", "epoch-end-279", "diverging-epoch")
 
 # Values an optional integer takes for "not set".
