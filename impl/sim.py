@@ -32,8 +32,11 @@ from impl.protocol.messages import (
     DiskCheckpoint,
     DiskFlush,
     DiskTruncate,
+    Fetch,
     History,
     LeaderAndIsr,
+    OffsetsForLeaderEpoch,
+    Recall,
     Send,
     Transition,
 )
@@ -138,6 +141,7 @@ class Simulation:
         self.link_gen: dict[tuple[str, str], int] = {}
         self.link_last: dict[tuple[str, str], int] = {}
         self.in_flight: dict[tuple[str, str], dict[str, object]] = {}  # link -> id -> message
+        self.recalled: set[str] = set()  # ids taken back before their delivery (see _recall)
         self.cut: set[frozenset] = set()
         self.slow: dict[str, int] = {}
         self.wake: dict[str, int] = {}
@@ -244,6 +248,8 @@ class Simulation:
                 trace.other(effect.body)
             elif kind in (DiskAppend, DiskFlush, DiskTruncate, DiskCheckpoint):
                 storage.apply(effect)
+            elif kind is Recall:
+                self._recall(node, effect)
 
     def _count(self, t: Transition) -> None:
         for key, n in event_counts(t.action, t.outcome, t.outcome_args).items():
@@ -263,6 +269,29 @@ class Simulation:
         self.in_flight.setdefault(link, {})[mid] = message
         self._push(at, _DELIVER, (src, dst, mid, message, self.link_gen.get(link, 0)))
 
+    def _recall(self, src: str, recall: Recall) -> None:
+        """A follower's request to its old leader dies with the fetcher's connection, if it
+        is still on the way or unread at a paused leader."""
+        def recalled(message) -> bool:
+            return (type(message) in (Fetch, OffsetsForLeaderEpoch)
+                    and message.partition == recall.partition)
+
+        link = (src, recall.dst)
+        for mid, message in list(self.in_flight.get(link, {}).items()):
+            if recalled(message):
+                del self.in_flight[link][mid]
+                self.recalled.add(mid)
+                self._drop(src, recall.dst, mid, message, "recalled")
+        kept = []
+        for call in self.backlog.get(recall.dst, ()):
+            held = getattr(call, "message", None)
+            if held is not None and held[0] == src and recalled(held[2]):
+                self._drop(src, recall.dst, held[1], held[2], "recalled")
+            else:
+                kept.append(call)
+        if recall.dst in self.backlog:
+            self.backlog[recall.dst] = kept
+
     def _drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
         self.stats["dropped_messages"] += 1
         detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
@@ -277,6 +306,9 @@ class Simulation:
     def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
         if gen != self.link_gen.get((src, dst), 0):
             return  # lost (and logged) when the link broke
+        if mid in self.recalled:
+            self.recalled.discard(mid)
+            return  # lost (and logged) when it was recalled
         self.in_flight[(src, dst)].pop(mid, None)
         call = lambda core: core.on_message(self.now, src, mid, message)  # noqa: E731
         call.message = (src, mid, message)  # so a crash of `src` can take it back

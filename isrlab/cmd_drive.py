@@ -28,9 +28,10 @@ SPEC_ONLY = {"isr.changes.async": "false", "hw.over.requested.isr": "false",
 
 
 def cluster_config(config: dict, variant: str | None, acks: str | None = None,
-                   clean: bool = False):
-    """The reference broker's config for a counterexample's spec config; `variant`, `acks`
-    and `clean` (unclean election off) drive the same schedule under other settings."""
+                   clean: bool = False, elr: bool = False):
+    """The reference broker's config for a counterexample's spec config; `variant`, `acks`,
+    `clean` (unclean election off) and `elr` (KIP-966 on) drive the same schedule under other
+    settings."""
     from impl.config import ClusterConfig
     from vocab.config import BUG_RULES
 
@@ -39,6 +40,8 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
         config["acks"] = acks
     if clean:
         config["unclean.leader.election.enable"] = "false"
+    if elr:
+        config["eligible.leader.replicas.enable"] = "true"
     for key, default in SPEC_ONLY.items():
         if str(config.get(key, default)) != default:
             raise UsageError(f"the counterexample needs {key}={config[key]}, which the "
@@ -81,7 +84,7 @@ def run(args) -> int:
         spec_config, schedule = load_schedule(Path(args.counterexample))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
         raise UsageError(f"{args.counterexample}: {error}") from None
-    config = cluster_config(spec_config, args.variant, args.acks, args.clean)
+    config = cluster_config(spec_config, args.variant, args.acks, args.clean, args.elr)
     driver = Driver(config)
     result = driver.drive(schedule)
     sim = driver.finish()
@@ -104,7 +107,8 @@ def run(args) -> int:
         print(f"isrlab drive: {args.counterexample} on the {config.variant} broker{bugs} "
               f"({config.brokers} brokers, acks={config.acks}, "
               f"min.insync.replicas={config.min_insync_replicas}, unclean election "
-              f"{'on' if config.unclean_leader_election_enable else 'off'})")
+              f"{'on' if config.unclean_leader_election_enable else 'off'}"
+              f"{', ELR on' if config.eligible_leader_replicas_enable else ''})")
         for label in result.inputs:
             if args.verbose or not label.endswith("(quiet)"):
                 print(f"  {label}")
@@ -142,6 +146,8 @@ def register(sub) -> None:
                    "another acks setting (e.g. all for a counterexample found with acks=1)")
     p.add_argument("--clean", action="store_true", help="drive the same schedule with "
                    "unclean leader election off")
+    p.add_argument("--elr", action="store_true", help="drive the same schedule with "
+                   "eligible leader replicas (KIP-966) on")
     p.add_argument("--out", help="directory for the driven run (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--verbose", action="store_true", help="also list the quiet inputs")

@@ -58,6 +58,7 @@ from impl.protocol.messages import (
     OffsetsForLeaderEpoch,
     Produce,
     ProduceResponse,
+    Recall,
     RegisterBroker,
     RegisterBrokerResponse,
     Send,
@@ -501,6 +502,7 @@ class BrokerCore:
             # answer could take for ever: a leader cut off by a partition drops the fetch and
             # this end's connection to it never breaks. A late answer is ignored (fetch_to).
             r.fetch_in_flight = False
+            effects.append(Recall(broker_node(r.fetch_to), r.partition))
         if m.leader not in (NO_LEADER, self.broker) and not r.fetch_in_flight:
             effects += self._send_fetch(r, now)
         return effects

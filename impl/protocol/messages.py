@@ -422,6 +422,16 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Recall:
+    """The fetch (or OffsetsForLeaderEpoch) this node has in flight to `dst` for `partition`
+    is no longer wanted: lost if it has not been delivered yet. Kafka closes the fetcher of
+    the old leader on a leader change, and with it the connection the request was on."""
+
+    dst: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class History:
     """A client-visible history line (see docs/traces.md)."""
 
