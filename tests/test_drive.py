@@ -32,8 +32,10 @@ def _drive(capsys, tmp_path: Path, schedule: Path, *argv: str) -> tuple[int, dic
 
 
 def _lost(report: dict) -> list[int]:
-    return sorted(v for d in report["history"]["details"] if d["kind"] == "lost_write"
-                  for v in d["values"])
+    """The values of lost acknowledged writes (a detail's values: the lost one, then what the
+    final log holds at its offset, if anything)."""
+    return sorted(d["values"][0] for d in report["history"]["details"]
+                  if d["kind"] == "lost_write")
 
 
 @pytest.mark.parametrize("variant, lost", [
@@ -181,3 +183,36 @@ def test_without_names_a_rule_the_variant_has(argv, needle, capsys):
     assert main(["check", *argv, "--records", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("isrlab check: ") and needle in err and "\n" not in err
+
+
+def test_b2_logs_diverge_on_hw_truncation_and_converge_on_kip_279(capsys, tmp_path):
+    transcript = TRANSCRIPT_B1.parent / "b2_divergence_after_hard_failures.txt"
+    code, report = _drive(capsys, tmp_path, transcript)
+    assert (report["followed"], report["total"]) == (25, 25)
+    assert report["replay"] == "accepted" and code == 1
+    kinds = {d["kind"]: d["values"] for d in report["history"]["details"]}
+    # v1 and v3 both acknowledged at offset 0; the returning broker kept v1 there and rejoined
+    # the ISR: the new leader's acknowledged v3 is gone.
+    assert kinds["inconsistent_offset"] == [1, 3] and kinds["lost_write"] == [3, 1]
+
+    code, report = _drive(capsys, tmp_path, transcript, "--variant", "kip-279")
+    assert report["followed"] == 24 and report["stuck"]["action"] == "LeaderExpandIsr"
+    # The returning broker truncated v1 (KIP-279) and is not caught up yet. What is lost is
+    # v1, which both replicas lost unflushed in the double crash (the spec excuses it); v3,
+    # the new leader's write, is kept.
+    assert _lost(report) == [1]
+    assert [d["values"] for d in report["history"]["details"] if d["kind"] == "lost_write"] == [
+        [1, 3]]
+
+
+def test_b8_last_replica_standing_and_elr(capsys, tmp_path):
+    cex = _cex(capsys, tmp_path, "--variant", "current", "--brokers", "2", "--min-isr", "2",
+               "--records", "1", "--epochs", "3", "--crashes", "1", "--invariant",
+               "AckedWritesDurableKip966")
+    code, report = _drive(capsys, tmp_path, cex)
+    assert (report["followed"], report["total"]) == (14, 14)
+    assert report["replay"] == "accepted" and _lost(report) == [1] and code == 1
+
+    code, report = _drive(capsys, tmp_path, cex, "--elr")
+    assert report["followed"] == 12 and report["stuck"]["action"] == "ControllerElectLeader"
+    assert _lost(report) == [] and code == 0
