@@ -23,7 +23,7 @@ from vocab.properties import PropertiesError
 
 # In `isrlab --help` order.
 COMMANDS = ("scenario", "check", "fuzz", "analyze", "campaign", "cluster", "prove", "replay",
-            "drive", "demo")
+            "drive", "coverage", "demo")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -384,6 +384,7 @@ class Replayer:
         self.received: set[str] | None = None  # every message id some event receives
         self.dropped: set[str] = set()  # every message id some drop event names
         self.taken: list | None = None  # every spec action stepped, when a driver asks
+        self.visited: set | None = None  # every spec state reached, when coverage asks
         self.deferred_answers: list[tuple[dict, str]] = []  # Kafka clients' ok / fail lines
         self.invoked: dict[int, int] = {}  # impl value -> partition, from the producer's invokes
         self.invokes_traced = False  # Spark's distributed replay hands over event lines only
@@ -403,6 +404,8 @@ class Replayer:
                         self.steps += 1
                         if self.taken is not None:
                             self.taken.append(action)
+                        if self.visited is not None:
+                            self.visited.add(self.state)
                         return outcome
                     except NotEnabled:
                         continue
@@ -410,6 +413,8 @@ class Replayer:
         self.steps += 1
         if self.taken is not None:
             self.taken.append(action)
+        if self.visited is not None:
+            self.visited.add(self.state)
         return outcome
 
     # State comparison -------------------------------------------------------------------------
@@ -898,7 +903,10 @@ def _check_counts(run: Run, order: list[Event]) -> None:
         raise TraceError(f"run.json: summary disagrees with the traces: {'; '.join(differs)}")
 
 
-def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
+def replay_run(run: Run, check_invariants: bool = True, visited: set | None = None,
+               taken: list | None = None) -> ReplayResult:
+    """Replay a run; `visited` and `taken`, when given, collect every spec state the replay
+    reaches and every spec action it takes."""
     started = time.perf_counter()
     config = spec_config(run.config)
     order = merge(run)
@@ -908,6 +916,7 @@ def replay_run(run: Run, check_invariants: bool = True) -> ReplayResult:
     if run.run_json is not None:
         _check_counts(run, order)
     rp = Replayer(config)
+    rp.visited, rp.taken = visited, taken
     rp.received = {e.body["recv"] for e in order
                    if e.kind == "event" and e.body.get("recv") is not None
                    and e.body["action"] not in _DROPS}
