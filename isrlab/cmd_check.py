@@ -67,6 +67,8 @@ def register(sub) -> None:
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
     check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    check.add_argument("--drive", action="store_true", help="drive the counterexample through "
+                       "the reference broker of the same variant (as isrlab drive)")
     check.set_defaults(func=run, error_prefix="isrlab check")
 
 
@@ -116,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
     output_file("--itf", args.itf)
     output_file("--junit", args.junit)
+    if args.drive and args.model != "kafka":
+        raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
     if args.simulate:
         seed = args.seed if args.seed is not None else 0
@@ -135,11 +139,23 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as out:
             out.write(junit_xml(model, variant, result, names))
+    body = result_json(model, variant, result)
+    driven = None
+    if args.drive and result.violation:
+        from isrlab.cmd_drive import drive
+
+        driven = drive(body["config"], [(s["action"], s["args"])
+                                        for s in body["violation"]["trace"] if s.get("action")])
     if args.json:
-        print(json.dumps(result_json(model, variant, result), sort_keys=True))
+        if driven is not None:
+            body["drive"] = driven.to_json()
+        print(json.dumps(body, sort_keys=True))
     else:
         if result.violation:
             print(counterexample_table(model, result))
             print()
         print(summary(model, variant, result))
+        if driven is not None:
+            print()
+            print(driven.render("the counterexample", verbose=False))
     return {"ok": 0, "violation": 1, "incomplete": 3}[result.result]

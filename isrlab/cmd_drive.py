@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from isrlab.options import UsageError
@@ -73,18 +74,75 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
         raise UsageError(f"counterexample config: {error}") from None
 
 
-def run(args) -> int:
-    from model_check.campaign import final_logs
-    from model_check.drive import Driver, load_schedule
-    from model_check.history import check_history
-    from model_check.replay import format_result, load_texts, replay_run
-    from model_check.scenario import ScenarioError
+@dataclass
+class Driven:
+    """A directed run and its checks."""
 
-    try:
-        spec_config, schedule = load_schedule(Path(args.counterexample))
-    except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
-        raise UsageError(f"{args.counterexample}: {error}") from None
-    config = cluster_config(spec_config, args.variant, args.acks, args.clean, args.elr)
+    config: object  # the broker's ClusterConfig
+    result: object  # model_check.drive.DriveResult
+    replay: object  # ReplayResult
+    history: object  # HistoryResult
+    out: Path
+
+    @property
+    def anomalies(self) -> list[str]:
+        return sorted({a.kind for a in self.history.anomalies})
+
+    @property
+    def found(self) -> bool:
+        """An anomaly, a divergence, or a spec invariant broken in the replayed state."""
+        return bool(self.anomalies) or self.replay.verdict != "accepted" or bool(
+            self.replay.to_json().get("invariant_violations"))
+
+    def to_json(self) -> dict:
+        r = self.result
+        return {"variant": self.config.variant, "bugs": sorted(self.config.bugs),
+                "followed": r.followed, "total": r.total, "inputs": r.inputs,
+                "stuck": r.stuck, "replay": self.replay.verdict,
+                "invariant_violations": self.replay.to_json().get("invariant_violations"),
+                "history": self.history.to_json(), "run": str(self.out)}
+
+    def render(self, source: str, verbose: bool) -> str:
+        from model_check.replay import format_result
+
+        c, r = self.config, self.result
+        bugs = f" with the planted bug {', '.join(sorted(c.bugs))}" if c.bugs else ""
+        lines = [f"isrlab drive: {source} on the {c.variant} broker{bugs} "
+                 f"({c.brokers} brokers, acks={c.acks}, "
+                 f"min.insync.replicas={c.min_insync_replicas}, unclean election "
+                 f"{'on' if c.unclean_leader_election_enable else 'off'}"
+                 f"{', ELR on' if c.eligible_leader_replicas_enable else ''})"]
+        lines += [f"  {label}" for label in r.inputs
+                  if verbose or not label.endswith("(quiet)")]
+        lines.append(f"followed {r.followed} of {r.total} spec actions")
+        if r.stuck is not None:
+            stuck = r.stuck
+            lines.append(f"the broker cannot take {stuck['action']}"
+                         f"({', '.join(f'{k}={v}' for k, v in stuck['args'].items())}) next")
+            lines.append(f"  spec state:  {stuck['spec_state']}")
+            for node, replicas in stuck["implementation"].items():
+                lines += [f"  broker {node}: {json.dumps(x, sort_keys=True)}" for x in replicas]
+            lines += [f"  it could: {o['input']} -> {', '.join(o['spec_steps'])}"
+                      for o in stuck["instead"]]
+        lines.append(f"replay: {format_result(self.replay).splitlines()[0]}")
+        lines.append(f"client history: {sum(self.history.acked.values())} acknowledged, "
+                     f"anomalies: {', '.join(self.anomalies) or 'none'}")
+        lines += [f"  {json.dumps(d, sort_keys=True)}"
+                  for d in self.history.to_json().get("details", [])[:5]]
+        lines.append(f"run written to {self.out} (isrlab replay {self.out})")
+        return "\n".join(lines)
+
+
+def drive(spec_config: dict, schedule: list, variant: str | None = None,
+          acks: str | None = None, clean: bool = False, elr: bool = False,
+          out: str | None = None) -> Driven:
+    """Impose `schedule` on the broker for `spec_config`, finish the run, write it, check it."""
+    from model_check.campaign import final_logs
+    from model_check.drive import Driver
+    from model_check.history import check_history
+    from model_check.replay import load_texts, replay_run
+
+    config = cluster_config(spec_config, variant, acks, clean, elr)
     driver = Driver(config)
     result = driver.drive(schedule)
     sim = driver.finish()
@@ -93,45 +151,26 @@ def run(args) -> int:
                      for line in sim.traces.get(node, "").splitlines()
                      if '"kind":"history"' in line]
     history = check_history(history_lines, final_logs(sim))
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="isrlab-drive-"))
-    sim.write(out)
-    anomalies = sorted({a.kind for a in history.anomalies})
+    where = Path(out) if out else Path(tempfile.mkdtemp(prefix="isrlab-drive-"))
+    sim.write(where)
+    return Driven(config, result, replay, history, where)
+
+
+def run(args) -> int:
+    from model_check.drive import load_schedule
+    from model_check.scenario import ScenarioError
+
+    try:
+        spec_config, schedule = load_schedule(Path(args.counterexample))
+    except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
+        raise UsageError(f"{args.counterexample}: {error}") from None
+    driven = drive(spec_config, schedule, args.variant, args.acks, args.clean, args.elr,
+                   args.out)
     if args.json:
-        print(json.dumps({"variant": config.variant, "bugs": sorted(config.bugs), "followed": result.followed,
-                          "total": result.total, "inputs": result.inputs,
-                          "stuck": result.stuck, "replay": replay.verdict,
-                          "invariant_violations": replay.to_json().get("invariant_violations"),
-                          "history": history.to_json(), "run": str(out)}, sort_keys=True))
+        print(json.dumps(driven.to_json(), sort_keys=True))
     else:
-        bugs = f" with the planted bug {', '.join(sorted(config.bugs))}" if config.bugs else ""
-        print(f"isrlab drive: {args.counterexample} on the {config.variant} broker{bugs} "
-              f"({config.brokers} brokers, acks={config.acks}, "
-              f"min.insync.replicas={config.min_insync_replicas}, unclean election "
-              f"{'on' if config.unclean_leader_election_enable else 'off'}"
-              f"{', ELR on' if config.eligible_leader_replicas_enable else ''})")
-        for label in result.inputs:
-            if args.verbose or not label.endswith("(quiet)"):
-                print(f"  {label}")
-        print(f"followed {result.followed} of {result.total} spec actions")
-        if result.stuck is not None:
-            stuck = result.stuck
-            print(f"the broker cannot take {stuck['action']}"
-                  f"({', '.join(f'{k}={v}' for k, v in stuck['args'].items())}) next")
-            print(f"  spec state:  {stuck['spec_state']}")
-            for node, replicas in stuck["implementation"].items():
-                for r in replicas:
-                    print(f"  broker {node}: {json.dumps(r, sort_keys=True)}")
-            for option in stuck["instead"]:
-                print(f"  it could: {option['input']} -> {', '.join(option['spec_steps'])}")
-        print(f"replay: {format_result(replay).splitlines()[0]}")
-        print(f"client history: {sum(history.acked.values())} acknowledged, "
-              f"anomalies: {', '.join(anomalies) or 'none'}")
-        for detail in history.to_json().get("details", [])[:5]:
-            print(f"  {json.dumps(detail, sort_keys=True)}")
-        print(f"run written to {out} (isrlab replay {out})")
-    found = bool(anomalies) or replay.verdict != "accepted" or bool(
-        replay.to_json().get("invariant_violations"))
-    return 1 if found else 0
+        print(driven.render(args.counterexample, args.verbose))
+    return 1 if driven.found else 0
 
 
 def register(sub) -> None:

@@ -216,3 +216,17 @@ def test_b8_last_replica_standing_and_elr(capsys, tmp_path):
     code, report = _drive(capsys, tmp_path, cex, "--elr")
     assert report["followed"] == 12 and report["stuck"]["action"] == "ControllerElectLeader"
     assert _lost(report) == [] and code == 0
+
+
+def test_check_drive_runs_the_counterexample_it_found(capsys):
+    assert main(["check", "--variant", "current", "--acks", "1", "--brokers", "2", "--records",
+                 "1", "--epochs", "2", "--crashes", "1", "--drive", "--json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    assert body["violation"]["invariant"] == "AckedWritesDurable"
+    assert (body["drive"]["followed"], body["drive"]["total"]) == (4, 4)
+    assert body["drive"]["history"]["anomalies"]["lost_write"] == 1
+
+
+def test_check_drive_needs_the_kafka_model(capsys):
+    assert main(["check", "--model", "tla-compat", "--drive"]) == 2
+    assert "--drive: only the kafka model" in capsys.readouterr().err
