@@ -91,14 +91,15 @@ class Driven:
     @property
     def found(self) -> bool:
         """An anomaly, a divergence, or a spec invariant broken in the replayed state."""
-        return bool(self.anomalies) or self.replay.verdict != "accepted" or bool(
-            self.replay.to_json().get("invariant_violations"))
+        return (bool(self.anomalies) or self.replay.verdict != "accepted"
+                or self.result.violation is not None
+                or bool(self.replay.to_json().get("invariant_violations")))
 
     def to_json(self) -> dict:
         r = self.result
         return {"variant": self.config.variant, "bugs": sorted(self.config.bugs),
                 "followed": r.followed, "total": r.total, "inputs": r.inputs,
-                "stuck": r.stuck, "replay": self.replay.verdict,
+                "stuck": r.stuck, "violation": r.violation, "replay": self.replay.verdict,
                 "invariant_violations": self.replay.to_json().get("invariant_violations"),
                 "history": self.history.to_json(), "run": str(self.out)}
 
@@ -115,6 +116,10 @@ class Driven:
         lines += [f"  {label}" for label in r.inputs
                   if verbose or not label.endswith("(quiet)")]
         lines.append(f"followed {r.followed} of {r.total} spec actions")
+        if r.violation is not None:
+            lines.append(f"spec invariant {r.violation['invariant']} broken in the replayed "
+                         f"state after {r.violation['followed']} steps: "
+                         f"{r.violation['detail']}")
         if r.stuck is not None:
             stuck = r.stuck
             lines.append(f"the broker cannot take {stuck['action']}"
@@ -124,7 +129,9 @@ class Driven:
                 lines += [f"  broker {node}: {json.dumps(x, sort_keys=True)}" for x in replicas]
             lines += [f"  it could: {o['input']} -> {', '.join(o['spec_steps'])}"
                       for o in stuck["instead"]]
-        lines.append(f"replay: {format_result(self.replay).splitlines()[0]}")
+        replayed = format_result(self.replay).splitlines()
+        lines.append(f"replay: {replayed[0]}")
+        lines += [f"  {line}" for line in replayed[1:] if line.startswith("spec invariant")]
         lines.append(f"client history: {sum(self.history.acked.values())} acknowledged, "
                      f"anomalies: {', '.join(self.anomalies) or 'none'}")
         lines += [f"  {json.dumps(d, sort_keys=True)}"

@@ -34,6 +34,7 @@ from impl.sim import SimOptions, Simulation, header_config
 from impl.trace import NodeTrace
 from model_check.replay import IncrementalReplay
 from model_check.scenario import parse
+from spec.invariants import violations
 from vocab.config import BUG_RULES
 
 TIMER_FIRINGS_MAX = 10_000  # per advance: a core whose deadline never moves is a bug
@@ -232,6 +233,10 @@ class DriveResult:
     inputs: list[str] = field(default_factory=list)  # what was done, in order
     stuck: dict | None = None  # the step not followed, spec and implementation side by side
     divergence: str | None = None
+    # The first spec invariant broken in the replayed state while the schedule ran (a bug
+    # whose harm is transient shows here, not in the run's final state): invariant, detail,
+    # and how many schedule steps had been followed.
+    violation: dict | None = None
 
     @property
     def complete(self) -> bool:
@@ -343,6 +348,7 @@ class Driver:
                 result.followed = len(schedule) - len(want)
                 fallbacks = 0
                 self._answer_clients(result)
+                self._check(result)
                 continue
             if quiet and fallbacks < QUIET_MAX:
                 # Deliveries before timers: a timer moves the clock, and time makes sessions
@@ -351,10 +357,19 @@ class Driver:
                 self.__dict__.update(trial.__dict__)
                 result.inputs.append(move.label + " (quiet)")
                 fallbacks += 1
+                self._check(result)
                 continue
             result.stuck = self.side_by_side(want[0])
             break
         return result
+
+    def _check(self, result: DriveResult) -> None:
+        if result.violation is None:
+            rp = self.replay.replayer
+            found = violations(rp.config, rp.state)
+            if found:
+                result.violation = {"invariant": found[0][0], "detail": found[0][1],
+                                    "followed": result.followed}
 
     def _answer_clients(self, result: DriveResult) -> None:
         """Deliver the answers waiting for the producer at once: in the spec a write is

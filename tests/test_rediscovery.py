@@ -426,6 +426,9 @@ def _run_case(name: str) -> dict:
             length=len(steps),
             actions=[a.name for a in steps],
             steps=[str(a) for a in steps],
+            # The whole path from the initial state, for `isrlab drive`'s driver.
+            schedule=[(a.name, a.args()) for a in (*case.prefix, *steps)],
+            properties=config.to_properties(),
         )
     return out
 
@@ -1074,3 +1077,22 @@ def test_pinned_traces_do_not_depend_on_the_hash_seed(explored):
 
 if __name__ == "__main__":  # print one case's result as JSON: python tests/test_rediscovery.py b3
     print(json.dumps(_run_case(sys.argv[1])))
+
+
+# B3 and B4 on the reference broker: the prepared failover and the found steps, driven from the
+# initial state (docs/protocol.md, "Directed runs"). The harm is a state, not a lost write
+# (nothing was acknowledged), so it shows as the spec invariant the replayed state breaks.
+
+
+@pytest.mark.parametrize("case, buggy, fixed", [("b3", "kip-279", "kip-320"),
+                                                ("b4", "kip-101", "kip-279")])
+def test_the_failover_bugs_on_the_broker(case, buggy, fixed, explored, tmp_path):
+    from isrlab.cmd_drive import drive
+
+    found = explored(case)
+    bad = drive(found["properties"], found["schedule"], variant=buggy, out=str(tmp_path / "a"))
+    assert bad.result.complete and bad.replay.verdict == "accepted"
+    assert bad.result.violation["invariant"] == "NoCommittedDataLoss" and bad.found
+    good = drive(found["properties"], found["schedule"], variant=fixed, out=str(tmp_path / "b"))
+    assert good.replay.verdict == "accepted"
+    assert good.result.violation is None and not good.found

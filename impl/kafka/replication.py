@@ -83,9 +83,11 @@ def encode(src: str, mid: str, time_ms: int, m) -> bytes:
     elif kind is FetchResponse:
         envelope.update(kind=m.kind, fetch_offset=m.fetch_offset, end_offset=m.end_offset,
                         leader_epoch=m.leader_epoch)
-        header = _FetchResponse.__header_schema__(correlation_id=i32(0))
+        # The correlation id carries the request's number back, as in Kafka.
+        header = _FetchResponse.__header_schema__(correlation_id=i32(m.seq))
         if m.kind == "epoch":
-            cls, header = _EpochResponse, _EpochResponse.__header_schema__(correlation_id=i32(0))
+            cls, header = _EpochResponse, _EpochResponse.__header_schema__(
+                correlation_id=i32(m.seq))
             body = {"throttle_time": 0, "topics": [{"topic": TOPIC, "partitions": [{
                 "error_code": 0, "partition": m.partition, "leader_epoch": m.epoch,
                 "end_offset": m.end_offset}]}]}
@@ -116,7 +118,7 @@ def encode(src: str, mid: str, time_ms: int, m) -> bytes:
 def _request_header(api_key: int, version: int, m):
     cls = (_FetchRequest if api_key == FETCH_API else _EpochRequest).__header_schema__
     return cls(request_api_key=i16(api_key), request_api_version=i16(version),
-               correlation_id=i32(0), client_id=f"b{m.follower}")
+               correlation_id=i32(m.seq), client_id=f"b{m.follower}")
 
 
 def decode(body: bytes | bytearray | memoryview) -> dict:
@@ -157,7 +159,8 @@ def _decode_request(body: bytes, start: int):
         raise ReplicationWireError(f"replication request API {api_key} v{version} is not used "
                                    f"between brokers (Fetch v{FETCH_VERSION}, "
                                    f"OffsetForLeaderEpoch v{EPOCH_VERSION})")
-    _, used = _reader(cls.__header_schema__)(body, start)
+    header, used = _reader(cls.__header_schema__)(body, start)
+    seq = int(header.correlation_id)
     request, size = _reader(cls)(body, start + used)
     _whole(body, start + used + size)
     (topic,) = _one(request.topics, "topic")
@@ -167,12 +170,12 @@ def _decode_request(body: bytes, start: int):
         state = request.replica_state
         return Fetch(int(partition.partition), int(state.replica_id),
                      int(partition.fetch_offset), int(partition.last_fetched_epoch),
-                     int(partition.current_leader_epoch), int(state.replica_epoch))
+                     int(partition.current_leader_epoch), int(state.replica_epoch), seq)
     if topic.topic != TOPIC:
         raise ReplicationWireError(f"replication topic {topic.topic!r} is not {TOPIC!r}")
     return OffsetsForLeaderEpoch(int(partition.partition), int(request.replica_id),
                                  int(partition.leader_epoch),
-                                 int(partition.current_leader_epoch))
+                                 int(partition.current_leader_epoch), seq)
 
 
 def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
@@ -192,7 +195,8 @@ def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
         cls = _FetchResponse
     else:
         raise ReplicationWireError(f"replication envelope: unknown kind {kind!r}")
-    _, used = _reader(cls.__header_schema__)(body, start)
+    header, used = _reader(cls.__header_schema__)(body, start)
+    seq = int(header.correlation_id)
     response, size = _reader(cls)(body, start + used)
     _whole(body, start + used + size)
     if cls is _EpochResponse:
@@ -200,7 +204,7 @@ def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
         (p,) = _one(topic.partitions, "partition")
         _no_error(p.error_code, kind)
         return FetchResponse(int(p.partition), leader, leader_epoch, "epoch",
-                             epoch=int(p.leader_epoch), end_offset=int(p.end_offset))
+                             epoch=int(p.leader_epoch), end_offset=int(p.end_offset), seq=seq)
     (topic,) = _one(response.responses, "topic")
     _topic_id(topic.topic_id)
     (p,) = _one(topic.partitions, "partition")
@@ -220,13 +224,14 @@ def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
     diverging = p.diverging_epoch
     if kind == "diverging":
         return FetchResponse(int(p.partition_index), leader, leader_epoch, "diverging",
-                             epoch=int(diverging.epoch), end_offset=int(diverging.end_offset))
+                             epoch=int(diverging.epoch), end_offset=int(diverging.end_offset),
+                             seq=seq)
     if (int(diverging.epoch), int(diverging.end_offset)) != (UNKNOWN, UNKNOWN):
         raise ReplicationWireError(f"replication response: a diverging epoch on a {kind} answer")
     records = read_records(p.records, fetch_offset) if p.records else ()
     return FetchResponse(int(p.partition_index), leader, leader_epoch, kind, records=records,
                          high_watermark=int(p.high_watermark), fetch_offset=fetch_offset,
-                         end_offset=end_offset, error=error)
+                         end_offset=end_offset, error=error, seq=seq)
 
 
 def _one(items, what: str):

@@ -27,6 +27,7 @@ Transitions are named as the spec's actions, with the spec's arguments, so the r
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 from impl.config import ClusterConfig
@@ -132,7 +133,7 @@ class Replica:
     __slots__ = (
         "partition", "log", "high_watermark", "flushed", "epoch_cache", "leader",
         "leader_epoch", "isr", "partition_epoch", "truncation_pending", "fetch_in_flight",
-        "fetch_to",
+        "fetch_to", "fetch_seq",
         "fetch_at", "remote_leo", "remote_broker_epoch", "caught_up_ms", "hw_sent", "parked",
         "purgatory", "alter", "alter_retry_at", "deferred",
     )
@@ -156,6 +157,7 @@ class Replica:
         self.truncation_pending = False
         self.fetch_in_flight = False
         self.fetch_to = NO_LEADER  # the broker our in-flight fetch went to
+        self.fetch_seq = 0  # the number of our latest fetch (Fetch.seq)
         self.fetch_at = NEVER
         # Leader side, indexed by broker id.
         self.remote_leo = [UNKNOWN] * brokers
@@ -514,21 +516,24 @@ class BrokerCore:
             return []
         r.fetch_in_flight = True
         r.fetch_to = r.leader
+        r.fetch_seq = (r.fetch_seq + 1) & 0x7FFFFFFF  # as Kafka's int32 correlation id
         if r.truncation_pending:
             request = OffsetsForLeaderEpoch(r.partition, self.broker, r.latest_cached_epoch(),
-                                            r.leader_epoch)
+                                            r.leader_epoch, r.fetch_seq)
             outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=request.epoch)
         else:
             request = Fetch(r.partition, self.broker, r.leo, r.last_epoch(), r.leader_epoch,
-                            self.broker_epoch)
+                            self.broker_epoch, r.fetch_seq)
             outcome = Outcome(Code.FETCH_SENT, fetch_offset=r.leo)
         t = self._transition(r, A.FOLLOWER_SEND_FETCH, {}, outcome)
         t.sends.append((broker_node(r.leader), request))
         return [t]
 
     def _handle_fetch_response(self, r: Replica, now: int, mid: str, m: FetchResponse) -> list:
-        if not r.fetch_in_flight or m.leader != r.fetch_to:
-            return []  # the answer to a fetch we gave up (its connection broke meanwhile)
+        if not r.fetch_in_flight or m.leader != r.fetch_to or m.seq != r.fetch_seq:
+            # The answer to a fetch we gave up: its connection broke meanwhile, or the leader
+            # changed and changed back while it was on the way.
+            return []
         if m.kind == "error" and m.error not in FETCH_ERRORS:
             return []  # malformed: no leader sends this error
         r.fetch_in_flight = False
@@ -619,7 +624,7 @@ class BrokerCore:
 
         def answer(response: FetchResponse, outcome: Outcome) -> list:
             t = self._transition(r, A.LEADER_HANDLE_FETCH, base, outcome, mid)
-            t.sends.append((src, response))
+            t.sends.append((src, dataclasses.replace(response, seq=m.seq)))
             return [t]
 
         def error(code: KafkaError, **extra) -> list:

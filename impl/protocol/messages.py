@@ -134,12 +134,16 @@ class MetadataResponse(Message):
 
 @dataclass(frozen=True, slots=True)
 class Fetch(Message):
+    """`seq` numbers a follower's requests for one partition; the answer carries it back (as
+    Kafka's correlation id), so an answer to a request given up on is told apart."""
+
     partition: int
     follower: int
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
     broker_epoch: int
+    seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,7 @@ class OffsetsForLeaderEpoch(Message):
     follower: int
     epoch: int
     current_leader_epoch: int
+    seq: int = 0  # as Fetch.seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +169,7 @@ class FetchResponse(Message):
     epoch: int = UNKNOWN
     end_offset: int = UNKNOWN
     error: str = NONE
+    seq: int = 0  # the request's (Fetch.seq)
 
     def to_wire(self) -> dict:
         body = Message.to_wire(self)
