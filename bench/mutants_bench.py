@@ -14,7 +14,7 @@ import argparse
 import time
 
 from impl.config import BUGS
-from model_check.mutants import caught_by, mutant_campaign
+from model_check.mutants import DIRECTED, caught_by, directed_catch, mutant_campaign
 
 
 def main() -> None:
@@ -31,6 +31,11 @@ def main() -> None:
         runs, how = caught_by(result)
         print(f"{bug:28} runs {runs if runs else '>' + str(args.max_runs):>5}  "
               f"{time.perf_counter() - started:6.1f} s  {how}", flush=True)
+        if bug in DIRECTED:
+            started = time.perf_counter()
+            runs, how = directed_catch(bug)
+            print(f"{'':28} {'directed' if runs else 'missed':>10}  "
+                  f"{time.perf_counter() - started:6.1f} s  {how}", flush=True)
 
 
 if __name__ == "__main__":

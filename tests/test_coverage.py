@@ -38,14 +38,16 @@ def test_the_covering_paths_pass_through_every_state_of_the_graph():
 
 
 def test_directed_runs_reach_the_states_of_the_paths_they_follow(graph2):
-    body = coverage.directed(CLUSTER, graph2).to_json()
-    assert (body["runs"], body["graph_states"]) == (21, 28)
-    assert body["stuck"] == {} and body["actions_not_reached"] == []
-    assert body["states_reached"] == 19
-    # The rest: the broker's followers fetch at once when their timer fires, a step the
-    # spec's path does not take there, so the end state differs by a fetch in flight.
-    assert body["extra"] == {"FollowerSendFetch": 7}
-    assert sum(body["unreached_states_by_action"].values()) == 28 - 19
+    # 8 of the 21 covering paths, drawn with seed 3 (all 21 reach 19 of the 28 states).
+    body = coverage.directed(CLUSTER, graph2, max_paths=8, seed=3).to_json()
+    assert (body["runs"], body["graph_states"]) == (8, 28)
+    assert body["stuck"] == {}
+    assert body["actions_not_reached"] == ["BecomeLeader", "LeaderAppend", "LeaderHandleFetch"]
+    assert body["states_reached"] == 10
+    # Of the paths followed to the end, 4 end elsewhere: the broker's followers fetch at once
+    # when their timer fires, a step the spec's path does not take there.
+    assert body["extra"] == {"FollowerSendFetch": 4}
+    assert sum(body["unreached_states_by_action"].values()) == 28 - 10
 
 
 def test_a_driver_that_cannot_crash_a_broker_is_reported(graph2, monkeypatch):

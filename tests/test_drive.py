@@ -41,7 +41,6 @@ def _lost(report: dict) -> list[int]:
 @pytest.mark.parametrize("variant, lost", [
     ("hw-truncation", [2]),
     ("kip-101", []),
-    pytest.param("current", [], marks=pytest.mark.slow),
 ])
 def test_b1_transcript_on_each_broker(variant, lost, capsys, tmp_path):
     code, report = _drive(capsys, tmp_path, TRANSCRIPT_B1, "--variant", variant)
