@@ -33,14 +33,6 @@ from spec import Config, initial_state
 from spec.actions import successors
 from spec.state import NO_LEADER, Cluster
 
-
-class _Seen(set):
-    """Spec states are immutable: a copy of a driver shares them, and copies the set only."""
-
-    def __deepcopy__(self, memo) -> _Seen:
-        return _Seen(self)
-
-
 # Graph -------------------------------------------------------------------------------------
 
 
@@ -55,18 +47,19 @@ class Graph:
     parent: dict[Cluster, tuple[Cluster, object]]
     actions: set[str]
 
-    def covering_paths(self) -> list[list]:
-        """Every root-to-leaf path of the breadth-first tree, deepest first."""
+    def covering_paths(self) -> list[tuple[Cluster, list]]:
+        """Every root-to-leaf path of the breadth-first tree, deepest first: (leaf, actions)."""
         inner = {prev for prev, _ in self.parent.values()}
-        leaves = sorted((s for s in self.depth_of if s not in inner),
-                        key=lambda s: (-self.depth_of[s], repr(s)))
         paths = []
-        for leaf in leaves:
+        for leaf in self.depth_of:
+            if leaf in inner:
+                continue
             path, s = [], leaf
             while s in self.parent:
                 s, action = self.parent[s]
                 path.append(action)
-            paths.append(path[::-1])
+            paths.append((leaf, path[::-1]))
+        paths.sort(key=lambda lp: (-len(lp[1]), [str(a) for a in lp[1]]))
         return paths
 
 
@@ -199,29 +192,19 @@ def directed(cluster: ClusterConfig, graph: Graph, max_paths: int | None = None,
     `seed`, when there are more)."""
     paths = graph.covering_paths()
     if max_paths is not None and len(paths) > max_paths:
-        paths = sorted(random.Random(seed).sample(range(len(paths)), max_paths))
-        paths = [graph.covering_paths()[i] for i in paths]
+        paths = [paths[i] for i in sorted(random.Random(seed).sample(range(len(paths)),
+                                                                      max_paths))]
     cov = Coverage(graph)
-    for path in paths:
-        leaf = _end(graph, path)
-        driver = Driver(cluster)
-        seen = _Seen({initial_state(graph.config)})
-        driver.replay.replayer.visited = seen
+    for leaf, path in paths:
+        driver = Driver(cluster, collect_states=True)
         result = driver.drive([(a.name, a.args()) for a in path])
         if result.stuck is not None:
             cov.stuck[result.stuck["action"]] += 1
-        elif leaf not in driver.replay.replayer.visited:
+        elif leaf not in driver.visited:
             cov.extra.update(Counter(a.name for a in driver.taken)
                              - Counter(a.name for a in path))
-        cov.add(driver.replay.replayer.visited, {a.name for a in driver.taken})
+        cov.add(driver.visited, {a.name for a in driver.taken})
     return cov
-
-
-def _end(graph: Graph, path: list) -> Cluster:
-    state = initial_state(graph.config)
-    for action in path:
-        state = next(after for a, after in successors(graph.config, state) if a == action)
-    return state
 
 
 def campaign(cluster: ClusterConfig, graph: Graph, runs: int, seed: int, duration_ms: int,

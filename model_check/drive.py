@@ -47,6 +47,14 @@ PULL_WINDOW = 16  # how far ahead a step may be taken early (see _consumes)
 # Steps the implementation may take where the schedule has none: a follower fetches again at
 # once after an answer; the spec lets that fetch sit in flight (see _consumes).
 UNSCHEDULED = ("FollowerSendFetch",)
+# Inputs on one broker that a wanted step of that broker waits for: a live broker's session
+# expires only once its heartbeats stop arriving (isolate); a restart or a healed link lets it
+# register again.
+BROKER_INPUT_FOR = {
+    "isolate": ("ControllerHandleBrokerFailure",),
+    "restart": ("BrokerRestart",),
+    "heal": ("BrokerRegister", "BrokerRestart"),
+}
 
 
 class _Lines(list):
@@ -55,6 +63,13 @@ class _Lines(list):
 
     def __deepcopy__(self, memo) -> _Lines:
         return _Lines(self)
+
+
+class _Seen(set):
+    """A set of immutable spec states: a copy of the driver copies the set, not the states."""
+
+    def __deepcopy__(self, memo) -> _Seen:
+        return _Seen(self)
 
 
 class _JournaledTrace(NodeTrace):
@@ -232,7 +247,6 @@ class DriveResult:
     total: int
     inputs: list[str] = field(default_factory=list)  # what was done, in order
     stuck: dict | None = None  # the step not followed, spec and implementation side by side
-    divergence: str | None = None
     # The first spec invariant broken in the replayed state while the schedule ran (a bug
     # whose harm is transient shows here, not in the run's final state): invariant, detail,
     # and how many schedule steps had been followed.
@@ -246,13 +260,20 @@ class DriveResult:
 class Driver:
     """Imposes a schedule of spec actions (name, args) on a `DrivenCluster`."""
 
-    def __init__(self, config: ClusterConfig):
+    def __init__(self, config: ClusterConfig, collect_states: bool = False):
         self.config = config
         self.cluster = DrivenCluster(config)
         self.replay = IncrementalReplay(header_config(config, self.cluster.options))
         self.taken: list = _Lines()  # spec actions are immutable
-        self.replay.replayer.taken = self.taken
+        rp = self.replay.replayer
+        rp.taken = self.taken
+        if collect_states:  # every spec state the replay reaches (model_check/coverage.py)
+            rp.visited = _Seen({rp.state})
         self.fed = 0
+
+    @property
+    def visited(self) -> set:
+        return self.replay.replayer.visited
 
     # Candidates --------------------------------------------------------------------------
 
@@ -417,16 +438,10 @@ class Driver:
         producing = name in ("ProducerSend", "LeaderAppend")
         if move.kind == "produce":
             return (0 if producing and not self.cluster.producer_busy() else 9, 0)
-        if move.kind == "isolate":
-            # A live broker's session expires only if its heartbeats stop arriving.
-            wanted = name == "ControllerHandleBrokerFailure" and move.args[0] == f"b{args['broker']}"
+        if move.kind in BROKER_INPUT_FOR:
+            wanted = (name in BROKER_INPUT_FOR[move.kind]
+                      and move.args[0] == f"b{args.get('broker')}")
             return (0 if wanted else 9, 0)
-        if move.kind == "restart":
-            wanted = name == "BrokerRestart" and move.args[0] == f"b{args['broker']}"
-            return (0 if wanted else 9, 0)
-        if move.kind == "heal":
-            back = name in ("BrokerRegister", "BrokerRestart") and move.args[0] == f"b{args.get('broker')}"
-            return (0 if back else 9, 0)
         if move.kind in ("deliver_message", "report_refused"):
             return (1, 0)
         if move.kind == "fire":

@@ -53,7 +53,7 @@ def caught_by(result) -> tuple[int | None, str]:
         index = outcome.seed - first + 1
         if outcome.failed:
             if outcome.verdict != "accepted":
-                return index, "replay: " + outcome.report.splitlines()[1].strip()[:70]
+                return index, "replay: " + _reason(outcome.report)
             return index, "history: " + ", ".join(sorted(outcome.anomalies))
     return None, "not caught"
 
@@ -75,7 +75,7 @@ def directed_catch(bug: str) -> tuple[int | None, str]:
     from model_check.drive import Driver
     from model_check.explorer import explore
     from model_check.model import KafkaModel
-    from model_check.replay import load_texts, replay_run
+    from model_check.replay import format_result, load_texts, replay_run
     from spec import VARIANTS, Config
     from vocab.config import BUG_RULES
 
@@ -97,15 +97,14 @@ def directed_catch(bug: str) -> tuple[int | None, str]:
     sim = driver.finish()
     run_json = sim.run_json()
     run = load_texts(sim.traces, run_json)
-    run.header["config"].pop("spec_rules_off", None)  # judged by the variant itself
-    run_json["config"].pop("spec_rules_off", None)
+    for header in (run.header["config"], run_json["config"]):
+        header.pop("spec_rules_off")  # judged by the variant itself, not the mutant
     replayed = replay_run(run)
     if replayed.verdict == "accepted":
         return None, "the directed run replays against the variant"
-    return 1, "directed run, replay: " + format_divergence(replayed)
+    return 1, "directed run, replay: " + _reason(format_result(replayed))
 
 
-def format_divergence(replayed) -> str:
-    from model_check.replay import format_result
-
-    return format_result(replayed).splitlines()[1].strip()[:70]
+def _reason(report: str) -> str:
+    """The first line under a replay report's verdict: why it diverged."""
+    return report.splitlines()[1].strip()[:70]

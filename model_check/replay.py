@@ -395,27 +395,29 @@ class Replayer:
         try:
             self.state, outcome = step_with_outcome(self.config, self.state, action)
         except NotEnabled as error:
-            if ticks_ok and error.code == Refusal.NOT_LAGGING:
-                for _ in range(MAX_SILENT_TICKS):
-                    self.state, _ = step_with_outcome(self.config, self.state, S.Tick())
-                    self.silent += 1
-                    try:
-                        self.state, outcome = step_with_outcome(self.config, self.state, action)
-                        self.steps += 1
-                        if self.taken is not None:
-                            self.taken.append(action)
-                        if self.visited is not None:
-                            self.visited.add(self.state)
-                        return outcome
-                    except NotEnabled:
-                        continue
-            raise _Mismatch(f"spec refuses {action}: {error}") from None
+            outcome = self._after_ticks(action) if (
+                ticks_ok and error.code == Refusal.NOT_LAGGING) else None
+            if outcome is None:
+                raise _Mismatch(f"spec refuses {action}: {error}") from None
         self.steps += 1
         if self.taken is not None:
             self.taken.append(action)
         if self.visited is not None:
             self.visited.add(self.state)
         return outcome
+
+    def _after_ticks(self, action) -> Outcome | None:
+        """`action`'s outcome after as many silent Ticks as it needs (up to MAX_SILENT_TICKS;
+        the Ticks stay taken when it still refuses), or None."""
+        for _ in range(MAX_SILENT_TICKS):
+            self.state, _ = step_with_outcome(self.config, self.state, S.Tick())
+            self.silent += 1
+            try:
+                self.state, outcome = step_with_outcome(self.config, self.state, action)
+                return outcome
+            except NotEnabled:
+                continue
+        return None
 
     # State comparison -------------------------------------------------------------------------
 

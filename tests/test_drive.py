@@ -165,6 +165,15 @@ def test_b5_found_with_a_rule_switched_off_and_driven_through_the_planted_bug(ca
                         encoding="utf-8")
     assert main(["replay", str(run)]) == 1
     assert "0 is below the epoch start 1" in capsys.readouterr().out
+    # A header naming a rule the spec does not have is refused, not ignored.
+    for path in run.iterdir():
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace('"bugs":["expand-without-epoch-start"]',
+                                     '"bugs":["expand-without-epoch-start"],'
+                                     '"spec_rules_off":["speed"]'), encoding="utf-8")
+    assert main(["replay", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "spec_rules_off" in err and "speed" in err
 
     # The fixed broker refuses the step.
     code, report = _drive(capsys, tmp_path, cex, "--variant", "current")

@@ -74,21 +74,20 @@ class ProducerCore:
     def refresh(self, now: int) -> list:
         """Ask for every partition's leader now, as a client does when it starts or its
         metadata ages out (Kafka's metadata.max.age.ms)."""
-        effects: list = []
-        for p in range(self.partitions):
-            if self.metadata_at[p] == NEVER:
-                self.metadata_at[p] = now + self.timeout
-                effects.append(Send(META, MetadataRequest(p)))
-        return effects
+        return [send for p in range(self.partitions) for send in self._ask_leader(now, p)]
+
+    def _ask_leader(self, now: int, p: int) -> list:
+        """A metadata request for `p`, unless one is already out."""
+        if self.metadata_at[p] != NEVER:
+            return []
+        self.metadata_at[p] = now + self.timeout
+        return [Send(META, MetadataRequest(p))]
 
     def _pump(self, now: int, p: int) -> list:
         if self.in_flight[p] is not None or not self.queue[p]:
             return []
         if self.leaders[p] == NO_LEADER:
-            if self.metadata_at[p] == NEVER:
-                self.metadata_at[p] = now + self.timeout
-                return [Send(META, MetadataRequest(p))]
-            return []
+            return self._ask_leader(now, p)
         value, attempt = self.queue[p].popleft()
         dst = broker_node(self.leaders[p])
         t = Transition(A.PRODUCER_SEND, {"partition": p}, Code.PRODUCE_SENT,
