@@ -813,7 +813,7 @@ def test_b6_hw_over_the_requested_isr_commits_what_an_isr_member_lacks(explored)
         "distinct": 60,
     }
     # KIP-497's maximal ISR (current members while a shrink is pending): clean. (With a crash
-    # and a session expiry too: test_b6_is_absent_with_the_maximal_isr_exhaustively, slow.)
+    # and a session expiry too, 1,061,657 states: bench/exhaustive_bench.py.)
     assert pins(explored("b6_fixed")) == ok(600)
 
 
@@ -829,16 +829,6 @@ def test_b6_loses_an_acknowledged_write_when_the_controller_has_moved_on(explore
         "detail": "p0: acknowledged v1 at offset 0 (acks=all) lost: leader 1 has nothing",
         "distinct": 5345,
     }
-
-
-@pytest.mark.slow
-def test_b6_is_absent_with_the_maximal_isr_exhaustively():
-    from model_check.explorer import explore
-    from model_check.model import KafkaModel
-
-    case = Case("current", {**B6_LOSS, "hw_over_requested_isr": False})
-    result = explore(KafkaModel(case.config()), workers=1)
-    assert (result.result, result.distinct_states, result.depth) == ("ok", 1061657, 45)
 
 
 # ------------------------------------------------------------------------------------------
@@ -880,18 +870,8 @@ def test_b8_is_invisible_to_the_pre_kip966_guarantee(explored):
 def test_b8_is_absent_with_eligible_leader_replicas(explored):
     # ELR on, every invariant, to B8's depth: broker 1 joins the ELR when the ISR drops to
     # {0}; when 0 is fenced the ISR empties and 1 is elected from the ELR. (Exhaustively, at
-    # 569,348 states: test_b8_is_absent_with_elr_exhaustively, marked slow.)
+    # 569,348 states: bench/exhaustive_bench.py.)
     assert pins(explored("b8_fixed_depth")) == ok(34931)
-
-
-@pytest.mark.slow
-def test_b8_is_absent_with_elr_exhaustively():
-    from model_check.explorer import explore
-    from model_check.model import KafkaModel
-
-    case = Case("current", B8_ELR)
-    result = explore(KafkaModel(case.config()), workers=1)
-    assert (result.result, result.distinct_states, result.depth) == ("ok", 569348, 40)
 
 
 def test_elr_bookkeeping_mutant_is_caught(explored):

@@ -9,11 +9,14 @@ Both directions, so the two descriptions cannot drift apart silently:
 
 Hypothesis draws the config (variant, acks, flush policy, unclean election, min ISR, lag
 bound) and the walk's random choices. Each example checks a fixed number of pairs, so the
-totals are fixed: EXAMPLES * ACCEPTS_PER_EXAMPLE >= 10,000 accepted pairs, and
-EXAMPLES * REJECTS_PER_EXAMPLE rejected ones.
+totals are fixed: EXAMPLES * ACCEPTS_PER_EXAMPLE accepted pairs (3,000 in `make test`) and
+EXAMPLES * REJECTS_PER_EXAMPLE rejected ones. ISRLAB_DIFF_EXAMPLES=100 gives the full
+10,000 + 2,000 (about 10 minutes; bench/prove_bench.py prints the pair rate).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import z3
@@ -25,7 +28,7 @@ from model_check.prove import _step_relation
 from spec import VARIANTS, Config, initial_state
 from spec.actions import successors
 
-EXAMPLES = 100
+EXAMPLES = int(os.environ.get("ISRLAB_DIFF_EXAMPLES", "30"))
 ACCEPTS_PER_EXAMPLE = 100
 REJECTS_PER_EXAMPLE = 20
 WALK_STEPS_MAX = 60
@@ -111,8 +114,8 @@ def test_relation_agrees_with_step(config, rnd):
 
 def test_the_counts_add_up():
     # Fixed by construction (see the module docstring); pinned so a change shows.
-    assert EXAMPLES * ACCEPTS_PER_EXAMPLE >= 10_000
-    assert EXAMPLES * REJECTS_PER_EXAMPLE == 2_000
+    assert EXAMPLES * ACCEPTS_PER_EXAMPLE >= 3_000
+    assert EXAMPLES * REJECTS_PER_EXAMPLE >= 600
 
 
 def test_the_reject_direction_can_fail():

@@ -1,0 +1,64 @@
+"""Exhaustive absences too large for `make test`: prints states, depth, wall and CPU seconds.
+
+    python bench/exhaustive_bench.py            # both runs
+    python bench/exhaustive_bench.py --only b8  # one of them
+
+Each run explores a configuration in which a catalogue bug is fixed (docs/protocol.md) to the
+end and compares the distinct-state count and depth with the pinned figures; a mismatch is
+printed and makes the exit status 1. The small versions of the same checks are in
+tests/test_rediscovery.py (B6 without crashes, B8 to its counterexample's depth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model_check.explorer import explore  # noqa: E402
+from model_check.model import KafkaModel  # noqa: E402
+from spec import VARIANTS, Config  # noqa: E402
+
+COMMON = dict(brokers=2, partitions=1, acks="all", max_records=1, replica_lag_time_max_ticks=1)
+
+RUNS = {
+    # KIP-497's maximal ISR: the HW counts the current members while a shrink is pending.
+    "b6": ("B6 absent with the maximal ISR (async ISR changes, 1 crash, 1 expiry, 2 ticks)",
+           dict(COMMON, max_leader_epochs=2, max_crashes=1, max_session_expiries=1, max_ticks=2,
+                isr_changes_async=True, hw_over_requested_isr=False),
+           (1_061_657, 45)),
+    # KIP-966: min ISR 2, one crash, one session expiry, ELR on.
+    "b8": ("B8 absent with eligible leader replicas (min ISR 2, 1 crash, 1 expiry)",
+           dict(COMMON, min_insync_replicas=2, max_leader_epochs=3, max_crashes=1,
+                max_session_expiries=1, eligible_leader_replicas_enable=True),
+           (569_348, 40)),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(RUNS))
+    args = parser.parse_args()
+    failed = 0
+    for key, (title, fields, (states, depth)) in RUNS.items():
+        if args.only and key != args.only:
+            continue
+        config = Config(variant=VARIANTS["current"], **fields)
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = explore(KafkaModel(config), workers=1)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        got = (result.result, result.distinct_states, result.depth)
+        verdict = "as pinned" if got == ("ok", states, depth) else \
+            f"MISMATCH: pinned ok {states:,} states depth {depth}"
+        failed += verdict != "as pinned"
+        print(f"{key}: {title}\n    {result.result}, {result.distinct_states:,} states, depth "
+              f"{result.depth}, {wall:.1f} s wall, {cpu:.1f} s CPU, "
+              f"{result.distinct_states / wall:,.0f} states/s: {verdict}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
