@@ -8,6 +8,7 @@ triples the scenario runner uses, so a test reads like a transcript.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Iterable
 
 import pytest
@@ -23,6 +24,15 @@ from spec.actions import (
 )
 from spec.state import Cluster
 from vocab.outcomes import Outcome, Refusal
+
+@pytest.fixture(autouse=True, scope="session")
+def _temp_dirs_under_pytest(tmp_path_factory):
+    """Commands that leave their output in a new temp dir for the user (isrlab check --drive)
+    leave it under pytest's own, which pytest prunes, not in /tmp."""
+    saved, tempfile.tempdir = tempfile.tempdir, str(tmp_path_factory.mktemp("tempfile"))
+    yield
+    tempfile.tempdir = saved
+
 
 # Exploration bounds the tests rely on. Config's own defaults are tuned for the explorer and
 # change with it; tests set what they need here (only fields the Config has).
