@@ -120,16 +120,22 @@ def kafka_config(args: argparse.Namespace, base=None):
     }
     config = config.replace(**{k: v for k, v in flags.items() if v is not None})
     without = getattr(args, "without", None) or []
-    for rule in without:
-        if rule not in SWITCHABLE_RULES:
-            raise UsageError(f"--without: unknown rule {rule!r} (known: "
-                             f"{', '.join(SWITCHABLE_RULES)})")
-        if not getattr(config.variant, rule):
-            raise UsageError(f"--without {rule}: the variant {config.variant.name} does not "
-                             "have that rule")
-    if without:
+    with_ = getattr(args, "with_rules", None) or []
+    for flag, rules, has in (("--without", without, True), ("--with", with_, False)):
+        for rule in rules:
+            if rule not in SWITCHABLE_RULES:
+                raise UsageError(f"{flag}: unknown rule {rule!r} (known: "
+                                 f"{', '.join(SWITCHABLE_RULES)})")
+            if bool(getattr(config.variant, rule)) != has:
+                raise UsageError(f"{flag} {rule}: the variant {config.variant.name} "
+                                 f"{'does not have' if has else 'already has'} that rule")
+    if set(without) & set(with_):
+        raise UsageError(f"--with and --without name the same rule: "
+                         f"{', '.join(sorted(set(without) & set(with_)))}")
+    if without or with_:
         config = config.replace(variant=config.variant.with_rules(
-            **{rule: False for rule in sorted(set(without))}))
+            **{rule: False for rule in sorted(set(without))},
+            **{rule: True for rule in sorted(set(with_))}))
     return config
 
 
@@ -137,6 +143,10 @@ def add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--without", action="append", metavar="RULE",
                    help="switch off one rule of the variant (a mutant named VARIANT+RULE=False; "
                    f"repeatable): {', '.join(SWITCHABLE_RULES)}")
+    p.add_argument("--with", action="append", metavar="RULE", dest="with_rules",
+                   help="switch on one rule the variant lacks (VARIANT+RULE=True; repeatable), "
+                   "e.g. broker_epochs in kip-320, so that the bug it fixes (B7) cannot hide "
+                   "another")
 
 
 def invariant_names(

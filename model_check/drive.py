@@ -320,8 +320,7 @@ class Driver:
         trial.fed = len(trial.cluster.journal)
         if trial.replay.feed(batch) is not None:
             return None
-        steps = [(a.name, a.args()) for a in trial.taken[before:] if a.name not in IGNORED]
-        return steps, trial
+        return [(a.name, a.args()) for a in trial.taken[before:]], trial
 
     # Walking a schedule ------------------------------------------------------------------
 
@@ -339,7 +338,7 @@ class Driver:
                 return (move, left, trial), quiet
             # Quiet: no spec step, or only a refetch the schedule can do without (the spec
             # lets a fetch wait in flight; the replay checks the path actually taken).
-            if all(s[0] in UNSCHEDULED for s in steps) and move.kind in (
+            if all(s[0] in UNSCHEDULED + IGNORED for s in steps) and move.kind in (
                     "deliver_message", "fire", "produce", "report_refused", "restart",
                     "isolate", "heal", "learn_leaders"):
                 quiet.append((move, trial))
@@ -491,21 +490,26 @@ class Driver:
         return self.cluster._result()
 
 
-def _actor(step: tuple[str, dict]) -> str:
-    """Who takes a step: a broker (the leader, for leader actions), the controller, or a
-    client. Steps of different actors touch different state in the spec."""
+def _parties(step: tuple[str, dict]) -> frozenset[str]:
+    """Whose state a step reads or writes: the brokers it names (a leader's step also touches
+    its follower's connection), the controller for its own steps, for ISR changes (atomic at
+    the store in the spec) and for a broker's registration, crash or restart (sessions and
+    broker epochs), or the client for a client's own step. Steps with no party in common
+    commute in the spec."""
     name, args = step
-    if name.startswith("Controller"):
-        return "controller"
-    if "broker" in args:
-        return f"b{args['broker']}"
-    return name  # ProducerSend, ConsumerRead: the client's own
+    if name == "Tick":
+        return frozenset({"*"})  # time: every leader's lag and every session
+    parties = {f"b{args[key]}" for key in ("broker", "follower") if key in args}
+    if name.startswith("Controller") or "Isr" in name or "AlterPartition" in name or \
+            name in ("BrokerCrash", "BrokerRestart", "BrokerRegister"):
+        parties.add("controller")
+    return frozenset(parties or {name})  # ProducerSend, ConsumerRead: the client's own
 
 
 def _consumes(steps: list, want: list) -> list | None:
     """What is left of the schedule `want` after the spec steps `steps`, or None when they do
-    not fit it. Each step must be the schedule's next action, or a later action of a broker
-    that takes none of the actions before it (the two commute: the implementation took its
+    not fit it. Each step must be the schedule's next action, or a later action that shares no
+    party with the actions before it (the two commute: the implementation took its
     next step early, as a follower fetches again at once after an answer); or one of `EXTRA`
     (an acknowledgement, a read: they change no replica), which the implementation takes in
     the same input that moves the high watermark, where the schedule takes it later or never;
@@ -519,14 +523,17 @@ def _consumes(steps: list, want: list) -> list | None:
             left.pop(0)
             progressed = True
             continue
-        actor = _actor(step)
+        if step[0] in IGNORED:
+            continue  # inserted by the mapping where the schedule has none
+        parties = _parties(step)
         # A crash or restart loses the messages to and from the broker: it commutes with
         # nothing that involves them, so it is never taken early.
         # A write goes where the producer's metadata points, which the steps before it change.
         window = 1 if step[0] in ("BrokerCrash", "BrokerRestart", "ProducerSend") else PULL_WINDOW
         for k in range(1, min(len(left), window)):
             if left[k] == step:
-                if step[0] in EXTRA or all(_actor(x) != actor for x in left[:k]):
+                if step[0] in EXTRA or not any(_parties(x) & parties or x[0] == "Tick"
+                                               for x in left[:k]):
                     del left[k]
                     progressed = True
                     break

@@ -412,6 +412,10 @@ class Replayer:
         for _ in range(MAX_SILENT_TICKS):
             self.state, _ = step_with_outcome(self.config, self.state, S.Tick())
             self.silent += 1
+            if self.taken is not None:
+                self.taken.append(S.Tick())
+            if self.visited is not None:
+                self.visited.add(self.state)
             try:
                 self.state, outcome = step_with_outcome(self.config, self.state, action)
                 return outcome

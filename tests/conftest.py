@@ -25,6 +25,7 @@ from spec.actions import (
 from spec.state import Cluster
 from vocab.outcomes import Outcome, Refusal
 
+
 @pytest.fixture(autouse=True, scope="session")
 def _temp_dirs_under_pytest(tmp_path_factory):
     """Commands that leave their output in a new temp dir for the user (isrlab check --drive)

@@ -182,6 +182,25 @@ def test_b5_found_with_a_rule_switched_off_and_driven_through_the_planted_bug(ca
     assert _lost(report) == [] and code == 0
 
 
+def test_b7_the_stale_expansion_in_flight_loses_writes_on_kip_320_and_current_refuses_it(
+        capsys, tmp_path):
+    # The order the broker can take: the expansion is decided from the follower's fetch, and
+    # its AlterIsr is accepted by the store after the follower crashed and restarted empty.
+    transcript = TRANSCRIPT_B1.parent / "b7_stale_broker_epoch.txt"
+    code, report = _drive(capsys, tmp_path, transcript)
+    assert (report["followed"], report["total"]) == (29, 29)
+    assert report["replay"] == "accepted" and code == 1
+    assert report["violation"]["invariant"] == "NoCommittedDataLoss"
+    assert report["violation"]["followed"] == 26  # the accepted expansion
+    assert _lost(report) == [1, 2]
+
+    code, report = _drive(capsys, tmp_path, transcript, "--variant", "current")
+    # The store answers STALE_BROKER_EPOCH: broker 1 stays out of the ISR.
+    assert report["followed"] == 25 and report["stuck"]["action"] == "LeaderExpandIsr"
+    assert report["stuck"]["implementation"]["b0"][0]["isr"] == [0]
+    assert report["violation"] is None and _lost(report) == [] and code == 0
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--without", "speed"], "unknown rule 'speed'"),
     (["--variant", "hw-truncation", "--without", "fencing"],
