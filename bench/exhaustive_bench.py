@@ -1,12 +1,13 @@
-"""Exhaustive absences too large for `make test`: prints states, depth, wall and CPU seconds.
+"""Explorations too large for `make test`: prints states, depth, wall and CPU seconds.
 
-    python bench/exhaustive_bench.py            # both runs
+    python bench/exhaustive_bench.py            # every run
     python bench/exhaustive_bench.py --only b8  # one of them
 
-Each run explores a configuration in which a catalogue bug is fixed (docs/protocol.md) to the
-end and compares the distinct-state count and depth with the pinned figures; a mismatch is
-printed and makes the exit status 1. The small versions of the same checks are in
-tests/test_rediscovery.py (B6 without crashes, B8 to its counterexample's depth).
+"b6" and "b8" explore a configuration in which a catalogue bug is fixed (docs/protocol.md) to
+the end; "found" searches from the initial state for B2's kip-101 form. Each compares its
+verdict, distinct-state count and depth with the pinned figures; a mismatch is printed and
+makes the exit status 1. The small versions of the same checks are in tests/ (B6 without
+crashes, B8 to its counterexample's depth, B2 under hw-truncation).
 """
 
 from __future__ import annotations
@@ -29,13 +30,20 @@ RUNS = {
     "b6": ("B6 absent with the maximal ISR (async ISR changes, 1 crash, 1 expiry, 2 ticks)",
            dict(COMMON, max_leader_epochs=2, max_crashes=1, max_session_expiries=1, max_ticks=2,
                 isr_changes_async=True, hw_over_requested_isr=False),
-           (1_061_657, 45)),
+           ("ok", 1_061_657, 45)),
     # KIP-966: min ISR 2, one crash, one session expiry, ELR on.
     "b8": ("B8 absent with eligible leader replicas (min ISR 2, 1 crash, 1 expiry)",
            dict(COMMON, min_insync_replicas=2, max_leader_epochs=3, max_crashes=1,
                 max_session_expiries=1, eligible_leader_replicas_enable=True),
-           (569_348, 40)),
+           ("ok", 569_348, 40)),
+    # B2's total-loss form in kip-101, with the rules that fix B3, B5 and B7 switched on.
+    "found": ("B2 found from the initial state in kip-101 (fencing, broker epochs, epoch start)",
+              dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,
+                   max_session_expiries=0),
+              ("NoCommittedDataLoss", 740_162, 24)),
 }
+VARIANT = {"found": VARIANTS["kip-101"].with_rules(
+    fencing=True, broker_epochs=True, expand_requires_epoch_start=True)}
 
 
 def main() -> int:
@@ -43,18 +51,19 @@ def main() -> int:
     parser.add_argument("--only", choices=sorted(RUNS))
     args = parser.parse_args()
     failed = 0
-    for key, (title, fields, (states, depth)) in RUNS.items():
+    for key, (title, fields, pinned) in RUNS.items():
         if args.only and key != args.only:
             continue
-        config = Config(variant=VARIANTS["current"], **fields)
+        config = Config(variant=VARIANT.get(key, VARIANTS["current"]), **fields)
         wall, cpu = time.perf_counter(), time.process_time()
         result = explore(KafkaModel(config), workers=1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        got = (result.result, result.distinct_states, result.depth)
-        verdict = "as pinned" if got == ("ok", states, depth) else \
-            f"MISMATCH: pinned ok {states:,} states depth {depth}"
+        found = result.violation.invariant if result.violation else result.result
+        got = (found, result.distinct_states, result.depth)
+        verdict = "as pinned" if got == pinned else \
+            f"MISMATCH: pinned {pinned[0]}, {pinned[1]:,} states, depth {pinned[2]}"
         failed += verdict != "as pinned"
-        print(f"{key}: {title}\n    {result.result}, {result.distinct_states:,} states, depth "
+        print(f"{key}: {title}\n    {found}, {result.distinct_states:,} states, depth "
               f"{result.depth}, {wall:.1f} s wall, {cpu:.1f} s CPU, "
               f"{result.distinct_states / wall:,.0f} states/s: {verdict}", flush=True)
     return 1 if failed else 0

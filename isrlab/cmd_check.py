@@ -26,6 +26,8 @@ from isrlab.options import (
 
 
 def register(sub) -> None:
+    from model_check.explorer import SIM_BIASES
+
     check = sub.add_parser("check", help="exhaustively check the invariants of a model",
                            description="Exit 0: all invariants hold within the bounds; 1: a "
                            "violation (shortest counterexample); 2: bad usage; 3: stopped at "
@@ -59,6 +61,9 @@ def register(sub) -> None:
     check.add_argument("--max-states", type=integer(1), metavar="N")
     check.add_argument("--max-depth", type=integer(1), metavar="N")
     check.add_argument("--simulate", action="store_true", help="random walks instead of BFS")
+    check.add_argument("--bias", choices=SIM_BIASES, default="uniform",
+                       help="simulation: how a walk picks its next action; rare: action kinds "
+                       "taken less often so far are favoured (default uniform)")
     check.add_argument("--seed", type=SEED)
     check.add_argument("--depth", type=integer(1, 10**6), default=50,
                        help="simulation: steps per trace")
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         seed = args.seed if args.seed is not None else 0
         print(f"simulation seed {seed}", file=sys.stderr)
         result = simulate(model, seed=seed, depth=args.depth, traces=args.traces,
-                          check_invariants=bool(names))
+                          check_invariants=bool(names), bias=args.bias)
     else:
         progress = None if args.json else tty_progress()
         result = explore(model, max_states=args.max_states, max_depth=args.max_depth,

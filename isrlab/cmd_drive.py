@@ -34,7 +34,7 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
     `clean` (unclean election off) and `elr` (KIP-966 on) drive the same schedule under other
     settings."""
     from impl.config import ClusterConfig
-    from vocab.config import BUG_RULES
+    from vocab.config import BUG_RULES, GUARD_RULES
 
     config = dict(config)
     if acks is not None:
@@ -48,10 +48,13 @@ def cluster_config(config: dict, variant: str | None, acks: str | None = None,
             raise UsageError(f"the counterexample needs {key}={config[key]}, which the "
                              "reference broker does not implement")
     # A mutant of the spec (`check --without RULE`) runs on the broker with the planted bug
-    # that is that rule switched off, when there is one.
+    # that is that rule switched off, when there is one; `check --with RULE` for a rule that
+    # only adds a guard runs on the base variant's broker.
     name, _, rules = (variant or config["variant"]).partition("+")
     bugs = set()
     for rule in filter(None, rules.split(",")):
+        if rule in {f"{r}=True" for r in GUARD_RULES}:
+            continue  # `check --with RULE`: a guard added, the base variant's broker follows
         bug = {f"{r}=False": b for b, r in BUG_RULES.items()}.get(rule)
         if bug is None:
             raise UsageError(f"the counterexample's variant switches {rule}, which the "

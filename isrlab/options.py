@@ -121,6 +121,9 @@ def kafka_config(args: argparse.Namespace, base=None):
     config = config.replace(**{k: v for k, v in flags.items() if v is not None})
     without = getattr(args, "without", None) or []
     with_ = getattr(args, "with_rules", None) or []
+    if set(without) & set(with_):
+        raise UsageError(f"--with and --without name the same rule: "
+                         f"{', '.join(sorted(set(without) & set(with_)))}")
     for flag, rules, has in (("--without", without, True), ("--with", with_, False)):
         for rule in rules:
             if rule not in SWITCHABLE_RULES:
@@ -129,9 +132,6 @@ def kafka_config(args: argparse.Namespace, base=None):
             if bool(getattr(config.variant, rule)) != has:
                 raise UsageError(f"{flag} {rule}: the variant {config.variant.name} "
                                  f"{'does not have' if has else 'already has'} that rule")
-    if set(without) & set(with_):
-        raise UsageError(f"--with and --without name the same rule: "
-                         f"{', '.join(sorted(set(without) & set(with_)))}")
     if without or with_:
         config = config.replace(variant=config.variant.with_rules(
             **{rule: False for rule in sorted(set(without))},

@@ -382,6 +382,9 @@ def _rebuild(model, symmetry, parents, init_states, init_by_fp, fp) -> list[tupl
     return trace
 
 
+SIM_BIASES = ("uniform", "rare")
+
+
 def simulate(
     model: Model,
     *,
@@ -389,11 +392,20 @@ def simulate(
     depth: int,
     traces: int,
     check_invariants: bool = True,
+    bias: str = "uniform",
 ) -> Result:
-    """Random walks from the initial states; every successor is checked, not just the path."""
+    """Random walks from the initial states; every successor is checked, not just the path.
+
+    bias "uniform" picks each step among the enabled actions alike; "rare" weighs an action by
+    1 / (1 + how often walks so far took an action of its kind), so walks spend their steps on
+    the kinds that random choice starves (a crash, an expansion, a second election) rather
+    than on the many fetch and read steps enabled in most states."""
+    if bias not in SIM_BIASES:
+        raise ValueError(f"bias: {bias!r} (known: {', '.join(SIM_BIASES)})")
     start = time.perf_counter()
     rng = random.Random(seed)
     coverage: Counter = Counter()
+    chosen: Counter = Counter()
     generated = 0
     seen: set[int] = set()
     deepest = 0
@@ -426,7 +438,12 @@ def simulate(
                     trace.append((label, nxt))
                     return _sim_result(start, "violation", seen, generated, step + 1, coverage,
                                        Violation(*found, trace), seed, traces)
-            label, state = rng.choice(succs)
+            if bias == "rare":
+                names = [model.action_name(label) for label, _ in succs]
+                label, state = rng.choices(succs, [1 / (1 + chosen[n]) for n in names])[0]
+                chosen[model.action_name(label)] += 1
+            else:
+                label, state = rng.choice(succs)
             trace.append((label, state))
             deepest = max(deepest, step + 1)
     return _sim_result(start, "ok", seen, generated, deepest, coverage, None, seed, traces)

@@ -201,12 +201,41 @@ def test_b7_the_stale_expansion_in_flight_loses_writes_on_kip_320_and_current_re
     assert report["violation"] is None and _lost(report) == [] and code == 0
 
 
+@pytest.mark.slow
+def test_b3_found_from_the_initial_state_is_served_stale_on_kip_279_and_fenced_on_kip_320(
+        capsys, tmp_path):
+    # Two brokers with the rules that fix B5 and B7 switched on (`--with`): the shortest
+    # violation of kip-279 is B3, and the check drives it through the broker at once.
+    cex = _cex(capsys, tmp_path, "--variant", "kip-279", "--with", "broker_epochs", "--with",
+               "expand_requires_epoch_start", "--brokers", "2", "--records", "2", "--crashes",
+               "2", "--epochs", "4", "--expiries", "0", "--drive")
+    body = json.loads(cex.read_text(encoding="utf-8"))
+    assert (body["violation"]["invariant"], body["depth"]) == ("NoCommittedDataLoss", 19)
+    # Broker 1 fetches in epoch 1 from broker 0, leader again in epoch 3 with v2 where broker 1
+    # holds v1, and is served as caught up.
+    stale = [s for s in body["violation"]["trace"] if s.get("action") == "LeaderHandleFetch"]
+    assert stale[-1]["args"] == {"broker": 0, "follower": 1, "partition": 0}
+    driven = body["drive"]
+    assert driven["variant"] == "kip-279" and driven["replay"] == "accepted"
+    assert (driven["followed"], driven["total"]) == (19, 19)
+    assert driven["violation"]["invariant"] == "NoCommittedDataLoss"
+
+    # The kip-320 broker fences the stale fetch (FENCED_LEADER_EPOCH): no expansion follows.
+    code, report = _drive(capsys, tmp_path, cex, "--variant", "kip-320")
+    assert report["followed"] == 18 and report["stuck"]["action"] == "LeaderExpandIsr"
+    assert report["violation"] is None and code == 0
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--without", "speed"], "unknown rule 'speed'"),
     (["--variant", "hw-truncation", "--without", "fencing"],
      "the variant hw-truncation does not have that rule"),
+    (["--with", "speed"], "unknown rule 'speed'"),
+    (["--variant", "current", "--with", "fencing"], "the variant current already has that rule"),
+    (["--variant", "kip-101", "--with", "fencing", "--without", "fencing"],
+     "--with and --without name the same rule: fencing"),
 ])
-def test_without_names_a_rule_the_variant_has(argv, needle, capsys):
+def test_with_and_without_name_a_rule_the_variant_has_or_lacks(argv, needle, capsys):
     assert main(["check", *argv, "--records", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("isrlab check: ") and needle in err and "\n" not in err

@@ -33,6 +33,10 @@ SWITCHABLE_RULES = (
     "fencing", "expand_requires_epoch_start", "broker_epochs", "hw_requires_min_isr",
     "isr_shrink_bumps_leader_epoch",
 )
+# Rules that only add a guard to an action (the expansion's): every path of a variant with one
+# switched on is a path of the variant without it, so its counterexample can run on the
+# broker of the variant without it.
+GUARD_RULES = ("expand_requires_epoch_start", "broker_epochs")
 # Planted bugs of the reference broker that are exactly a spec rule switched off: a run with
 # the bug replays against the spec variant without that rule.
 BUG_RULES = {"expand-without-epoch-start": "expand_requires_epoch_start"}
