@@ -4,7 +4,8 @@
     python bench/exhaustive_bench.py --only b8  # one of them
 
 "b6" and "b8" explore a configuration in which a catalogue bug is fixed (docs/protocol.md) to
-the end; "found" searches from the initial state for B2's kip-101 form. Each compares its
+the end; "found" searches from the initial state for B2's kip-101 form, and "b4" for B4 by the
+guided search (`isrlab check --guided`), which BFS does not reach. Each compares its
 verdict, distinct-state count and depth with the pinned figures; a mismatch is printed and
 makes the exit status 1. The small versions of the same checks are in tests/ (B6 without
 crashes, B8 to its counterexample's depth, B2 under hw-truncation).
@@ -20,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model_check.explorer import explore  # noqa: E402
+from model_check.guided import guided_search  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from spec import VARIANTS, Config  # noqa: E402
 
@@ -41,9 +43,16 @@ RUNS = {
               dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,
                    max_session_expiries=0),
               ("NoCommittedDataLoss", 740_162, 24)),
+    # B4: three brokers, every write flushed (no B2), the rules that fix B3, B5 and B7 on.
+    "b4": ("B4 found from the initial state in kip-101 by the guided search",
+           dict(COMMON, brokers=3, max_records=2, max_leader_epochs=3, max_crashes=2,
+                max_session_expiries=0, log_flush_interval_messages=1),
+           ("NoCommittedDataLoss", 993_417, 21)),
 }
-VARIANT = {"found": VARIANTS["kip-101"].with_rules(
-    fencing=True, broker_epochs=True, expand_requires_epoch_start=True)}
+WITH_FIXES = VARIANTS["kip-101"].with_rules(
+    fencing=True, broker_epochs=True, expand_requires_epoch_start=True)
+VARIANT = {"found": WITH_FIXES, "b4": WITH_FIXES}
+GUIDED = ("b4",)
 
 
 def main() -> int:
@@ -56,7 +65,8 @@ def main() -> int:
             continue
         config = Config(variant=VARIANT.get(key, VARIANTS["current"]), **fields)
         wall, cpu = time.perf_counter(), time.process_time()
-        result = explore(KafkaModel(config), workers=1)
+        model = KafkaModel(config)
+        result = guided_search(model) if key in GUIDED else explore(model, workers=1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         found = result.violation.invariant if result.violation else result.result
         got = (found, result.distinct_states, result.depth)

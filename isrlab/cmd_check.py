@@ -60,7 +60,12 @@ def register(sub) -> None:
                        help="worker processes (at most 4 per core)")
     check.add_argument("--max-states", type=integer(1), metavar="N")
     check.add_argument("--max-depth", type=integer(1), metavar="N")
-    check.add_argument("--simulate", action="store_true", help="random walks instead of BFS")
+    search = check.add_mutually_exclusive_group()
+    search.add_argument("--simulate", action="store_true", help="random walks instead of BFS")
+    search.add_argument("--guided", action="store_true",
+                        help="best-first search towards states where invariant-relevant "
+                        "features hold (kafka model; finds deep bugs BFS cannot reach, "
+                        "not the shortest counterexample)")
     check.add_argument("--bias", choices=SIM_BIASES, default="uniform",
                        help="simulation: how a walk picks its next action; rare: action kinds "
                        "taken less often so far are favoured (default uniform)")
@@ -126,7 +131,14 @@ def run(args: argparse.Namespace) -> int:
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
-    if args.simulate:
+    if args.guided:
+        from model_check.guided import guided_search
+
+        if args.model != "kafka":
+            raise UsageError("--guided: only the kafka model")
+        result = guided_search(model, max_states=args.max_states,
+                               check_invariants=bool(names))
+    elif args.simulate:
         seed = args.seed if args.seed is not None else 0
         print(f"simulation seed {seed}", file=sys.stderr)
         result = simulate(model, seed=seed, depth=args.depth, traces=args.traces,
