@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from model_check.gcpause import gc_paused
 from model_check.model import Model
 
 
@@ -268,6 +269,7 @@ class _Pool:
 # ------------------------------------------------------------------------------------------
 
 
+@gc_paused
 def explore(
     model: Model,
     *,
@@ -385,6 +387,7 @@ def _rebuild(model, symmetry, parents, init_states, init_by_fp, fp) -> list[tupl
 SIM_BIASES = ("uniform", "rare")
 
 
+@gc_paused
 def simulate(
     model: Model,
     *,

@@ -23,11 +23,13 @@ from collections import Counter
 
 from model_check.coverage import FEATURES
 from model_check.explorer import Result, Violation, collision_probability
+from model_check.gcpause import gc_paused
 from model_check.model import KafkaModel
 
 DEFAULT_WEIGHT = 3  # one feature is worth three steps of depth
 
 
+@gc_paused
 def guided_search(model: KafkaModel, *, max_states: int | None = None,
                   weight: int = DEFAULT_WEIGHT, check_invariants: bool = True) -> Result:
     """Best-first search by `depth - weight * features` (ties: first generated first)."""

@@ -55,15 +55,14 @@ invoked or completed twice, a missing field) raises `HistoryError` naming the li
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from model_check.gcpause import without_gc
 from vocab.trace import LineError, causal_merge, check
 
 KINDS = (
@@ -76,19 +75,6 @@ KINDS = (
 ACKS_LEVELS = ("0", "1", "all")
 
 _ABSENT = object()  # The final state holds no record at an offset.
-
-
-@contextlib.contextmanager
-def _without_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: these passes allocate millions of small acyclic
-    objects, and collections triggered by them took over half the time at 1e6 lines."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class HistoryError(Exception):
@@ -193,7 +179,7 @@ def load_history(paths: Iterable[str | Path]) -> History:
     files: list[Path] = []
     for path in map(Path, paths):
         files.extend(sorted(path.glob("*.ndjson")) if path.is_dir() else [path])
-    with _without_gc():
+    with without_gc():
         for path in files:
             _load_file(history, path)
     return history
@@ -290,7 +276,7 @@ def check_history(
     index; partitions it does not hold take their final state from the reads. Lines of other
     kinds are skipped. Raise `HistoryError` for a malformed history.
     """
-    with _without_gc():
+    with without_gc():
         return _check(lines, final_logs or {})
 
 

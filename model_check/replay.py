@@ -41,6 +41,7 @@ from pathlib import Path
 
 import msgspec
 
+from model_check.gcpause import gc_paused
 from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
@@ -157,6 +158,7 @@ def _trace_files(paths: list[str | Path]) -> list[Path]:
     return files
 
 
+@gc_paused
 def load_run(paths: list[str | Path]) -> Run:
     """Read the trace files (or directories of them) of one run."""
     header: dict | None = None
@@ -203,6 +205,7 @@ def _load_run_json(path: Path) -> dict:
     return body
 
 
+@gc_paused
 def load_texts(texts: dict[str, str], run_json: dict | None = None) -> Run:
     """A run from in-memory trace texts (node -> NDJSON), as a campaign holds them."""
     header = None
@@ -909,6 +912,7 @@ def _check_counts(run: Run, order: list[Event]) -> None:
         raise TraceError(f"run.json: summary disagrees with the traces: {'; '.join(differs)}")
 
 
+@gc_paused
 def replay_run(run: Run, check_invariants: bool = True, visited: set | None = None,
                taken: list | None = None) -> ReplayResult:
     """Replay a run; `visited` and `taken`, when given, collect every spec state the replay
