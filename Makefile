@@ -21,7 +21,7 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
