@@ -21,7 +21,8 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -m serial
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -17,6 +17,10 @@ from impl.kafka.clients import CLIENTS
 from model_check.kafka_runs import kafka_run
 from model_check.replay import load_run, replay_run
 
+# Real processes on real sockets with timeouts: run alone, not beside a second test worker
+# (make test runs these after the parallel part).
+pytestmark = pytest.mark.serial
+
 
 def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
     run = kafka_run(tmp_path / "run", CLIENTS, count=200,

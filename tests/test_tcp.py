@@ -32,6 +32,10 @@ from impl.tcp.supervisor import Processes, control, node_command, pick_ports
 from model_check.history import check_history, load_history
 from model_check.replay import format_result, replay_paths
 
+# Real processes on real sockets with timeouts: run alone, not beside a second test worker
+# (make test runs these after the parallel part).
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "test-secret"
 

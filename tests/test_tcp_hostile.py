@@ -31,6 +31,10 @@ from impl.tcp.framing import (
 )
 from impl.tcp.supervisor import Processes, control, node_command, pick_ports
 
+# Real processes on real sockets with timeouts: run alone, not beside a second test worker
+# (make test runs these after the parallel part).
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "the-run-secret"
 
