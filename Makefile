@@ -21,7 +21,7 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -n 2 --dist loadgroup -m "not serial"
 	$(BIN)/pytest -m serial
 
 clean:

@@ -26,6 +26,14 @@ from spec.state import Cluster
 from vocab.outcomes import Outcome, Refusal
 
 
+def pytest_collection_modifyitems(items):
+    """Files with slow tests first, each file kept together (its module fixtures are built
+    once): with two workers (make test) the quick files then fill the tail, so neither worker
+    is left alone with a long file at the end."""
+    slow = {item.module for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module not in slow)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _temp_dirs_under_pytest(tmp_path_factory):
     """Commands that leave their output in a new temp dir for the user (isrlab check --drive)

@@ -14,6 +14,8 @@ import pytest
 from isrlab.cli import main
 from isrlab.options import MAX_WORKERS
 
+pytestmark = pytest.mark.xdist_group("test_cli")  # one worker builds its shared fixtures
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

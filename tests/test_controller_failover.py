@@ -28,6 +28,8 @@ from spec.actions import (
 )
 from vocab.outcomes import Code, Refusal
 
+pytestmark = pytest.mark.xdist_group("test_controller_failover")  # one worker builds its shared fixtures
+
 # Two brokers, no writes, two session expiries, one failover: small enough to walk whole.
 CONFIG = cfg(brokers=2, max_records=0, max_crashes=0, max_session_expiries=2,
              max_controller_failovers=1, max_leader_epochs=3, max_ticks=0, max_message_drops=0)

@@ -18,6 +18,8 @@ from impl.sim import SimOptions, simulate
 from isrlab.cli import main
 from model_check.corrupt import KINDS, Files, read_run, write_run
 
+pytestmark = pytest.mark.xdist_group("test_corruption")  # one worker builds its shared fixtures
+
 SEED = 11
 
 

@@ -15,6 +15,8 @@ from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import step
 
+pytestmark = pytest.mark.xdist_group("test_coverage")  # one worker builds its shared fixtures
+
 CLUSTER = ClusterConfig(brokers=2, variant="current")
 BOUNDS = dict(max_records=1, max_leader_epochs=2, max_crashes=1, max_session_expiries=1,
               max_ticks=0, max_message_drops=0)

@@ -13,6 +13,8 @@ from isrlab.cmd_cluster import losses_note
 from model_check.campaign import CampaignResult, format_summary, run_one
 from model_check.losses import run_losses
 
+pytestmark = pytest.mark.xdist_group("test_losses")  # one worker builds its shared fixtures
+
 # Both followers cut off (the ISR shrinks to {0}), then the leader crashes with its log
 # unflushed: the clean election can only wait for broker 0, which comes back empty, and the
 # followers truncate to it. Kafka's guarantee before KIP-966 excuses exactly this.

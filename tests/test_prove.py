@@ -20,6 +20,8 @@ from spec import VARIANTS, Config, initial_state, step
 from spec.invariants import violations
 from spec.lemmas import LEMMAS
 
+pytestmark = pytest.mark.xdist_group("test_prove")  # one worker builds its shared fixtures
+
 
 def _config(variant: str, **changes) -> Config:
     base = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,

@@ -54,6 +54,8 @@ from spec.actions import (
 )
 from spec.invariants import INVARIANTS, violations
 
+pytestmark = pytest.mark.xdist_group("test_rediscovery")  # one worker builds its shared fixtures
+
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
 

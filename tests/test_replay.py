@@ -16,6 +16,8 @@ from isrlab.cli import main
 from model_check.replay import TraceError, load_run, merge, replay_paths
 from vocab.trace import FORMAT
 
+pytestmark = pytest.mark.xdist_group("test_replay")  # one worker builds its shared fixtures
+
 FAULTS = ("crash", "partition", "pause", "slow")
 
 

@@ -29,7 +29,7 @@ from pyspark_harness.ingest import InputError, find_trace_files, parse_lines  # 
 from vocab.actions import ActionName as A  # noqa: E402
 from vocab.outcomes import Code  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_spark")]
 from vocab.trace import CausalCycle, LineError, check  # noqa: E402
 
 # Campaign directory -> its options; seeds differ, so run ids ("seed-N") are unique.
