@@ -304,10 +304,19 @@ def _time(e: Event) -> int:
     return e.time_ms
 
 
+# How long after a crash (ms) a peer may still read what the crashed process had sent.
+CRASH_DELIVERY_WINDOW_MS = 200
+
+
+def _is_crash(e: Event) -> int | None:
+    return CRASH_DELIVERY_WINDOW_MS if (
+        e.kind == "event" and e.body.get("action") == A.BROKER_CRASH) else None
+
+
 def merge(run: Run) -> list[Event]:
     """A total order: per-node seq order, receives after sends, earliest time first."""
     try:
-        return causal_merge(run.nodes, _sends, _recv, _time)
+        return causal_merge(run.nodes, _sends, _recv, _time, _is_crash)
     except CausalCycle as cycle:
         raise TraceError(f"{cycle.item.where}: {cycle}") from None
 

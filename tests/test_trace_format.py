@@ -170,3 +170,35 @@ def test_the_field_tables_of_docs_traces_md_match_the_structs():
     grown = struct_rows(_ExtraEvent)
     assert grown != doc_rows(text, "EventLine")
     assert set(grown) - set(doc_rows(text, "EventLine")) == {("`colour`", "integer or null", "no")}
+
+
+def _merge_holding(streams, window):
+    order = T.causal_merge(streams, lambda e: e[1], lambda e: e[2], lambda e: e[0],
+                           lambda e: window if e[3].endswith("crashes") else None)
+    return [e[3] for e in order]
+
+
+def test_a_crash_waits_for_the_receives_of_what_its_node_sent_before_it():
+    # b2 answered b0 (m1) and was killed at 10; b0 read the answer at 40, from its socket.
+    streams = {
+        "b2": [(5, ["b2:m1"], None, "b2 answers"), (10, [], None, "b2 crashes")],
+        "b0": [(30, [], None, "b0 appends"), (40, [], "b2:m1", "b0 reads the answer")],
+    }
+    assert _merge(streams) == ["b2 answers", "b2 crashes", "b0 appends", "b0 reads the answer"]
+    assert _merge_holding(streams, 100) == [
+        "b2 answers", "b0 appends", "b0 reads the answer", "b2 crashes"]
+    # Outside the window the crash is not held.
+    assert _merge_holding(streams, 20) == _merge(streams)
+
+
+def test_a_held_crash_goes_first_when_the_receive_needs_it():
+    # b0 reads b2's answer only after a message the controller sent once b2 was gone: the
+    # receive is stuck behind a line of another node after the crash, which never overtakes
+    # the crash, so the crash goes first (and the merge does not deadlock).
+    streams = {
+        "b2": [(5, ["b2:m1"], None, "b2 answers"), (10, [], None, "b2 crashes")],
+        "meta": [(12, ["meta:m1"], None, "meta: b2 is gone")],
+        "b0": [(20, [], "meta:m1", "b0 learns"), (40, [], "b2:m1", "b0 reads the answer")],
+    }
+    assert _merge_holding(streams, 100) == [
+        "b2 answers", "b2 crashes", "meta: b2 is gone", "b0 learns", "b0 reads the answer"]

@@ -258,7 +258,8 @@ class CausalCycle(ValueError):
 def causal_merge(streams: Mapping[Hashable, Sequence[T]],
                  sends: Callable[[T], Iterable[str]],
                  recv: Callable[[T], str | None],
-                 key: Callable[[T], Any]) -> list[T]:
+                 key: Callable[[T], Any],
+                 holds: Callable[[T], Any] | None = None) -> list[T]:
     """One total order of the lines of several nodes.
 
     `streams` holds each node's lines in its own order (`seq`). The result keeps each node's
@@ -267,6 +268,12 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     requests, order nothing). Among the nodes whose next line is ready, the smallest `key`
     goes first (ties: node names in sorted order). Raises `CausalCycle` when lines wait for
     each other.
+
+    A line for which `holds` gives a window (a process's crash: `key` units, None for other
+    lines) waits, while any other line is ready, for the receives, keyed at most that window
+    after it, of messages its node sent before it: bytes already sent over TCP reach a peer
+    after their sender died, and the order that delivers them first is as causal as the one
+    that does not.
     """
     names = sorted(streams, key=str)
     lists = [streams[name] for name in names]
@@ -286,6 +293,23 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     sent: set[str] = set()
     waiting: dict[str, list[int]] = {}
     ready: list[tuple[Any, int]] = []
+    recv_key = {recv(item): key(item) for items in lists for item in items
+                if recv(item) in traced} if holds else {}
+    receiver = {recv(item): rank for rank, items in enumerate(lists) for item in items
+                if recv(item) in traced} if holds else {}
+    unreceived: list[set[str]] = [set() for _ in lists]  # per node: sent, still to be received
+    held: list[int] = []
+
+    def awaited(rank: int) -> list[str]:
+        """The messages whose receives the crash line at `rank`'s head waits for."""
+        item = lists[rank][heads[rank]]
+        window = holds(item) if holds and unreceived[rank] else None
+        if window is None:
+            return []
+        return [m for m in unreceived[rank] if recv_key[m] <= key(item) + window]
+
+    def must_wait(rank: int) -> bool:
+        return bool(awaited(rank))
 
     def offer(rank: int) -> None:
         items = lists[rank]
@@ -299,14 +323,43 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
 
     for rank in range(len(lists)):
         offer(rank)
+    sender = {mid: rank for rank, items in enumerate(lists) for item in items
+              for mid in sends(item)} if holds else {}
     order: list[T] = []
-    while ready:
-        _, rank = heapq.heappop(ready)
+    while ready or held:
+        rank = None
+        if held:
+            # While a crash is held, only the nodes that receive what its node sent go on, up
+            # to those receives; when none of them can, the crash goes.
+            first = held[0]
+            receivers = {receiver[m] for m in awaited(first)}
+            mine = [entry for entry in ready if entry[1] in receivers]
+            if mine:
+                entry = min(mine)
+                ready.remove(entry)
+                heapq.heapify(ready)
+                rank = entry[1]
+            else:
+                rank = held.pop(0)
+        else:
+            _, rank = heapq.heappop(ready)
+            if must_wait(rank):
+                held.append(rank)
+                continue
         item = lists[rank][heads[rank]]
         heads[rank] += 1
         order.append(item)
+        mid = recv(item)
+        if holds and mid in sender:
+            origin = sender[mid]
+            unreceived[origin].discard(mid)
+            if origin in held and not must_wait(origin):
+                held.remove(origin)
+                heapq.heappush(ready, (key(lists[origin][heads[origin]]), origin))
         for mid in sends(item):
             sent.add(mid)
+            if holds and mid in recv_key:
+                unreceived[rank].add(mid)
             for other in waiting.pop(mid, ()):
                 offer(other)
         offer(rank)
