@@ -387,6 +387,15 @@ def _rebuild(model, symmetry, parents, init_states, init_by_fp, fp) -> list[tupl
 SIM_BIASES = ("uniform", "rare")
 
 
+def first_violation(invariants: list, state) -> tuple[str, str] | None:
+    """(name, detail) of the first of `invariants` (name, check) that `state` breaks."""
+    for name, inv in invariants:
+        detail = inv(state)
+        if detail is not None:
+            return name, detail
+    return None
+
+
 @gc_paused
 def simulate(
     model: Model,
@@ -415,11 +424,7 @@ def simulate(
     invariants = list(model.invariants.items()) if check_invariants else []
 
     def check(state):
-        for name, inv in invariants:
-            detail = inv(state)
-            if detail is not None:
-                return name, detail
-        return None
+        return first_violation(invariants, state)
 
     init_states = list(model.init_states())
     for _ in range(traces):
@@ -443,8 +448,9 @@ def simulate(
                                        Violation(*found, trace), seed, traces)
             if bias == "rare":
                 names = [model.action_name(label) for label, _ in succs]
-                label, state = rng.choices(succs, [1 / (1 + chosen[n]) for n in names])[0]
-                chosen[model.action_name(label)] += 1
+                i = rng.choices(range(len(succs)), [1 / (1 + chosen[n]) for n in names])[0]
+                label, state = succs[i]
+                chosen[names[i]] += 1
             else:
                 label, state = rng.choice(succs)
             trace.append((label, state))

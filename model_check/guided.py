@@ -22,7 +22,7 @@ import time
 from collections import Counter
 
 from model_check.coverage import FEATURES
-from model_check.explorer import Result, Violation, collision_probability
+from model_check.explorer import Result, Violation, collision_probability, first_violation
 from model_check.gcpause import gc_paused
 from model_check.model import KafkaModel
 
@@ -46,11 +46,7 @@ def guided_search(model: KafkaModel, *, max_states: int | None = None,
         return depth - weight * sum(1 for f in features if f(state))
 
     def violated(state):
-        for name, inv in invariants:
-            detail = inv(state)
-            if detail is not None:
-                return name, detail
-        return None
+        return first_violation(invariants, state)
 
     def result(kind: str, violation: Violation | None = None) -> Result:
         # A violation's depth is its counterexample's length, as BFS reports it.

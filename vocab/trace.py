@@ -270,10 +270,10 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     each other.
 
     A line for which `holds` gives a window (a process's crash: `key` units, None for other
-    lines) waits, while any other line is ready, for the receives, keyed at most that window
-    after it, of messages its node sent before it: bytes already sent over TCP reach a peer
-    after their sender died, and the order that delivers them first is as causal as the one
-    that does not.
+    lines) waits for the receives, keyed at most that window after it, of messages its node
+    sent before it; meanwhile only the receiving nodes' lines go, and when none of them can,
+    the held line goes. Bytes already sent over TCP reach a peer after their sender died, and
+    the order that delivers them first is as causal as the one that does not.
     """
     names = sorted(streams, key=str)
     lists = [streams[name] for name in names]
