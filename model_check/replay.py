@@ -46,7 +46,7 @@ from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
-from spec.state import NO_LEADER, Acked
+from spec.state import NO_LEADER, Acked, GrowingSet, replace
 from vocab.actions import ActionName as A
 from vocab.config import SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
@@ -56,6 +56,7 @@ UNBOUNDED = 1 << 40
 MAX_SILENT_TICKS = 3
 HISTORY_TAIL = 8
 READ_STRIDE = 64
+READ_GROWTH = 8
 
 
 class TraceError(ValueError):
@@ -376,7 +377,9 @@ class Replayer:
 
     def __init__(self, config: Config):
         self.config = config
-        self.state = initial_state(config)
+        # Persistent ghost sets: a long run acknowledges and reads tens of thousands of writes.
+        self.state = replace(initial_state(config), acked=GrowingSet(), consumed=GrowingSet(),
+                             crash_losses=GrowingSet())
         self.steps = 0
         self.silent = 0
         self.skipped = 0
@@ -390,6 +393,10 @@ class Replayer:
         self.phantom: set[str] = set()
         self.slot: dict[tuple[int, int], str] = {}  # (partition, follower) -> message id
         self.read_frontier: dict[int, int] = {}
+        # (partition, broker) -> the epoch cache the broker's trace last showed, and the
+        # spec's cache tuple found equal to it (lines omit an unchanged cache)
+        self.shown_cache: dict[tuple[int, int], list] = {}
+        self.verified_cache: dict[tuple[int, int], tuple] = {}
         self.client_acked: set[int] = set()  # impl values the producer saw acknowledged
         self.served: set[tuple[int, int, int]] = set()  # (partition, offset, impl value)
         self.reads: list[tuple[str, int, int, int]] = []  # (where, partition, offset, value)
@@ -447,7 +454,6 @@ class Replayer:
             "high_watermark": r.high_watermark,
             "flushed_offset": r.flushed_offset,
             "last": last,
-            "epoch_cache": [list(e) for e in r.epoch_cache],
             "leader": r.leader,
             "leader_epoch": r.leader_epoch,
             "isr": list(r.isr),
@@ -461,8 +467,23 @@ class Replayer:
                 and 0 <= impl["broker"] < self.config.brokers):
             raise _Mismatch(f"post-state of partition {impl['partition']} on broker "
                             f"{impl['broker']}: no such replica")
-        spec = self.project_replica(impl["partition"], impl["broker"])
+        p, b = impl["partition"], impl["broker"]
+        spec = self.project_replica(p, b)
         diffs = [(k, v, impl.get(k)) for k, v in spec.items() if impl.get(k) != v]
+        # A line carries the epoch cache only when it changed since the broker last traced
+        # the replica; absent, it is the one last shown. Compared in full only when the line
+        # shows a new one or the spec's is not the tuple that matched last time.
+        cache = self.state.replicas[p][b].epoch_cache
+        shown = self.shown_cache.get((p, b))
+        if shown is None:
+            raise _Mismatch(f"replica p{p} of broker {b}: a post-state without an epoch "
+                            "cache, and none traced before")
+        if cache is not self.verified_cache.get((p, b)):
+            if [list(e) for e in cache] == shown:
+                self.verified_cache[p, b] = cache
+            else:
+                impl_cache = shown if "epoch_cache" in impl else f"unchanged since {shown}"
+                diffs.append(("epoch_cache", [list(e) for e in cache], impl_cache))
         if diffs:
             raise _Mismatch(
                 f"replica p{impl['partition']} of broker {impl['broker']} differs", diffs)
@@ -508,8 +529,15 @@ class Replayer:
         handler = _HANDLERS.get(e.action)
         if handler is None:
             raise _Mismatch(f"no spec counterpart for implementation action {e.action!r}")
-        if e.body.get("state") is None and e.action not in _STATELESS:
+        state = e.body.get("state")
+        if state is None and e.action not in _STATELESS:
             raise _Mismatch(f"{e.action} event without its post-state: nothing to compare")
+        if state is not None:
+            for shown in state.get("replicas") or (state,):
+                if shown.get("epoch_cache") is not None:
+                    key = (shown.get("partition"), shown.get("broker"))
+                    self.shown_cache[key] = shown["epoch_cache"]
+                    self.verified_cache.pop(key, None)
         try:
             handler(self, e.body, e.body.get("args", {}))
         except (KeyError, TypeError, IndexError, ValueError) as error:
@@ -803,9 +831,11 @@ def _consumer_serve(rp: Replayer, body: dict, args: dict) -> None:
             raise _Mismatch(f"served v{value} at offset {offset}; the spec's log has v{spec}")
         rp.served.add((p, offset, value))
     # The spec's consumer reads the whole prefix (O(HW) per step), so it steps only when the
-    # served records reach READ_STRIDE past its last read; every read is checked above.
+    # served records pass its last read by READ_STRIDE or by 1/READ_GROWTH of it, whichever is
+    # more: geometric steps keep the whole replay linear. Every served record is checked above.
     served = (body.get("detail") or {}).get("records") or [[-1]]
-    due = served[-1][0] >= rp.read_frontier.get(p, 0) + READ_STRIDE
+    frontier = rp.read_frontier.get(p, 0)
+    due = served[-1][0] >= frontier + max(READ_STRIDE, frontier // READ_GROWTH)
     if due and rp.state.controller.partitions[p].leader == b:
         rp.read_frontier[p] = r.high_watermark
         try:

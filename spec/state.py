@@ -25,7 +25,10 @@ Values are unique record ids 1, 2, ... assigned by `ProducerSend`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass, field
+
+import immutables
 
 from spec.config import Config
 from vocab.outcomes import KAFKA_ERROR_NUMBERS
@@ -57,6 +60,62 @@ def replace(obj, **changes):
         exec("\n".join(lines), namespace)
         replacer = _REPLACERS[cls] = namespace[f"replace_{cls.__name__}"]
     return replacer(obj, changes)
+
+
+class GrowingSet(Set):
+    """An immutable set whose `|` costs O(k log n) for k new items, not O(n): a hash array
+    mapped trie (`immutables.Map`) shares all but a path with the set it came from.
+
+    The ghost sets (acknowledged writes, consumer reads, crash losses) only grow. The explorer
+    keeps them small and uses frozensets; replaying a run of a million events holds tens of
+    thousands of writes, where copying a frozenset on every acknowledgement made replay
+    quadratic. It is a set in every way the spec uses one (membership, iteration, `|`,
+    comparisons, `-`) and equal to, and hashed as, the frozenset of its items.
+    """
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: Iterable = ()):
+        self._items = immutables.Map(dict.fromkeys(items))
+        self._hash = 0
+
+    @classmethod
+    def _of(cls, items: immutables.Map) -> GrowingSet:
+        new = _new(cls)
+        new._items = items
+        new._hash = 0
+        return new
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __or__(self, other: Iterable) -> GrowingSet:
+        with self._items.mutate() as items:
+            for item in other:
+                items.set(item, None)
+            return GrowingSet._of(items.finish())
+
+    __ror__ = __or__
+
+    def __rsub__(self, other: Iterable) -> frozenset:
+        return frozenset(x for x in other if x not in self._items)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            self._hash = hash(frozenset(self._items))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"GrowingSet({sorted(self._items, key=repr)!r})"
+
+    def __reduce__(self):
+        return GrowingSet, (tuple(self._items),)
 
 
 def _no_none(rows):

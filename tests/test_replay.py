@@ -85,6 +85,67 @@ def test_a_changed_high_watermark_is_a_divergence_naming_the_field(run_dir, tmp_
                                                            ).format_result(result)
 
 
+def _carries_cache(body) -> bool:
+    return body.get("kind") == "event" and "epoch_cache" in (body.get("state") or {}) \
+        and body["action"] != "BrokerCrash"
+
+
+@pytest.fixture(scope="module")
+def leaderships_dir(tmp_path_factory) -> Path:
+    """A run with several leaderships, so the epoch cache changes mid-run."""
+    directory = tmp_path_factory.mktemp("run") / "seed-1"
+    simulate(ClusterConfig(), SimOptions(seed=1, duration_ms=30_000,
+                                         nemesis=("crash", "partition", "pause"))).write(directory)
+    return directory
+
+
+def test_lines_carry_the_epoch_cache_only_when_it_changed(leaderships_dir):
+    lines = [json.loads(x) for x in (leaderships_dir / "b0.ndjson").read_text().splitlines()]
+    with_state = [b for b in lines if b.get("kind") == "event" and (b.get("state") or {})
+                  .get("log_end_offset") is not None]
+    carrying = [b for b in with_state if "epoch_cache" in b["state"]]
+    # Each leadership adds an entry: the cache appears on few lines, not on every one.
+    assert 3 <= len(carrying) < len(with_state) / 100
+
+
+def test_a_changed_epoch_cache_is_a_divergence(leaderships_dir, tmp_path):
+    assert replay_paths([leaderships_dir]).verdict == "accepted"
+    run = copy_run(leaderships_dir, tmp_path)
+    seen = []
+
+    def shift(body):
+        if _carries_cache(body) and body["state"]["epoch_cache"]:
+            seen.append(body)
+            if len(seen) == 3:  # not the first line of a replica
+                body["state"]["epoch_cache"][-1][1] += 1
+                return body
+        return None
+
+    rewrite(run / "b0.ndjson", shift)
+    d = replay_paths([run]).divergence
+    assert d is not None and [f for f, _, _ in d.differences] == ["epoch_cache"]
+
+
+def test_a_cache_change_the_line_does_not_show_is_a_divergence(leaderships_dir, tmp_path):
+    """Dropping the cache from a line where it changed claims "unchanged": the spec's changed."""
+    run = copy_run(leaderships_dir, tmp_path)
+    seen = []
+
+    def hide(body):
+        if _carries_cache(body) and body["action"] != "BecomeLeader":
+            seen.append(body)
+            if len(seen) == 2:
+                del body["state"]["epoch_cache"]
+                return body
+        return None
+
+    line = rewrite(run / "b0.ndjson", hide)
+    d = replay_paths([run]).divergence
+    assert d is not None and d.event.where == f"{run / 'b0.ndjson'}:{line}"
+    (field, _, impl), = d.differences
+    assert field == "epoch_cache" and impl.startswith("unchanged since")
+
+
 def test_a_missing_append_is_a_gap_and_renumbered_a_divergence(run_dir, tmp_path):
     run = copy_run(run_dir, tmp_path)
     path = run / "b0.ndjson"

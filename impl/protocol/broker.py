@@ -210,6 +210,8 @@ class BrokerCore:
         self.isr_check_at = NEVER
         self.flush_at = NEVER
         self._late_fetches: list[tuple] = []  # parked fetches to answer after a role change
+        # partition -> (length, last entry) of the epoch cache as the trace last showed it.
+        self._traced_cache: dict[int, tuple] = {}
         recovered = recovered or {}
         self.replicas: list[Replica] = []
         for p in range(config.partitions):
@@ -380,8 +382,23 @@ class BrokerCore:
     def _transition(self, r: Replica, action: A, args: dict, outcome: Outcome,
                     recv: str | None = None, detail: dict | None = None) -> Transition:
         return Transition.of(action, {"partition": r.partition, "broker": self.broker, **args},
-                             outcome, state=self.replica_state(r) if self.tracing else None,
+                             outcome, state=self._post_state(r) if self.tracing else None,
                              detail=detail, recv=recv)
+
+    def _post_state(self, r: Replica) -> dict:
+        """A transition's post-state: the replica's fields, with the epoch cache only when it
+        changed since this process last traced the replica. The cache gains an entry per
+        leadership and Kafka keeps it for the life of the log, so carried on every line it
+        made a long trace quadratic in size. Both of the cache's changes (assign, truncate)
+        act at its end, so its length and last entry tell whether it changed."""
+        state = self.replica_state(r)
+        cache = r.epoch_cache
+        key = (len(cache), tuple(cache[-1]) if cache else None)
+        if self._traced_cache.get(r.partition) == key:
+            del state["epoch_cache"]
+        else:
+            self._traced_cache[r.partition] = key
+        return state
 
     # Log changes (each also returns the disk effects) -----------------------------------------
 
