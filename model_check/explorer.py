@@ -31,10 +31,13 @@ import random
 import signal
 import sys
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from model_check.gcpause import gc_paused
 from model_check.model import Model
@@ -84,11 +87,88 @@ def collision_probability(n: int) -> float:
 
 
 # ------------------------------------------------------------------------------------------
+# Storage. A stored state costs its fingerprint in a sorted array (8 bytes) and, at the
+# coordinator, its parent's position and its successor index (4 + 2 bytes): no Python object
+# per state, so millions of states cost tens of megabytes and nothing for the collector.
+
+
+class _Visited:
+    """A set of 64-bit fingerprints as one sorted int64 array: membership is asked in batches
+    (binary search per item, in C) and whole levels are merged in at once."""
+
+    def __init__(self) -> None:
+        self.fps = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.fps)
+
+    def contains(self, fps: np.ndarray) -> np.ndarray:
+        """A bool per item of `fps`: whether it is in the set."""
+        if not len(self.fps):
+            return np.zeros(len(fps), dtype=bool)
+        at = np.searchsorted(self.fps, fps)
+        at[at == len(self.fps)] = 0
+        return self.fps[at] == fps
+
+    def add(self, fps) -> None:
+        """Add fingerprints that are distinct and none of them in the set yet."""
+        new = np.fromiter(fps, dtype=np.int64)
+        if len(new):
+            new.sort()
+            self.fps = np.insert(self.fps, np.searchsorted(self.fps, new), new)
+
+
+class _Tree:
+    """The coordinator's record of the search: the visited fingerprints, and for each state, by
+    position (initial states first, then level by level in fingerprint order), the position
+    of its parent (-1 for an initial state) and which successor of the parent it is (for an
+    initial state: which initial state). `visited`, when given, is kept up to date by its
+    owner (the single in-process worker)."""
+
+    def __init__(self, visited: _Visited | None = None) -> None:
+        self.owns_visited = visited is None
+        self.visited = _Visited() if visited is None else visited
+        self.parent: list[np.ndarray] = []
+        self.index: list[np.ndarray] = []
+        self.count = 0
+
+    def add_level(self, fps, parent_pos, index) -> int:
+        """Store a level; return the position of its first state."""
+        start = self.count
+        if self.owns_visited:
+            self.visited.add(fps)
+        self.parent.append(np.asarray(parent_pos, dtype=np.int32))
+        self.index.append(np.asarray(index, dtype=np.uint16))
+        self.count += len(fps)
+        return start
+
+    def chain(self, position: int) -> tuple[int, list[int]]:
+        """(initial state index, successor indices from it) of the state at `position`."""
+        parent = np.concatenate(self.parent)
+        index = np.concatenate(self.index)
+        steps = []
+        while parent[position] >= 0:
+            steps.append(int(index[position]))
+            position = int(parent[position])
+        return int(index[position]), steps[::-1]
+
+    def nbytes(self) -> int:
+        return self.visited.fps.nbytes + sum(a.nbytes for a in self.parent + self.index)
+
+
+# Successors are checked against the visited array in batches of this many.
+_BATCH = 4096
+
+
+# ------------------------------------------------------------------------------------------
 # The expansion work, shared by the in-process and the forked workers.
 
 
 class _Expander:
-    """Holds the states this worker generated and expands the ones the coordinator accepts."""
+    """Holds the states this worker generated and expands the ones the coordinator accepts.
+
+    States travel with their position in the coordinator's tree (`_Tree`): positions follow
+    fingerprint order within a level, so ordering by position is ordering by fingerprint."""
 
     def __init__(self, model: Model, symmetry: bool, check: bool):
         self.model = model
@@ -97,7 +177,8 @@ class _Expander:
         self.pending: dict[int, Any] = {}
         # Every fingerprint this worker reported in an earlier level is visited by now (it was
         # either new and accepted, or already visited), so it can be skipped at once.
-        self.seen: set[int] = set()
+        self.seen = _Visited()
+        self.previous: set[int] = set()  # the fingerprints of the last level expanded here
         self.checks = list(model.invariants.items())
 
     def fingerprint(self, state: Any) -> tuple[int, Any]:
@@ -105,66 +186,95 @@ class _Expander:
             state = self.model.canonical(state)
         return hash(state), state
 
-    def seed(self, states: list[Any]) -> list[tuple[int, int, int]]:
+    def seed(self, states: list[Any]) -> list[tuple[int, int]]:
+        """(fingerprint, index) of each distinct initial state."""
         out = []
         for index, state in enumerate(states):
             fp, canon = self.fingerprint(state)
             if fp not in self.pending:
                 self.pending[fp] = canon
-                self.seen.add(fp)
-                out.append((fp, 0, index))
+                out.append((fp, index))
+        self.seen.add(self.pending)
         return out
 
-    def export(self, fps: list[int]) -> list[tuple[int, Any]]:
+    def export(self, fps: list[int]) -> list[Any]:
         """Hand some accepted states to the coordinator, to balance the next level."""
-        return [(fp, self.pending.pop(fp)) for fp in fps]
+        return [self.pending.pop(fp) for fp in fps]
 
-    def expand(self, accepted: list[int], imported: list[tuple[int, Any]], expand: bool):
-        """Check and expand the accepted states; return violations, new candidates, counts."""
-        frontier = [(fp, self.pending[fp]) for fp in accepted] + imported
-        self.pending = {}
+    def expand(self, accepted: list[tuple[int, int]], imported: list[tuple[int, int, Any]],
+               expand: bool):
+        """Check and expand the accepted states, (position, fingerprint) each, and the
+        imported ones, (position, fingerprint, state). Return the violations as (invariant
+        order, position, name, detail), the new states as (fingerprints, parent positions,
+        successor indices), the action counts and the number of successors."""
+        held, self.pending = self.pending, {}
+        frontier = [(pos, fp, None) for pos, fp in accepted] + imported
+        frontier.sort(key=_first)
         model = self.model
         violations = []
+        parents = array("q")
+        indices = array("H")
+        kinds: Counter = Counter()
+        generated = 0
+        pending = self.pending
         if self.check:
             checks = self.checks
-            for fp, state in frontier:
+            for pos, fp, state in frontier:
+                if state is None:
+                    state = held[fp]
                 for order, (name, check) in enumerate(checks):
                     detail = check(state)
                     if detail is not None:
-                        violations.append((order, fp, name, detail))
+                        violations.append((order, pos, name, detail))
                         break
-        candidates: dict[int, tuple[int, int]] = {}
-        kinds: Counter = Counter()
-        generated = 0
         if expand and not violations:
-            pending = self.pending
             canonical = self.model.canonical if self.symmetry else None
-            # In ascending fingerprint order the first discovery of a state within this worker
-            # is its smallest (parent, index): no per-successor comparison needed.
-            frontier.sort(key=_first)
             seen = self.seen
             successors = model.successors
             labels_seen: list = []
             kind_of = labels_seen.append
-            for parent, state in frontier:
+            batch: list[tuple[int, int, int, Any]] = []
+            fresh = batch.append
+            # Most successors are states of this level or the last: those are looked up in a
+            # set of the two frontiers, and only the rest in the sorted array.
+            level = {fp for _, fp, _ in frontier}
+            recent = level | self.previous
+
+            def flush():
+                # In ascending position order the first discovery of a state within this
+                # worker is its smallest (parent, index); batches keep that order.
+                known = seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
+                for (fp, parent, index, nxt), old in zip(batch, known.tolist(), strict=True):
+                    if not old and fp not in pending:
+                        pending[fp] = nxt
+                        parents.append(parent)
+                        indices.append(index)
+                batch.clear()
+
+            for pos, fp, state in frontier:
+                if state is None:
+                    state = held.pop(fp)
                 index = 0
                 for label, nxt in successors(state):
                     kind_of(label)
                     if canonical is not None:
                         nxt = canonical(nxt)
                     fp = hash(nxt)
-                    if fp not in seen and fp not in candidates:
-                        candidates[fp] = (parent, index)
-                        pending[fp] = nxt
+                    if fp not in pending and fp not in recent:
+                        fresh((fp, pos, index, nxt))
                     index += 1
                 generated += index
+                if len(batch) >= _BATCH:
+                    flush()
                 if len(labels_seen) > 4096:
                     kinds.update(map(_label_kind, labels_seen))
                     labels_seen.clear()
+            flush()
             kinds.update(map(_label_kind, labels_seen))
-            seen.update(candidates)
-        coverage = kinds
-        return violations, candidates, coverage, generated
+            seen.add(pending)
+            self.previous = level
+            del recent
+        return violations, (list(pending), parents, indices), kinds, generated
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -198,13 +308,6 @@ def _worker_main(conn, model, symmetry, check, parent):
             conn.send(expander.expand(message[1], message[2], message[3]))
 
 
-class _ZeroOwner:
-    """Owner map for a single worker: everything belongs to worker 0."""
-
-    def __getitem__(self, fp: int) -> int:
-        return 0
-
-
 class _Pool:
     """Forked workers speaking a tiny protocol over pipes; or one in-process expander."""
 
@@ -224,14 +327,15 @@ class _Pool:
             self.conns.append(parent)
             self.procs.append(proc)
 
-    def seed(self, states: list[Any]) -> list[tuple[int, int, int]]:
+    def seed(self, states: list[Any]) -> list[tuple[int, int]]:
         if self.workers == 1:
             return self.local.seed(states)
         self.conns[0].send(("seed", states))
         return self.conns[0].recv()
 
-    def expand(self, groups: list[list[int]], expand: bool):
-        """Expand the next level, `groups[w]` being the states worker w found.
+    def expand(self, groups: list[list[tuple[int, int]]], expand: bool):
+        """Expand the next level, `groups[w]` being the states worker w found, as (position,
+        fingerprint).
 
         Workers that found more than their share first hand the excess over (only new states
         ever travel, once), so the level is split evenly whoever discovered it.
@@ -241,10 +345,11 @@ class _Pool:
         share = -(-sum(len(g) for g in groups) // self.workers)
         keep = [g[:share] for g in groups]
         excess = {w: g[share:] for w, g in enumerate(groups) if len(g) > share}
-        for w, fps in excess.items():
-            self.conns[w].send(("export", fps))
-        moved = [item for w in excess for item in self.conns[w].recv()]
-        imports: list[list[tuple[int, Any]]] = [[] for _ in range(self.workers)]
+        for w, items in excess.items():
+            self.conns[w].send(("export", [fp for _, fp in items]))
+        moved = [(pos, fp, state) for w, items in excess.items()
+                 for (pos, fp), state in zip(items, self.conns[w].recv(), strict=True)]
+        imports: list[list[tuple[int, int, Any]]] = [[] for _ in range(self.workers)]
         for w in range(self.workers):
             room = share - len(keep[w])
             imports[w], moved = moved[:room], moved[room:]
@@ -269,6 +374,29 @@ class _Pool:
 # ------------------------------------------------------------------------------------------
 
 
+def _merge_level(tree: _Tree, replies) -> tuple[np.ndarray, ...]:
+    """The next level from the workers' replies, in fingerprint order: (fingerprints, parent
+    positions, successor indices, owning worker). A state two workers found goes to the one
+    with the smaller (parent position, index), so the tree does not depend on the number of
+    workers; states already visited (another worker's, or older) are dropped."""
+    fps = np.concatenate([np.array(r[1][0], dtype=np.int64) for r in replies])
+    parent = np.concatenate([np.frombuffer(r[1][1], dtype=np.int64) for r in replies])
+    index = np.concatenate([np.frombuffer(r[1][2], dtype=np.uint16) for r in replies])
+    owner = np.concatenate([np.full(len(r[1][0]), w, dtype=np.int32)
+                            for w, r in enumerate(replies)])
+    if len(replies) > 1 and len(fps):
+        fresh = ~tree.visited.contains(fps)
+        fps, parent, index, owner = fps[fresh], parent[fresh], index[fresh], owner[fresh]
+        # Sorted by (fingerprint, parent, index), the first of each fingerprint is the smallest.
+        order = np.lexsort((index, parent, fps))
+        fps, parent, index, owner = fps[order], parent[order], index[order], owner[order]
+        first = np.ones(len(fps), dtype=bool)
+        first[1:] = fps[1:] != fps[:-1]
+        return fps[first], parent[first], index[first], owner[first]
+    order = np.argsort(fps, kind="stable")
+    return fps[order], parent[order], index[order], owner[order]
+
+
 @gc_paused
 def explore(
     model: Model,
@@ -281,99 +409,79 @@ def explore(
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Result:
     """Breadth-first search of every reachable state; see the module docstring."""
-    start = time.perf_counter()
+    started = time.perf_counter()
     use_symmetry = model.symmetric() if symmetry is None else (symmetry and model.symmetric())
     check = check_invariants and bool(model.invariants)
     workers = max(1, workers)
     pool = _Pool(model, workers, use_symmetry, check)
-    parents: dict[int, tuple[int, int] | None] = {}
+    # With one worker its own record of what it reported is exactly the visited set: shared.
+    tree = _Tree(pool.local.seen if workers == 1 else None)
     coverage: Counter = Counter()
     generated = 0
     depth = 0
     result = "ok"
     violation = None
-    owner: dict[int, int] = {}
     try:
         init_states = list(model.init_states())
         seeded = pool.seed(init_states)
-        frontier: list[int] = []
-        for fp, _, _index in seeded:
-            parents[fp] = None
-            frontier.append(fp)
-            owner[fp] = 0
-        init_by_fp = {fp: index for fp, _, index in seeded}
-        while frontier:
+        start = tree.add_level([fp for fp, _ in seeded], [-1] * len(seeded),
+                               [index for _, index in seeded])
+        groups: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
+        groups[0] = [(start + i, fp) for i, (fp, _) in enumerate(seeded)]
+        while any(groups):
             last_level = max_depth is not None and depth >= max_depth
-            groups: list[list[int]] = [[] for _ in range(workers)]
-            for fp in frontier:
-                groups[owner[fp]].append(fp)
             replies = pool.expand(groups, expand=not last_level)
             found = sorted(v for reply in replies for v in reply[0])
             if found:
-                _, fp, name, detail = found[0]
-                trace = _rebuild(model, use_symmetry, parents, init_states, init_by_fp, fp)
+                _, pos, name, detail = found[0]
+                trace = _rebuild(model, use_symmetry, tree, init_states, pos)
                 violation = Violation(name, detail, trace)
                 result = "violation"
                 break
             for reply in replies:
                 coverage.update(reply[2])
                 generated += reply[3]
-            if workers == 1:
-                # One worker never reports a visited state (see _Expander.seen): accept all.
-                new: dict[int, tuple[int, int]] = replies[0][1]
-                owner = _ZeroOwner()
-            else:
-                best: dict[int, tuple[tuple[int, int], int]] = {}
-                for worker, reply in enumerate(replies):
-                    for fp, key in reply[1].items():
-                        if fp in parents:
-                            continue
-                        current = best.get(fp)
-                        if current is None or key < current[0]:
-                            best[fp] = (key, worker)
-                new = {fp: key for fp, (key, _) in best.items()}
-                owner = {fp: worker for fp, (_, worker) in best.items()}
-            if max_states is not None and len(parents) + len(new) > max_states:
-                room = max(0, max_states - len(parents))
-                new = dict(sorted(new.items())[:room])
+            fps, parent_pos, index, owner = _merge_level(tree, replies)
+            if max_states is not None and tree.count + len(fps) > max_states:
+                room = max(0, max_states - tree.count)
+                fps, parent_pos, index, owner = fps[:room], parent_pos[:room], index[:room], \
+                    owner[:room]
                 result = "incomplete"
-            parents.update(new)
-            frontier = list(new)
-            if frontier:
+            start = tree.add_level(fps, parent_pos, index)
+            groups = [[] for _ in range(workers)]
+            for i, (fp, worker) in enumerate(zip(fps.tolist(), owner.tolist(), strict=True)):
+                groups[worker].append((start + i, fp))
+            if len(fps):
                 depth += 1
             if progress is not None:
-                progress(dict(depth=depth, distinct=len(parents), generated=generated,
-                              queue=len(frontier), seconds=time.perf_counter() - start))
+                progress(dict(depth=depth, distinct=tree.count, generated=generated,
+                              queue=len(fps), seconds=time.perf_counter() - started))
             if result == "incomplete":
                 break
     finally:
         pool.close()
     return Result(
         result=result,
-        distinct_states=len(parents),
+        distinct_states=tree.count,
         generated_states=generated,
         depth=depth,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - started,
         coverage=coverage,
         violation=violation,
-        collision_probability=collision_probability(len(parents)),
+        collision_probability=collision_probability(tree.count),
         symmetry=use_symmetry,
         workers=workers,
     )
 
 
-def _rebuild(model, symmetry, parents, init_states, init_by_fp, fp) -> list[tuple[Any, Any]]:
-    """Replay the labels on the parent chain from the initial state to `fp`."""
-    chain = []
-    while parents[fp] is not None:
-        parent, index = parents[fp]
-        chain.append(index)
-        fp = parent
-    state = init_states[init_by_fp[fp]]
+def _rebuild(model, symmetry, tree: _Tree, init_states, position: int) -> list[tuple[Any, Any]]:
+    """Replay the successor indices on the parent chain from the initial state."""
+    init, chain = tree.chain(position)
+    state = init_states[init]
     if symmetry:
         state = model.canonical(state)
     trace = [(None, state)]
-    for index in reversed(chain):
+    for index in chain:
         for i, (label, nxt) in enumerate(model.successors(state)):
             if i == index:
                 state = model.canonical(nxt) if symmetry else nxt
