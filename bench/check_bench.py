@@ -3,6 +3,7 @@
     python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
     python bench/check_bench.py --million  # also a one-million-state run of the default model
     python bench/check_bench.py --pair  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
+    python bench/check_bench.py --memory  # bytes per state: tla-compat Kip320 3/2/2/3, symmetry
     TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
 
 TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
@@ -71,10 +72,19 @@ def main() -> int:
                         help="only the pair that separates a broken and a fixed variant: "
                         "hw-truncation and kip-320 at 3 brokers, "
                         "2 records, 3 epochs, 2 workers (kip-320 explores 3.5M states)")
+    parser.add_argument("--memory", action="store_true",
+                        help="only the memory figure: peak RSS growth and stored bytes per state "
+                        "on tla-compat Kip320 3/2/2/3 with symmetry (1,665,204 states), one "
+                        "worker, in a fresh process")
+    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        return memory_child()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
     if args.pair:
         return pair()
+    if args.memory:
+        return subprocess.run([sys.executable, __file__, "--memory-child"], check=False).returncode
 
     tla = TlaCompatModel("kip-320", **TLA_CONSTANTS)
     one = explore(tla, symmetry=False, workers=1)
@@ -122,6 +132,24 @@ def main() -> int:
         two = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=2)
         line(f"kafka current, {size:,} states, workers 2", two,
              f"speed-up {one.seconds / two.seconds:.2f}x")
+    return 0
+
+
+def memory_child() -> int:
+    import resource
+
+    model = TlaCompatModel("kip-320", brokers=3, log_size=2, records=2, epochs=3)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cpu = time.process_time()
+    result = explore(model, symmetry=True, workers=1)
+    cpu = time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    n = result.distinct_states
+    line("tla-compat Kip320 3/2/2/3, symmetry, workers 1", result, f"cpu {cpu:.1f} s")
+    print(f"  peak RSS {peak / 2**20:.0f} MiB, {base / 2**20:.0f} MiB before the search: "
+          f"{(peak - base) / n:.0f} bytes per state at the peak (frontier included)")
+    print(f"  visited set + parent tree: {result.stored_bytes / n:.1f} bytes per state")
+    assert n == 1_665_204, n
     return 0
 
 

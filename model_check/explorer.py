@@ -25,6 +25,7 @@ collide and one would go unexplored. The chance is about n^2 / 2^65 for n distin
 from __future__ import annotations
 
 import ctypes
+import heapq
 import multiprocessing
 import os
 import random
@@ -66,6 +67,7 @@ class Result:
     workers: int = 1
     seed: int | None = None
     traces: int = 0
+    stored_bytes: int = 0  # the visited set and the parent tree (an exhaustive search's)
 
     @property
     def states_per_second(self) -> float:
@@ -201,15 +203,27 @@ class _Expander:
         """Hand some accepted states to the coordinator, to balance the next level."""
         return [self.pending.pop(fp) for fp in fps]
 
-    def expand(self, accepted: list[tuple[int, int]], imported: list[tuple[int, int, Any]],
-               expand: bool):
-        """Check and expand the accepted states, (position, fingerprint) each, and the
-        imported ones, (position, fingerprint, state). Return the violations as (invariant
-        order, position, name, detail), the new states as (fingerprints, parent positions,
-        successor indices), the action counts and the number of successors."""
+    def expand(self, accepted: tuple[np.ndarray, np.ndarray],
+               imported: list[tuple[int, int, Any]], expand: bool):
+        """Check and expand the accepted states, given as (positions, fingerprints), both
+        ascending, and the imported ones, (position, fingerprint, state). Return the violations
+        as (invariant order, position, name, detail), the new states as (fingerprints, parent
+        positions, successor indices), the action counts and the number of successors."""
         held, self.pending = self.pending, {}
-        frontier = [(pos, fp, None) for pos, fp in accepted] + imported
-        frontier.sort(key=_first)
+        positions, fps = accepted
+        level = set(fps.tolist())
+        level.update(fp for _, fp, _ in imported)
+        for _, fp, state in imported:
+            held[fp] = state
+
+        def frontier():
+            # In position order (so fingerprint order); built a chunk at a time, as a level
+            # of (position, fingerprint) pairs would cost more than the states' own records.
+            own = (item for lo in range(0, len(fps), _BATCH)
+                   for item in zip(positions[lo:lo + _BATCH].tolist(),
+                                   fps[lo:lo + _BATCH].tolist(), strict=True))
+            return heapq.merge(own, ((pos, fp) for pos, fp, _ in imported), key=_first)
+
         model = self.model
         violations = []
         parents = array("q")
@@ -219,9 +233,8 @@ class _Expander:
         pending = self.pending
         if self.check:
             checks = self.checks
-            for pos, fp, state in frontier:
-                if state is None:
-                    state = held[fp]
+            for pos, fp in frontier():
+                state = held[fp]
                 for order, (name, check) in enumerate(checks):
                     detail = check(state)
                     if detail is not None:
@@ -237,8 +250,7 @@ class _Expander:
             fresh = batch.append
             # Most successors are states of this level or the last: those are looked up in a
             # set of the two frontiers, and only the rest in the sorted array.
-            level = {fp for _, fp, _ in frontier}
-            recent = level | self.previous
+            previous = self.previous
 
             def flush():
                 # In ascending position order the first discovery of a state within this
@@ -251,16 +263,15 @@ class _Expander:
                         indices.append(index)
                 batch.clear()
 
-            for pos, fp, state in frontier:
-                if state is None:
-                    state = held.pop(fp)
+            for pos, fp in frontier():
+                state = held.pop(fp)
                 index = 0
                 for label, nxt in successors(state):
                     kind_of(label)
                     if canonical is not None:
                         nxt = canonical(nxt)
                     fp = hash(nxt)
-                    if fp not in pending and fp not in recent:
+                    if fp not in pending and fp not in level and fp not in previous:
                         fresh((fp, pos, index, nxt))
                     index += 1
                 generated += index
@@ -273,7 +284,6 @@ class _Expander:
             kinds.update(map(_label_kind, labels_seen))
             seen.add(pending)
             self.previous = level
-            del recent
         return violations, (list(pending), parents, indices), kinds, generated
 
 
@@ -333,7 +343,7 @@ class _Pool:
         self.conns[0].send(("seed", states))
         return self.conns[0].recv()
 
-    def expand(self, groups: list[list[tuple[int, int]]], expand: bool):
+    def expand(self, groups: list[tuple[np.ndarray, np.ndarray]], expand: bool):
         """Expand the next level, `groups[w]` being the states worker w found, as (position,
         fingerprint).
 
@@ -342,16 +352,17 @@ class _Pool:
         """
         if self.workers == 1:
             return [self.local.expand(groups[0], [], expand)]
-        share = -(-sum(len(g) for g in groups) // self.workers)
-        keep = [g[:share] for g in groups]
-        excess = {w: g[share:] for w, g in enumerate(groups) if len(g) > share}
-        for w, items in excess.items():
-            self.conns[w].send(("export", [fp for _, fp in items]))
-        moved = [(pos, fp, state) for w, items in excess.items()
-                 for (pos, fp), state in zip(items, self.conns[w].recv(), strict=True)]
+        share = -(-sum(len(g[1]) for g in groups) // self.workers)
+        keep = [(pos[:share], fps[:share]) for pos, fps in groups]
+        excess = {w: (pos[share:].tolist(), fps[share:].tolist())
+                  for w, (pos, fps) in enumerate(groups) if len(fps) > share}
+        for w, (_, fps) in excess.items():
+            self.conns[w].send(("export", fps))
+        moved = [(pos, fp, state) for w, (positions, fps) in excess.items()
+                 for pos, fp, state in zip(positions, fps, self.conns[w].recv(), strict=True)]
         imports: list[list[tuple[int, int, Any]]] = [[] for _ in range(self.workers)]
         for w in range(self.workers):
-            room = share - len(keep[w])
+            room = share - len(keep[w][1])
             imports[w], moved = moved[:room], moved[room:]
         for conn, own, extra in zip(self.conns, keep, imports, strict=True):
             conn.send(("expand", own, extra, expand))
@@ -372,6 +383,14 @@ class _Pool:
 
 
 # ------------------------------------------------------------------------------------------
+
+
+def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> list:
+    """Per worker, the (positions, fingerprints) of the level's states it holds."""
+    positions = np.arange(start, start + len(fps), dtype=np.int64)
+    if workers == 1:
+        return [(positions, fps)]
+    return [(positions[owner == w], fps[owner == w]) for w in range(workers)]
 
 
 def _merge_level(tree: _Tree, replies) -> tuple[np.ndarray, ...]:
@@ -426,9 +445,9 @@ def explore(
         seeded = pool.seed(init_states)
         start = tree.add_level([fp for fp, _ in seeded], [-1] * len(seeded),
                                [index for _, index in seeded])
-        groups: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
-        groups[0] = [(start + i, fp) for i, (fp, _) in enumerate(seeded)]
-        while any(groups):
+        fps = np.array([fp for fp, _ in seeded], dtype=np.int64)
+        groups = _groups(workers, start, fps, np.zeros(len(fps), dtype=np.int32))
+        while len(fps):
             last_level = max_depth is not None and depth >= max_depth
             replies = pool.expand(groups, expand=not last_level)
             found = sorted(v for reply in replies for v in reply[0])
@@ -448,9 +467,7 @@ def explore(
                     owner[:room]
                 result = "incomplete"
             start = tree.add_level(fps, parent_pos, index)
-            groups = [[] for _ in range(workers)]
-            for i, (fp, worker) in enumerate(zip(fps.tolist(), owner.tolist(), strict=True)):
-                groups[worker].append((start + i, fp))
+            groups = _groups(workers, start, fps, owner)
             if len(fps):
                 depth += 1
             if progress is not None:
@@ -469,6 +486,7 @@ def explore(
         coverage=coverage,
         violation=violation,
         collision_probability=collision_probability(tree.count),
+        stored_bytes=tree.nbytes(),
         symmetry=use_symmetry,
         workers=workers,
     )
