@@ -1589,14 +1589,22 @@ def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[C
     handler = _HANDLERS.get(type(action))
     if handler is None:
         raise TypeError(f"not an action: {action!r}")
-    for f in fields(action):
-        value = getattr(action, f.name)
-        if f.name == "partition":
-            _check_partition(config, value)
-        elif f.name in ("broker", "follower"):
-            if not (type(action) is ProducerSend and value == NO_LEADER):  # the default target
-                _check_broker(config, value)
+    partitions, brokers = _ARGUMENTS[type(action)]
+    for name in partitions:
+        _check_partition(config, getattr(action, name))
+    for name in brokers:
+        value = getattr(action, name)
+        if not (type(action) is ProducerSend and value == NO_LEADER):  # the default target
+            _check_broker(config, value)
     return handler(config, state, action)
+
+
+# Per action type, the fields naming a partition and those naming a broker (range-checked).
+_ARGUMENTS = {
+    t: (tuple(f.name for f in fields(t) if f.name == "partition"),
+        tuple(f.name for f in fields(t) if f.name in ("broker", "follower")))
+    for t in ACTION_TYPES
+}
 
 
 def step(config: Config, state: Cluster, action: Action) -> Cluster:

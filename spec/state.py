@@ -51,12 +51,16 @@ def replace(obj, **changes):
     cls = type(obj)
     replacer = _REPLACERS.get(cls)
     if replacer is None:
+        # Each field is copied through its slot descriptor's setter (bound once, here), then
+        # the changes are set over it: faster than a lookup in `changes` per field.
         lines = [f"def replace_{cls.__name__}(obj, changes):", "    new = _new(cls)"]
         for name in cls.__slots__:
-            value = "0" if name == "_hash" else f"changes.get({name!r}, obj.{name})"
-            lines.append(f"    _set(new, {name!r}, {value})")
-        lines.append("    return new")
-        namespace = {"_new": _new, "_set": _set, "cls": cls}
+            value = "0" if name == "_hash" else f"obj.{name}"
+            lines.append(f"    set_{name}(new, {value})")
+        lines += ["    for name, value in changes.items():", "        _set(new, name, value)",
+                  "    return new"]
+        namespace = {"_new": _new, "_set": _set, "cls": cls,
+                     **{f"set_{name}": getattr(cls, name).__set__ for name in cls.__slots__}}
         exec("\n".join(lines), namespace)
         replacer = _REPLACERS[cls] = namespace[f"replace_{cls.__name__}"]
     return replacer(obj, changes)

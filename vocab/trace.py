@@ -277,8 +277,11 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     """
     names = sorted(streams, key=str)
     lists = [streams[name] for name in names]
-    traced = {mid for items in lists for item in items for mid in sends(item)}
-    receives = traced and any(recv(item) in traced for items in lists for item in items)
+    # Each line's sends, receive and key, asked once.
+    sendl = [[sends(item) for item in items] for items in lists]
+    recvs = [[recv(item) for item in items] for items in lists]
+    traced = {mid for per in sendl for ids in per for mid in ids}
+    receives = traced and any(mid in traced for per in recvs for mid in per)
     if not receives:
         # Nothing waits: a k-way merge by key (one sort when every node's keys are in order).
         streams_by_key = [[(key(item), rank, n) for n, item in enumerate(items)]
@@ -289,14 +292,15 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
         else:
             merged = heapq.merge(*streams_by_key)
         return [lists[rank][n] for _, rank, n in merged]
+    keys = [[key(item) for item in items] for items in lists]
     heads = [0] * len(lists)
     sent: set[str] = set()
     waiting: dict[str, list[int]] = {}
     ready: list[tuple[Any, int]] = []
-    recv_key = {recv(item): key(item) for items in lists for item in items
-                if recv(item) in traced} if holds else {}
-    receiver = {recv(item): rank for rank, items in enumerate(lists) for item in items
-                if recv(item) in traced} if holds else {}
+    recv_key = {mid: k for per, ks in zip(recvs, keys, strict=True)
+                for mid, k in zip(per, ks, strict=True) if mid in traced} if holds else {}
+    receiver = {mid: rank for rank, per in enumerate(recvs) for mid in per
+                if mid in traced} if holds else {}
     unreceived: list[set[str]] = [set() for _ in lists]  # per node: sent, still to be received
     held: list[int] = []
 
@@ -306,25 +310,24 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
         window = holds(item) if holds and unreceived[rank] else None
         if window is None:
             return []
-        return [m for m in unreceived[rank] if recv_key[m] <= key(item) + window]
+        return [m for m in unreceived[rank] if recv_key[m] <= keys[rank][heads[rank]] + window]
 
     def must_wait(rank: int) -> bool:
         return bool(awaited(rank))
 
     def offer(rank: int) -> None:
-        items = lists[rank]
-        if heads[rank] < len(items):
-            item = items[heads[rank]]
-            mid = recv(item)
+        i = heads[rank]
+        if i < len(lists[rank]):
+            mid = recvs[rank][i]
             if mid is not None and mid in traced and mid not in sent:
                 waiting.setdefault(mid, []).append(rank)
             else:
-                heapq.heappush(ready, (key(item), rank))
+                heapq.heappush(ready, (keys[rank][i], rank))
 
     for rank in range(len(lists)):
         offer(rank)
-    sender = {mid: rank for rank, items in enumerate(lists) for item in items
-              for mid in sends(item)} if holds else {}
+    sender = {mid: rank for rank, per in enumerate(sendl) for ids in per
+              for mid in ids} if holds else {}
     order: list[T] = []
     while ready or held:
         rank = None
@@ -346,17 +349,17 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
             if must_wait(rank):
                 held.append(rank)
                 continue
-        item = lists[rank][heads[rank]]
+        i = heads[rank]
         heads[rank] += 1
-        order.append(item)
-        mid = recv(item)
+        order.append(lists[rank][i])
+        mid = recvs[rank][i]
         if holds and mid in sender:
             origin = sender[mid]
             unreceived[origin].discard(mid)
             if origin in held and not must_wait(origin):
                 held.remove(origin)
-                heapq.heappush(ready, (key(lists[origin][heads[origin]]), origin))
-        for mid in sends(item):
+                heapq.heappush(ready, (keys[origin][heads[origin]], origin))
+        for mid in sendl[rank][i]:
             sent.add(mid)
             if holds and mid in recv_key:
                 unreceived[rank].add(mid)
