@@ -26,6 +26,12 @@ def without_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # What the pass allocated and still holds (a parsed trace, a replayed state) would
+            # otherwise all sit in the youngest generation, and the first collections after
+            # this would walk every object of it: seconds at a million lines. It is acyclic,
+            # so it is moved out of the collector's sight instead (reference counting still
+            # frees it).
+            gc.freeze()
             gc.enable()
 
 

@@ -34,8 +34,10 @@ What the mapping has to know about the implementation:
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,11 +48,20 @@ from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
-from spec.state import NO_LEADER, Acked, GrowingSet, replace
+from spec.state import NO_LEADER, Acked, GrowingLog, GrowingSet, replace
 from vocab.actions import ActionName as A
 from vocab.config import SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
-from vocab.trace import FORMAT, CausalCycle, LineError, causal_merge, check
+from vocab.trace import (
+    FORMAT,
+    CausalCycle,
+    EventLine,
+    LineError,
+    causal_merge,
+    check,
+    check_struct,
+    decode_line,
+)
 
 UNBOUNDED = 1 << 40
 MAX_SILENT_TICKS = 3
@@ -63,18 +74,56 @@ class TraceError(ValueError):
     """An unreadable trace: `str()` is one line naming file:line and what is wrong."""
 
 
-@dataclass(slots=True)
 class Event:
-    node: str
-    seq: int
-    time_ms: int
-    kind: str
-    body: dict
-    where: str  # file:line
+    """One trace line: its place in the run (node, seq, time), its kind and action, and what
+    the causal merge needs (the message ids it sends and receives).
+
+    An event line read from a trace keeps only where its text is, and its body (the parsed
+    JSON) is decoded when asked and dropped again by `release()`: a million parsed lines held
+    at once cost several times more to allocate than to parse, and made long replays slower
+    per line."""
+
+    __slots__ = ("node", "seq", "time_ms", "kind", "action", "send", "recv", "_body",
+                 "_where", "_text", "_start", "_end", "_number")
+
+    def __init__(self, node: str, seq: int, time_ms: int, kind: str, body: dict, where: str):
+        self.node, self.seq, self.time_ms, self.kind = node, seq, time_ms, kind
+        event = kind == "event"
+        self.action = body.get("action", "") if event else ""
+        self.send = tuple(body.get("send", ())) if event else ()
+        self.recv = body.get("recv") if event else None
+        self._body, self._where, self._text = body, where, None
+
+    @classmethod
+    def lazy(cls, line: EventLine, text, start: int, end: int, path: str, number: int) -> Event:
+        """An event line whose body is decoded from `text[start:end]` when asked."""
+        e = cls.__new__(cls)
+        e.node, e.seq, e.time_ms, e.kind = line.node, line.seq, line.time_ms, "event"
+        e.action = sys.intern(line.action)
+        e.send = tuple(line.send)
+        e.recv = line.recv
+        e._body, e._where, e._text, e._start, e._end, e._number = None, path, text, start, \
+            end, number
+        return e
 
     @property
-    def action(self) -> str:
-        return self.body.get("action", "")
+    def body(self) -> dict:
+        if self._body is None:
+            self._body = _decode(self._text[self._start:self._end])
+        return self._body
+
+    def release(self) -> None:
+        """Drop the decoded body of a lazily read line (it is decoded again if asked)."""
+        if self._text is not None:
+            self._body = None
+
+    @property
+    def where(self) -> str:
+        """file:line"""
+        return self._where if self._text is None else f"{self._where}:{self._number}"
+
+    def __repr__(self) -> str:
+        return f"Event({self.where} {self.node}#{self.seq} {self.kind} {self.action})"
 
 
 @dataclass
@@ -212,7 +261,7 @@ def load_texts(texts: dict[str, str], run_json: dict | None = None) -> Run:
     header = None
     nodes: dict[str, list[Event]] = {}
     for name, text in sorted(texts.items()):
-        events = _parse_lines(f"<{name}>", text.splitlines())
+        events = _parse_lines(f"<{name}>", text)
         if not events:
             continue
         if header is None:
@@ -243,7 +292,7 @@ def _load_file(path: Path) -> list[Event]:
         data = path.read_bytes()
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error.strerror}") from None
-    return _parse_lines(str(path), data.split(b"\n"))
+    return _parse_lines(str(path), data)
 
 
 _decode = msgspec.json.Decoder().decode
@@ -266,14 +315,44 @@ def _decode_json(data, where: str):
         raise TraceError(f"{where}: not JSON ({str(error)[:120]})") from None
 
 
-def _parse_lines(path: str, lines) -> list[Event]:
-    """The lines of one node's file, each checked against `vocab.trace` (header first)."""
+def _spans(text) -> Iterator[tuple[int, int, int]]:
+    """(line number, start, end) of each line of `text` (bytes or str), split at newlines."""
+    newline = b"\n" if isinstance(text, bytes) else "\n"
+    start, number = 0, 1
+    while start < len(text):
+        end = text.find(newline, start)
+        if end < 0:
+            end = len(text)
+        yield number, start, end
+        start, number = end + 1, number + 1
+
+
+def _parse_lines(path: str, text) -> list[Event]:
+    """The lines of one node's file, each checked against `vocab.trace` (header first).
+
+    A line is decoded and validated in one pass into its struct; event lines then keep only
+    where their text is (see `Event`). A line that pass rejects is parsed again the slow way,
+    which says what is wrong."""
     events: list[Event] = []
-    for number, line in enumerate(lines, 1):
-        where = f"{path}:{number}"
-        if not line.strip():
+    for number, start, end in _spans(text):
+        raw = text[start:end]
+        if not raw.strip():
             continue
-        body = _decode_json(line, where)
+        line = None
+        if len(raw) <= MAX_LINE_BYTES:
+            try:
+                line = decode_line(raw)
+                check_struct(line)
+            except (msgspec.DecodeError, LineError, UnicodeDecodeError, RecursionError):
+                line = None
+        if type(line) is EventLine and events:
+            if line.node != events[0].node:
+                raise TraceError(f"{path}:{number}: line of node {line.node!r} in the file of "
+                                 f"{events[0].node!r}")
+            events.append(Event.lazy(line, text, start, end, path, number))
+            continue
+        where = f"{path}:{number}"
+        body = _decode_json(raw, where)
         kind = body.get("kind") if isinstance(body, dict) else None
         if not events and kind != "header":
             raise TraceError(f"{where}: first line must be a {FORMAT} header")
@@ -294,11 +373,11 @@ def _parse_lines(path: str, lines) -> list[Event]:
 
 
 def _sends(e: Event):
-    return e.body.get("send", ()) if e.kind == "event" else ()
+    return e.send
 
 
 def _recv(e: Event) -> str | None:
-    return e.body.get("recv") if e.kind == "event" else None
+    return e.recv
 
 
 def _time(e: Event) -> int:
@@ -310,8 +389,7 @@ CRASH_DELIVERY_WINDOW_MS = 200
 
 
 def _is_crash(e: Event) -> int | None:
-    return CRASH_DELIVERY_WINDOW_MS if (
-        e.kind == "event" and e.body.get("action") == A.BROKER_CRASH) else None
+    return CRASH_DELIVERY_WINDOW_MS if e.action == A.BROKER_CRASH else None
 
 
 def merge(run: Run) -> list[Event]:
@@ -377,9 +455,15 @@ class Replayer:
 
     def __init__(self, config: Config):
         self.config = config
-        # Persistent ghost sets: a long run acknowledges and reads tens of thousands of writes.
-        self.state = replace(initial_state(config), acked=GrowingSet(), consumed=GrowingSet(),
-                             crash_losses=GrowingSet())
+        # Persistent ghost sets and logs: a long run appends, acknowledges and reads tens of
+        # thousands of writes, and a copy per change would make replay quadratic.
+        state = initial_state(config)
+        # (Crash losses stay a frozenset: they change only at a crash, by a whole log's worth,
+        # which a frozenset unions in C.)
+        self.state = replace(
+            state, acked=GrowingSet(), consumed=GrowingSet(),
+            replicas=tuple(tuple(replace(r, log=GrowingLog(r.log)) for r in row)
+                           for row in state.replicas))
         self.steps = 0
         self.silent = 0
         self.skipped = 0
@@ -932,6 +1016,12 @@ def _check_counts(run: Run, order: list[Event]) -> None:
     counted = {"writes_acked": 0, "writes_failed": 0, "writes_unknown": 0, "reads": 0,
                "events": 0, "dropped_messages": 0}
     for e in order:
+        if e.kind == "event":
+            if e.action == A.NETWORK_DROP:
+                counted["dropped_messages"] += 1
+            elif e.action != A.BROKER_CRASH:
+                counted["events"] += 1
+            continue
         b = e.body
         if e.kind == "history" and e.node not in _OWN_CLIENTS:
             continue
@@ -966,12 +1056,8 @@ def replay_run(run: Run, check_invariants: bool = True, visited: set | None = No
         _check_counts(run, order)
     rp = Replayer(config)
     rp.visited, rp.taken = visited, taken
-    rp.received = {e.body["recv"] for e in order
-                   if e.kind == "event" and e.body.get("recv") is not None
-                   and e.body["action"] not in _DROPS}
-    rp.dropped = {e.body["recv"] for e in order
-                  if e.kind == "event" and e.body.get("recv") is not None
-                  and e.body["action"] in _DROPS}
+    rp.received = {e.recv for e in order if e.recv is not None and e.action not in _DROPS}
+    rp.dropped = {e.recv for e in order if e.recv is not None and e.action in _DROPS}
     recent: deque[Event] = deque(maxlen=HISTORY_TAIL)
     divergence = None
     for e in order:
@@ -981,6 +1067,7 @@ def replay_run(run: Run, check_invariants: bool = True, visited: set | None = No
             divergence = Divergence(e, mismatch.reason, mismatch.differences,
                                     [_describe(x) for x in recent])
             break
+        e.release()
         recent.append(e)
     if divergence is None:
         try:

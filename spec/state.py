@@ -25,8 +25,9 @@ Values are unique record ids 1, 2, ... assigned by `ProducerSend`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Iterable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
+from itertools import islice
 
 import immutables
 
@@ -120,6 +121,70 @@ class GrowingSet(Set):
 
     def __reduce__(self):
         return GrowingSet, (tuple(self._items),)
+
+
+class GrowingLog(Sequence):
+    """An immutable sequence of records whose append costs O(1), not a copy of the log.
+
+    Logs only grow at their end, and a replay keeps one version of each: so every version is a
+    length over one shared list, and appending to a version that is the longest so far writes
+    into that list. A version that others have grown past (an older state, a truncated log)
+    copies its prefix before it grows. Taking a prefix (`log[:n]`) is free; other slices are
+    tuples. Equal to, and hashed as, the tuple of its records, as the explorer's logs are.
+    """
+
+    __slots__ = ("_items", "_len")
+
+    def __init__(self, items: Iterable = ()):
+        self._items = list(items)
+        self._len = len(self._items)
+
+    @classmethod
+    def _view(cls, items: list, length: int) -> GrowingLog:
+        new = _new(cls)
+        new._items = items
+        new._len = length
+        return new
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):
+        if type(index) is int:
+            if 0 <= index < self._len:
+                return self._items[index]
+            if -self._len <= index < 0:
+                return self._items[self._len + index]
+            raise IndexError("log index out of range")
+        start, stop, step = index.indices(self._len)
+        if start == 0 and step == 1:
+            return GrowingLog._view(self._items, max(stop, 0))
+        return tuple(self._items[start:stop:step])
+
+    def __iter__(self) -> Iterator:
+        return islice(self._items, self._len)
+
+    def __add__(self, records: Iterable) -> GrowingLog:
+        items = self._items
+        if len(items) != self._len:
+            items = items[: self._len]
+        items.extend(records)
+        return GrowingLog._view(items, len(items))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GrowingLog | tuple):
+            return len(other) == self._len and all(
+                a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"GrowingLog({tuple(self)!r})"
+
+    def __reduce__(self):
+        return GrowingLog, (tuple(self),)
 
 
 def _no_none(rows):
