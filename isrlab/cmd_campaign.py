@@ -39,7 +39,8 @@ def run(args) -> int:
     if not args.duration:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
-    from model_check.campaign import format_summary, run_campaign, tty_progress
+    from isrlab.progress import Progress, campaign_progress
+    from model_check.campaign import format_summary, run_campaign
 
     output_dir("--out", args.out)
     config = cluster_config(args)
@@ -54,8 +55,9 @@ def run(args) -> int:
               f"{config.min_insync_replicas}, unclean {config.unclean_leader_election_enable}, "
               f"nemesis {','.join(nemesis)}, {args.duration / 1000:g} s each"
               + (f", bugs {','.join(sorted(config.bugs))}" if config.bugs else ""))
-    result = run_campaign(config, options, args.runs, out, keep=args.keep, workers=args.workers,
-                          progress=None if args.json else tty_progress)
+    with Progress("runs", total=args.runs, quiet=args.json) as progress:
+        result = run_campaign(config, options, args.runs, out, keep=args.keep,
+                              workers=args.workers, progress=campaign_progress(progress))
     summary = result.summary()
     if args.json:
         print(json.dumps(summary, sort_keys=True))

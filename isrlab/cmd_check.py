@@ -123,7 +123,8 @@ def build_model(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_check.explorer import explore, simulate, tty_progress
+    from isrlab.progress import Progress, search_progress
+    from model_check.explorer import explore, simulate
     from model_check.report import counterexample_table, itf_trace, junit_xml, result_json, summary
 
     output_file("--itf", args.itf)
@@ -144,12 +145,10 @@ def run(args: argparse.Namespace) -> int:
         result = simulate(model, seed=seed, depth=args.depth, traces=args.traces,
                           check_invariants=bool(names), bias=args.bias)
     else:
-        progress = None if args.json else tty_progress()
-        result = explore(model, max_states=args.max_states, max_depth=args.max_depth,
-                         workers=args.workers, symmetry=not args.no_symmetry,
-                         check_invariants=bool(names), progress=progress)
-        if progress:
-            sys.stderr.write("\n")
+        with Progress("states", total=args.max_states, quiet=args.json) as progress:
+            result = explore(model, max_states=args.max_states, max_depth=args.max_depth,
+                             workers=args.workers, symmetry=not args.no_symmetry,
+                             check_invariants=bool(names), progress=search_progress(progress))
     if args.itf and result.violation:
         with open(args.itf, "w", encoding="utf-8") as out:
             json.dump(itf_trace(model, result), out, indent=1)

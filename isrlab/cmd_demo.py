@@ -75,7 +75,8 @@ def _spec_part() -> None:
 def _campaign_part() -> Path:
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from model_check.campaign import format_summary, run_campaign, tty_progress
+    from isrlab.progress import Progress, campaign_progress
+    from model_check.campaign import format_summary, run_campaign
 
     _banner(f"2/4  Reference broker: {RUNS} simulated runs x {len(CONFIGS)} configurations, "
             "each replayed against the spec")
@@ -87,8 +88,9 @@ def _campaign_part() -> Path:
         options = SimOptions(seed=seed, duration_ms=DURATION_MS, nemesis=FAULTS, max_faults=2)
         print(f"\n  {name}: seeds {seed}..{seed + RUNS - 1}, {DURATION_MS // 1000} s each, "
               f"nemesis {','.join(FAULTS)} (2 at once)", flush=True)
-        result = run_campaign(config, options, RUNS, corpus / name, keep="all",
-                              progress=tty_progress)
+        with Progress("runs", total=RUNS) as progress:
+            result = run_campaign(config, options, RUNS, corpus / name, keep="all",
+                                  progress=campaign_progress(progress))
         print(format_summary(result))
     from model_check.policies import POLICIES
 
@@ -98,8 +100,9 @@ def _campaign_part() -> Path:
         seed = POLICY_FIRST_SEED + i * 100
         config = ClusterConfig(**changes)
         options = SimOptions(seed=seed, duration_ms=DURATION_MS, nemesis=POLICY_FAULTS)
-        result = run_campaign(config, options, POLICY_RUNS, corpus / f"policy-{policy}",
-                              keep="all", progress=tty_progress)
+        with Progress("runs", total=POLICY_RUNS) as progress:
+            result = run_campaign(config, options, POLICY_RUNS, corpus / f"policy-{policy}",
+                                  keep="all", progress=campaign_progress(progress))
         s = result.summary()
         print(f"    {policy}: acknowledged writes lost {s['acked_writes_lost']} of "
               f"{s['acked_writes']}, {s['offline_ms'] / 1000:.1f} s without a leader, "

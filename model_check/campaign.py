@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -230,9 +229,3 @@ def format_summary(result: CampaignResult) -> str:
         lines += [f"    seed {o.seed}: {o.loss_note}" for o in losing[:5]]
     return "\n".join(lines)
 
-
-def tty_progress(outcome: RunOutcome, done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        mark = "x" if outcome.failed else "."
-        print(f"\r  {done}/{total} runs {mark}", end="" if done < total else "\n",
-              file=sys.stderr, flush=True)

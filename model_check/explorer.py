@@ -30,7 +30,6 @@ import multiprocessing
 import os
 import random
 import signal
-import sys
 import time
 from array import array
 from collections import Counter
@@ -588,16 +587,3 @@ def _sim_result(start, result, seen, generated, depth, coverage, violation, seed
     return Result(result, len(seen), generated, depth, time.perf_counter() - start, coverage,
                   violation, collision_probability(len(seen)), seed=seed, traces=traces)
 
-
-def tty_progress(stream=sys.stderr) -> Callable[[dict[str, Any]], None] | None:
-    """A one-line progress display for interactive runs; None when stderr is not a TTY."""
-    if not stream.isatty() or os.environ.get("ISRLAB_NO_PROGRESS"):
-        return None
-
-    def show(p: dict[str, Any]) -> None:
-        rate = p["distinct"] / p["seconds"] if p["seconds"] > 0 else 0
-        stream.write(f"\rdepth {p['depth']:>3}  distinct {p['distinct']:>10,}  generated "
-                     f"{p['generated']:>11,}  queue {p['queue']:>9,}  {rate:>9,.0f} states/s")
-        stream.flush()
-
-    return show

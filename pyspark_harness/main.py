@@ -91,6 +91,7 @@ def _run(args: argparse.Namespace) -> int:
         dataset = os.path.join(out, "dataset")
     os.makedirs(out, exist_ok=True)
 
+    from isrlab.progress import Progress, SparkWatch
     from pyspark_harness.session import get_session
 
     start = time.perf_counter()
@@ -103,7 +104,8 @@ def _run(args: argparse.Namespace) -> int:
           f"({time.perf_counter() - start:.1f} s to start)", file=sys.stderr)
     if files is not None:
         print(f"ingesting {len(files)} trace files ...", file=sys.stderr)
-        result = ingest(spark, files, dataset, keep_raw=not args.no_raw)
+        with Progress("ingest: tasks") as progress, SparkWatch(spark, progress):
+            result = ingest(spark, files, dataset, keep_raw=not args.no_raw)
         print(f"ingested {result.lines:,} lines from {result.files} files, {result.runs} runs, "
               f"in {result.seconds:.1f} s ({result.lines / max(result.seconds, 1e-9):,.0f} "
               f"lines/s) -> {dataset}", file=sys.stderr)
@@ -122,7 +124,8 @@ def _run(args: argparse.Namespace) -> int:
                              f"line{first}")
     print("analysing ...", file=sys.stderr)
     try:
-        report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn)
+        with Progress("analysis: tasks") as progress, SparkWatch(spark, progress):
+            report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn)
     except (ValueError, InputError) as error:
         raise UsageError(str(error)) from None
     print(f"{report.runs} runs, {report.configs} configs, {report.events:,} events analysed "
