@@ -77,6 +77,11 @@ def register(sub) -> None:
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
     check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    check.add_argument("--html", metavar="FILE",
+                       help="write the counterexample as a space-time view (one HTML file: a "
+                       "lane per process, messages as arrows, per step the fields that changed)")
+    check.add_argument("--mermaid", metavar="FILE",
+                       help="write the counterexample as a Mermaid sequence diagram")
     check.add_argument("--drive", action="store_true", help="drive the counterexample through "
                        "the reference broker of the same variant (as isrlab drive)")
     check.set_defaults(func=run, error_prefix="isrlab check")
@@ -129,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
     output_file("--itf", args.itf)
     output_file("--junit", args.junit)
+    output_file("--html", args.html)
+    output_file("--mermaid", args.mermaid)
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
@@ -155,6 +162,15 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as out:
             out.write(junit_xml(model, variant, result, names))
+    if (args.html or args.mermaid) and result.violation:
+        from model_check.spacetime import timeline, to_html, to_mermaid
+
+        view = timeline(model, result, f"{variant}: {result.violation.invariant} after "
+                        f"{len(result.violation.trace) - 1} steps")
+        for path, render in ((args.html, to_html), (args.mermaid, to_mermaid)):
+            if path:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.write(render(view))
     body = result_json(model, variant, result)
     driven = None
     if args.drive and result.violation:
