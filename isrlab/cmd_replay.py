@@ -12,10 +12,21 @@ import sys
 
 
 def run(args) -> int:
+    from isrlab.options import UsageError, output_file
     from model_check.replay import TraceError, format_result, replay_paths
 
+    window = None
+    try:
+        output_file("--html", args.html)
+        if args.window is not None:
+            window = _window(args.window)
+    except UsageError as error:
+        print(f"isrlab replay: error: {error}", file=sys.stderr)
+        return 2
     try:
         result = replay_paths(args.traces, check_invariants=not args.no_invariants)
+        if args.html:
+            _write_html(args, result, window)
     except TraceError as error:
         print(f"isrlab replay: error: {error}", file=sys.stderr)
         return 2
@@ -26,6 +37,46 @@ def run(args) -> int:
     return 0 if result.verdict == "accepted" else 1
 
 
+# Lines shown around a divergence, and from the start of an accepted run, without --window.
+AROUND_DIVERGENCE, FIRST_LINES = 40, 150
+
+
+def _window(text: str) -> tuple[int, int]:
+    from isrlab.options import UsageError
+
+    try:
+        start, end = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--window {text!r}: expected FROM_MS:TO_MS, e.g. 2000:2600") from None
+    if not 0 <= start <= end:
+        raise UsageError(f"--window {text!r}: FROM_MS must be >= 0 and <= TO_MS")
+    return start, end
+
+
+def _write_html(args, result, window) -> None:
+    """The run's lines in `window` (ms), or around the divergence, as a space-time view."""
+    from model_check.replay import load_run, merge
+    from model_check.spacetime import run_timeline, to_html
+
+    order = [e for e in merge(load_run(args.traces)) if e.kind != "header"]
+    d = result.divergence
+    if window is not None:
+        lines = [e for e in order if window[0] <= e.time_ms <= window[1]]
+        what = f"{window[0]}-{window[1]} ms"
+    elif d is not None:
+        at = next(i for i, e in enumerate(order) if e.where == d.event.where)
+        lines = order[max(0, at - AROUND_DIVERGENCE):at + 1]
+        what = f"the {len(lines)} lines up to the divergence"
+    else:
+        lines = order[:FIRST_LINES]
+        what = f"the first {len(lines)} lines"
+    verdict = (f"divergence at {d.event.where}: {d.reason}" if d is not None
+               else f"accepted: {result.events:,} events")
+    view = run_timeline(lines, f"{result.command or 'run'}: {what}", verdict)
+    with open(args.html, "w", encoding="utf-8") as out:
+        out.write(to_html(view))
+
+
 def register(sub) -> None:
     p = sub.add_parser("replay", help="check a run's traces against the spec",
                        description=__doc__.splitlines()[0])
@@ -33,4 +84,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-invariants", action="store_true",
                    help="skip checking the spec's invariants on the replayed state")
+    p.add_argument("--html", metavar="FILE",
+                   help="write a space-time view of the run: the lines up to a divergence, "
+                   "the first ones of an accepted run, or those in --window")
+    p.add_argument("--window", metavar="FROM_MS:TO_MS",
+                   help="with --html: the lines whose time is in this range (ms)")
     p.set_defaults(func=run)

@@ -360,3 +360,65 @@ def to_mermaid(t: Timeline) -> str:
             lines.append(f"    Note over {names[s.lane]}: {text}")
     lines.append(f"    Note over {names[t.lanes[0]]}: {t.verdict[:120].replace(';', ',')}")
     return "\n".join(lines) + "\n"
+
+
+# Runs of the reference broker --------------------------------------------------------------
+
+
+def _state_fields(body: dict) -> dict[str, str]:
+    """A trace line's post-state as named fields: `p0 b1 high_watermark`, `store p0 isr`."""
+    state = body.get("state") or {}
+    out: dict[str, str] = {}
+    replicas = state.get("replicas") or ([state] if state.get("broker") is not None else [])
+    for r in replicas:
+        for key, value in r.items():
+            if key not in ("partition", "broker"):
+                out[f"p{r['partition']} b{r['broker']} {key}"] = _show(value)
+    for ps in state.get("partitions") or ():
+        for key, value in ps.items():
+            if key != "partition":
+                out[f"store p{ps['partition']} {key}"] = _show(value)
+    if state.get("registered") is not None:
+        out["store registered"] = _show(state["registered"])
+    return out
+
+
+def run_timeline(events: list, title: str, verdict: str = "") -> Timeline:
+    """Lines of a run (merged order; `Event`s of `model_check.replay`) as a space-time view:
+    a lane per node, messages from their send ids to their receive, nemesis faults marked,
+    and per step the post-state fields that changed since that replica's previous line."""
+    steps: list[Step] = []
+    arrows: list[Arrow] = []
+    sent: dict[str, tuple[int, str]] = {}
+    known: dict[str, str] = {}
+    lanes: set[str] = set()
+    for index, e in enumerate(events):
+        body = e.body
+        lane = e.node
+        lanes.add(lane)
+        if e.kind == "event":
+            action, args = e.action, dict(body.get("args") or {})
+            fields_now = _state_fields(body)
+            changes = [(k, known.get(k, "-"), v) for k, v in sorted(fields_now.items())
+                       if known.get(k) != v]
+            known.update(fields_now)
+            fault = action in FAULTS or action.startswith("NetworkDrop")
+        elif e.kind == "nemesis":
+            action = f"nemesis {body.get('f', '')} {body.get('type', '')}".strip()
+            args, changes, fault = {"target": body.get("value")}, [], True
+        else:
+            action = f"{body.get('f', '')} {body.get('type', '')}".strip()
+            args = {k: body[k] for k in ("value", "offset", "partition") if k in body}
+            changes, fault = [], False
+        if e.recv is not None and e.recv in sent:
+            at, src = sent.pop(e.recv)
+            arrows.append(Arrow(at, index, src, lane, e.recv,
+                                dropped=e.action.startswith("NetworkDrop")))
+        for mid in e.send:
+            sent[mid] = (index, lane)
+        steps.append(Step(index, action, args, lane, changes, fault))
+    for mid, (at, src) in sent.items():
+        arrows.append(Arrow(at, None, src, None, mid))
+    order = sorted(lanes, key=lambda x: (x != "meta", not (x[0] == "b" and x[1:].isdigit()),
+                                         int(x[1:]) if x[1:].isdigit() else 0, x))
+    return Timeline(title, order, steps, arrows, verdict)

@@ -104,3 +104,56 @@ def test_a_browser_renders_the_lanes_and_the_table(b1, tmp_path):
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1000,900", page.as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions, simulate
+
+    directory = tmp_path_factory.mktemp("run") / "seed-3"
+    simulate(ClusterConfig(), SimOptions(seed=3, duration_ms=6_000,
+                                         nemesis=("crash", "partition"))).write(directory)
+    return directory
+
+
+def test_replay_html_shows_a_run_window_with_messages(run_dir, tmp_path, capsys):
+    page = tmp_path / "run.html"
+    assert main(["replay", str(run_dir), "--html", str(page), "--window", "0:1000"]) == 0
+    capsys.readouterr()
+    text = page.read_text()
+    for lane in ("b0", "b1", "b2", "producer"):
+        assert f'data-lane="{lane}"' in text
+    assert text.count('class="msg"') > 10 and "accepted" in text
+    assert "p0 b0 high_watermark" in text  # a post-state change, named by field
+
+
+def test_replay_html_of_a_divergence_ends_at_the_divergent_line(run_dir, tmp_path, capsys):
+    import json
+
+    run = tmp_path / "copy"
+    shutil.copytree(run_dir, run)
+    path = run / "b1.ndjson"
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        body = json.loads(line)
+        if body.get("action") == "FollowerHandleFetchResponse" and \
+                body["state"]["high_watermark"] > 3:
+            body["state"]["high_watermark"] += 1
+            lines[i] = json.dumps(body)
+            break
+    path.write_text("\n".join(lines) + "\n")
+    page = tmp_path / "div.html"
+    assert main(["replay", str(run), "--html", str(page)]) == 1
+    capsys.readouterr()
+    text = page.read_text()
+    assert f"divergence at {path}:{i + 1}" in text
+    last = re.findall(r'<tr data-step="(\d+)"><td>\d+</td><td>([^<]+)</td><td>([^<(]+)', text)[-1]
+    assert last[1:] == ("b1", "FollowerHandleFetchResponse")
+
+
+def test_replay_window_must_be_a_range(run_dir, tmp_path, capsys):
+    for bad in ("3000", "5:2", "a:b"):
+        assert main(["replay", str(run_dir), "--html", str(tmp_path / "x.html"),
+                     "--window", bad]) == 2
+        assert "--window" in capsys.readouterr().err
