@@ -39,8 +39,8 @@ def run(args) -> int:
     if not args.duration:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
-    from isrlab.progress import Progress, campaign_progress
     from model_check.campaign import format_summary, run_campaign
+    from model_check.progress import Progress, campaign_progress
 
     output_dir("--out", args.out)
     config = cluster_config(args)

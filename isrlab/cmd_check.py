@@ -128,8 +128,8 @@ def build_model(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from isrlab.progress import Progress, search_progress
     from model_check.explorer import explore, simulate
+    from model_check.progress import Progress, search_progress
     from model_check.report import counterexample_table, itf_trace, junit_xml, result_json, summary
 
     output_file("--itf", args.itf)

@@ -75,8 +75,8 @@ def _spec_part() -> None:
 def _campaign_part() -> Path:
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from isrlab.progress import Progress, campaign_progress
     from model_check.campaign import format_summary, run_campaign
+    from model_check.progress import Progress, campaign_progress
 
     _banner(f"2/4  Reference broker: {RUNS} simulated runs x {len(CONFIGS)} configurations, "
             "each replayed against the spec")
@@ -142,7 +142,8 @@ def _spark_part(corpus: Path) -> int:
     code = analyze([*dirs, "--runs-from", "campaign", "--out", str(report),
                     "--master", "local[2]"])
     if code == 0:
-        print(f"\n  report: {report / 'index.md'} (tables as CSV and Parquet, plots as PNG)")
+        print(f"\n  report: {report / 'index.html'} (one self-contained page; the same as "
+              f"{report / 'index.md'}, tables as CSV and Parquet, plots as PNG)")
     return code
 
 

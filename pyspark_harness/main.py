@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
         dataset = os.path.join(out, "dataset")
     os.makedirs(out, exist_ok=True)
 
-    from isrlab.progress import Progress, SparkWatch
+    from model_check.progress import Progress, SparkWatch
     from pyspark_harness.session import get_session
 
     start = time.perf_counter()
@@ -133,7 +133,8 @@ def _run(args: argparse.Namespace) -> int:
     if report.replay_verdicts:
         verdicts = ", ".join(f"{k}: {v}" for k, v in sorted(report.replay_verdicts.items()))
         print(f"replay verdicts: {verdicts}")
-    print(f"report: {report.index}")
+    print(f"report: {report.index} (self-contained: "
+          f"{os.path.join(os.path.dirname(report.index), 'index.html')})")
     if report.disagreements:
         print(f"{report.disagreements} anomaly counts disagree with the runs' own summaries "
               "(report: Cross-check)")

@@ -1,6 +1,7 @@
 """The report: every job of `jobs` run over one ingested dataset, written as a directory.
 
     REPORT_DIR/index.md          the page: tables and the plots, with what each number means
+    REPORT_DIR/index.html        the same page, self-contained (plots inlined)
     REPORT_DIR/*.png             lost-write rate and unavailable time per config, election
                                  latency distribution, ISR size and leaders over time (one run)
     REPORT_DIR/tables/*.csv      the small tables (one file each, written with the csv module)
@@ -24,6 +25,7 @@ from pyspark.sql import functions as F
 
 from pyspark_harness import jobs as J
 from pyspark_harness.ingest import local_path, read_summaries
+from pyspark_harness.page import markdown_page
 
 MALFORMED_CSV_ROWS_MAX = 10_000
 
@@ -355,8 +357,11 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
     seconds = time.perf_counter() - start
     index = os.path.join(out, "index.md")
+    text = _page(data, frames, figures, chosen, events, malformed, dataset, seconds)
     with open(index, "w", encoding="utf-8") as page:
-        page.write(_page(data, frames, figures, chosen, events, malformed, dataset, seconds))
+        page.write(text)
+    with open(os.path.join(out, "index.html"), "w", encoding="utf-8") as page:
+        page.write(markdown_page(text, out, "isrlab report"))
     return Report(out=out, index=index, runs=len(data["per_run"]),
                   configs=len(data["per_config"]), events=events, malformed=malformed,
                   disagreements=disagreements, chosen_run=chosen, seconds=seconds,

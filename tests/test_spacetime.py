@@ -157,3 +157,14 @@ def test_replay_window_must_be_a_range(run_dir, tmp_path, capsys):
         assert main(["replay", str(run_dir), "--html", str(tmp_path / "x.html"),
                      "--window", bad]) == 2
         assert "--window" in capsys.readouterr().err
+
+
+def test_report_page_is_self_contained(tmp_path):
+    from pyspark_harness.page import markdown_page
+
+    png = tmp_path / "plot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+    page = markdown_page("# Report\n\n| config | lost |\n|---|---|\n| acks=1 | 3 |\n\n"
+                         "![Lost writes](plot.png)\n", tmp_path, "isrlab report")
+    assert "<table>" in page and "<td>acks=1</td>" in page
+    assert 'src="data:image/png;base64,' in page and 'src="plot.png"' not in page

@@ -241,6 +241,11 @@ def test_per_config_aggregates_and_the_report_files(report, lines):
                  "election_latency.png", "isr_over_time.png"):
         assert (report / name).stat().st_size > 0, name
     assert (report / "parquet" / "per_config").is_dir()
+    page = (report / "index.html").read_text(encoding="utf-8")
+    # Self-contained: every plot of the Markdown page is inlined, none is linked.
+    plots = (report / "index.md").read_text(encoding="utf-8").count("![")
+    assert plots >= 4 and page.count('src="data:image/png;base64,') == plots
+    assert ".png\"" not in page and "<table>" in page
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(spark, report, corpus, tmp_path, capsys):
