@@ -3,6 +3,7 @@
     python bench/spark_bench.py                      # 10,000,000 events (about 4 GB of NDJSON)
     python bench/spark_bench.py --events 1000000     # a quicker run
     python bench/spark_bench.py --corpus DIR --keep  # reuse / keep the generated corpus
+    python bench/spark_bench.py --from-sim --events 1000000 --masters local[2]  # real runs
 
 The corpus is synthetic but follows docs/traces.md line for line (a campaign directory,
 run-<seed>/ with one file per node, every file opening with its header): brokers append,
@@ -293,6 +294,40 @@ def generate(out: Path, events: int, events_per_run: int, seed: int) -> tuple[in
     return runs, size
 
 
+# Simulated events per simulated second of a 3-broker run under crash, partition and pause
+# (bench/replay_bench.py: about 99,000 events in 240 s).
+SIM_EVENTS_PER_SECOND = 410
+SIM_CONFIGS = (dict(acks="all", min_insync_replicas=2), dict(acks="1"),
+               dict(acks="all", unclean_leader_election_enable=True))
+
+
+def _simulate_run(job: tuple[Path, int, int, int]) -> int:
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions, simulate
+
+    out, run_seed, duration_ms, config = job
+    sim = simulate(ClusterConfig(**SIM_CONFIGS[config]),
+                   SimOptions(seed=run_seed, duration_ms=duration_ms,
+                              nemesis=("crash", "partition", "pause")))
+    sim.write(out / f"run-{run_seed}")
+    return run_seed
+
+
+def generate_sim(out: Path, events: int, events_per_run: int, seed: int) -> tuple[int, int]:
+    """A campaign of real simulator runs (about `events` lines in all), on every core."""
+    import multiprocessing
+
+    out.mkdir(parents=True, exist_ok=True)
+    runs = max(1, events // events_per_run)
+    duration_ms = events_per_run * 1000 // SIM_EVENTS_PER_SECOND
+    jobs = [(out, seed * 100_000 + i, duration_ms, i % len(SIM_CONFIGS)) for i in range(runs)]
+    with multiprocessing.get_context("fork").Pool() as pool:
+        for _ in pool.imap_unordered(_simulate_run, jobs):
+            pass
+    size = sum(f.stat().st_size for f in out.rglob("*.ndjson"))
+    return runs, size
+
+
 MEASURE = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -334,15 +369,20 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, help="corpus directory (generated if absent)")
     parser.add_argument("--keep", action="store_true", help="keep a generated corpus")
     parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--from-sim", action="store_true",
+                        help="generate the corpus with the reference broker's simulator "
+                        "(crash, partition, pause; acks all / 1 / unclean) instead of the "
+                        "synthetic generator")
     args = parser.parse_args()
 
     corpus = args.corpus or Path(tempfile.mkdtemp(prefix="isrlab-corpus-"))
     print(f"seed {args.seed}; corpus {corpus}")
     if not any(corpus.glob("run-*")):
         t = time.perf_counter()
-        runs, size = generate(corpus, args.events, args.events_per_run, args.seed)
-        print(f"generated {runs} runs, {size / 1e9:.2f} GB of NDJSON in "
-              f"{time.perf_counter() - t:.0f} s")
+        make = generate_sim if args.from_sim else generate
+        runs, size = make(corpus, args.events, args.events_per_run, args.seed)
+        print(f"generated {runs} {'simulated' if args.from_sim else 'synthetic'} runs, "
+              f"{size / 1e9:.2f} GB of NDJSON in {time.perf_counter() - t:.0f} s")
     results = []
     try:
         for master in args.masters.split(","):

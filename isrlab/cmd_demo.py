@@ -139,8 +139,10 @@ def _spark_part(corpus: Path) -> int:
         return 1
     report = OUT / "report"
     dirs = [str(corpus / name) for name, _, _ in CONFIGS]
+    from model_check.progress import Progress
+
     code = analyze([*dirs, "--runs-from", "campaign", "--out", str(report),
-                    "--master", "local[2]"])
+                    "--master", "local[2]"], progress=Progress)
     if code == 0:
         print(f"\n  report: {report / 'index.html'} (one self-contained page; the same as "
               f"{report / 'index.md'}, tables as CSV and Parquet, plots as PNG)")

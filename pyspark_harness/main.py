@@ -62,16 +62,17 @@ def _replay_function(spec: str):
     return function
 
 
-def run(args: argparse.Namespace) -> int:
-    """Ingest, analyse, write the report; print where it is. Returns the exit code."""
+def run(args: argparse.Namespace, progress=None) -> int:
+    """Ingest, analyse, write the report; print where it is. Returns the exit code.
+    `progress(what)`: a progress display for each stage (a context manager with `update`)."""
     try:
-        return _run(args)
+        return _run(args, progress)
     except UsageError as error:
         print(f"isrlab analyze: error: {error}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, progress=None) -> int:
     from pyspark_harness.ingest import InputError, find_trace_files, ingest
     from pyspark_harness.report import analyze
 
@@ -91,8 +92,8 @@ def _run(args: argparse.Namespace) -> int:
         dataset = os.path.join(out, "dataset")
     os.makedirs(out, exist_ok=True)
 
-    from model_check.progress import Progress, SparkWatch
     from pyspark_harness.session import get_session
+    from pyspark_harness.watch import Quiet, SparkWatch
 
     start = time.perf_counter()
     try:
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
           f"({time.perf_counter() - start:.1f} s to start)", file=sys.stderr)
     if files is not None:
         print(f"ingesting {len(files)} trace files ...", file=sys.stderr)
-        with Progress("ingest: tasks") as progress, SparkWatch(spark, progress):
+        with (progress or Quiet)("ingest: tasks") as shown, SparkWatch(spark, shown):
             result = ingest(spark, files, dataset, keep_raw=not args.no_raw)
         print(f"ingested {result.lines:,} lines from {result.files} files, {result.runs} runs, "
               f"in {result.seconds:.1f} s ({result.lines / max(result.seconds, 1e-9):,.0f} "
@@ -124,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
                              f"line{first}")
     print("analysing ...", file=sys.stderr)
     try:
-        with Progress("analysis: tasks") as progress, SparkWatch(spark, progress):
+        with (progress or Quiet)("analysis: tasks") as shown, SparkWatch(spark, shown):
             report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn)
     except (ValueError, InputError) as error:
         raise UsageError(str(error)) from None
@@ -142,11 +143,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, progress=None) -> int:
     """`python -m pyspark_harness.main` and spark-submit's entry point."""
     parser = argparse.ArgumentParser(prog="analyze", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return run(parser.parse_args(argv), progress)
 
 
 if __name__ == "__main__":

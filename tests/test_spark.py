@@ -383,3 +383,24 @@ def test_the_report_answers_what_happens_when_every_isr_replica_fails(spark, tmp
     assert int(rows["clean"]["writes_lost"]) == summaries["clean"] > 0
     assert int(rows["elr"]["writes_lost"]) == summaries["elr"] == 0
     assert f"| clean | isr-kill | 2 | {rows['clean']['writes_acked']} |" in section
+
+
+def test_spark_watch_reports_the_tasks_of_a_running_job(spark):
+    from pyspark_harness.watch import SparkWatch
+
+    class Recorder:
+        enabled = True
+
+        def __init__(self):
+            self.updates = []
+
+        def update(self, done=None, **fields):
+            self.updates.append((done, fields))
+
+    shown = Recorder()
+    with SparkWatch(spark, shown, every=0.05):
+        # A job slow enough to be seen running: 4 tasks that each sleep a little.
+        spark.sparkContext.parallelize(range(4), 4).map(
+            lambda x: __import__("time").sleep(0.5) or x).collect()
+    assert any(f.get("stages", 0) >= 1 and "tasks" in f.get("active", "")
+               for _, f in shown.updates)
