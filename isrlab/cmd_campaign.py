@@ -39,7 +39,7 @@ def run(args) -> int:
     if not args.duration:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
-    from model_check.campaign import format_summary, run_campaign
+    from model_check.campaign import CampaignError, format_summary, run_campaign
     from model_check.progress import Progress, campaign_progress
 
     output_dir("--out", args.out)
@@ -55,9 +55,13 @@ def run(args) -> int:
               f"{config.min_insync_replicas}, unclean {config.unclean_leader_election_enable}, "
               f"nemesis {','.join(nemesis)}, {args.duration / 1000:g} s each"
               + (f", bugs {','.join(sorted(config.bugs))}" if config.bugs else ""))
-    with Progress("runs", total=args.runs, quiet=args.json) as progress:
-        result = run_campaign(config, options, args.runs, out, keep=args.keep,
-                              workers=args.workers, progress=campaign_progress(progress))
+    try:
+        with Progress("runs", total=args.runs, quiet=args.json) as progress:
+            result = run_campaign(config, options, args.runs, out, keep=args.keep,
+                                  workers=args.workers, progress=campaign_progress(progress),
+                                  spark=args.spark)
+    except CampaignError as error:
+        raise UsageError(str(error)) from None
     summary = result.summary()
     if args.json:
         print(json.dumps(summary, sort_keys=True))
@@ -134,6 +138,9 @@ def register(sub) -> None:
     p.add_argument("--workers", type=WORKERS, default=None,
                    help="processes (default: all cores; at most 4 per core)")
     p.add_argument("--out", default="campaign-out", metavar="DIR")
+    p.add_argument("--spark", nargs="?", const="local[2]", default=None, metavar="MASTER",
+                   help="run the seeds as Spark tasks on MASTER (default local[2]) instead of "
+                   "a local process pool; same seeds, same results (docs/spark.md)")
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")

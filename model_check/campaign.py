@@ -128,6 +128,10 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
                       len(loss.excused), loss.note(), len(loss.lost), line, len(kip966))
 
 
+class CampaignError(ValueError):
+    """A campaign that cannot run (one line: what and why)."""
+
+
 def _worker(job: tuple) -> RunOutcome:
     return run_one(*job)
 
@@ -176,15 +180,38 @@ class CampaignResult:
 
 def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Path | None,
                  keep: str = "failing", workers: int | None = None, progress=None,
-                 stop_at_first_failure: bool = False) -> CampaignResult:
-    """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring."""
+                 stop_at_first_failure: bool = False, spark: str | None = None) -> CampaignResult:
+    """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring.
+
+    `spark`: a Spark master (`local[2]`, `spark://host:7077`) to run the seeds as Spark tasks
+    instead of a local process pool. Each task simulates, replays and history-checks its runs
+    and writes their traces (as `keep` says) under `out`, which on a cluster must be a path
+    every executor shares; only each run's outcome (a few hundred bytes) reaches the driver,
+    streamed as tasks finish. Same seeds, same outcomes: a run depends on its seed alone."""
     from dataclasses import replace
 
     started = time.perf_counter()
     jobs = [(config, replace(options, seed=options.seed + i), out, keep) for i in range(runs)]
     workers = max(1, min(workers or os.cpu_count() or 1, runs))
     outcomes: list[RunOutcome] = []
-    if workers == 1:
+    if spark is not None:
+        from pyspark_harness.session import get_session, master_problem
+
+        if master_problem(spark):
+            raise CampaignError(f"--spark {spark}: {master_problem(spark)}")
+        try:
+            context = get_session(spark, app_name="isrlab-campaign").sparkContext
+        except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
+            text = str(error).strip()
+            raise CampaignError(f"--spark {spark}: Spark did not start: "
+                                f"{text.splitlines()[0] if text else type(error).__name__}") \
+                from None
+        slices = min(runs, max(1, context.defaultParallelism) * 4)
+        for outcome in context.parallelize(jobs, slices).map(_worker).toLocalIterator():
+            outcomes.append(outcome)
+            if progress:
+                progress(outcome, len(outcomes), runs)
+    elif workers == 1:
         for job in jobs:
             outcomes.append(run_one(*job))
             if progress:

@@ -92,11 +92,13 @@ def _run(args: argparse.Namespace, progress=None) -> int:
         dataset = os.path.join(out, "dataset")
     os.makedirs(out, exist_ok=True)
 
-    from pyspark_harness.session import get_session
+    from pyspark_harness.session import get_session, master_problem
     from pyspark_harness.watch import Quiet, SparkWatch
 
     start = time.perf_counter()
     try:
+        if master_problem(args.master):
+            raise UsageError(f"--master {args.master}: {master_problem(args.master)}")
         spark = get_session(args.master)
     except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

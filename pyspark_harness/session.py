@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -61,6 +62,20 @@ def _quiet_conf_dir() -> str:
         out.write(LOG4J2)
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+# The master URL forms Spark accepts (SparkContext's master parsing), checked before a JVM is
+# started for one: a bad one would otherwise cost a JVM start and print its stack trace.
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|yarn"
+                     r"|(spark|mesos)://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|k8s://\S+")
+
+
+def master_problem(master: str | None) -> str | None:
+    """Why `master` is not a Spark master URL, or None when it is one (or None)."""
+    if master is None or _MASTER.fullmatch(master):
+        return None
+    return ("not a Spark master (local, local[N], local[*], spark://HOST:PORT, yarn, "
+            "k8s://URL)")
 
 
 def is_local(master: str | None) -> bool:

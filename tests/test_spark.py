@@ -404,3 +404,55 @@ def test_spark_watch_reports_the_tasks_of_a_running_job(spark):
             lambda x: __import__("time").sleep(0.5) or x).collect()
     assert any(f.get("stages", 0) >= 1 and "tasks" in f.get("active", "")
                for _, f in shown.updates)
+
+
+def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
+    """Same seeds through Spark tasks and through the process pool: the same outcomes (all but
+    the timings), and the same trace files written by the Spark tasks."""
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions
+    from model_check.campaign import run_campaign
+
+    config = ClusterConfig(acks="1")
+    options = SimOptions(seed=40, duration_ms=4_000, nemesis=("crash", "partition"))
+    seen = []
+    pooled = run_campaign(config, options, 6, tmp_path / "pool", keep="all", workers=2)
+    sparked = run_campaign(config, options, 6, tmp_path / "spark", keep="all",
+                           spark="local[2]", progress=lambda o, done, total: seen.append(done))
+
+    def strip(summary):
+        return {k: v for k, v in summary.items()
+                if k not in ("seconds", "replay_events_per_second")}
+
+    assert strip(sparked.summary()) == strip(pooled.summary())
+    assert [o.seed for o in sparked.outcomes] == list(range(40, 46)) and seen == list(range(1, 7))
+    written = sorted(str(p.relative_to(tmp_path / "spark"))
+                     for p in (tmp_path / "spark").rglob("*.ndjson"))
+    assert len(written) >= 6 * 4 and written == sorted(
+        str(p.relative_to(tmp_path / "pool")) for p in (tmp_path / "pool").rglob("*.ndjson"))
+    assert (tmp_path / "spark" / "run-42" / "b0.ndjson").read_bytes() == \
+        (tmp_path / "pool" / "run-42" / "b0.ndjson").read_bytes()
+
+
+def test_master_urls_are_checked_before_a_jvm_starts():
+    from pyspark_harness.session import master_problem
+
+    for good in ("local", "local[2]", "local[*]", "local[4,2]", "spark://127.0.0.1:7077", "yarn",
+                 "k8s://https://127.0.0.1:6443", None):
+        assert master_problem(good) is None, good
+    for bad in ("nonsense", "local[0]", "local[two]", "spark:/x", "local[2] "):
+        assert master_problem(bad), bad
+
+
+def test_a_campaign_with_a_bad_spark_master_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "isrlab.cli", "campaign", "--spark", "nonsense",
+                           "--runs", "1", "--duration", "1000", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [x for x in done.stderr.splitlines() if "error" in x.lower()]
+    assert errors == ["isrlab campaign: error: --spark nonsense: not a Spark master (local, "
+                      "local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"]
+    assert "Traceback" not in done.stderr
