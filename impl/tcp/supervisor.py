@@ -583,6 +583,10 @@ def run_cluster(config: ClusterConfig, options: TcpOptions, out_dir: Path | str)
     """Run the cluster for `options.duration_ms` and write the run directory; the summary has
     the simulator's keys. No node process outlives this call, however it ends."""
     cluster = Cluster(config, options, Path(out_dir))
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started as a background job of a non-interactive shell, the process inherits SIGINT
+        # ignored, and `kill -INT`, this supervisor's documented stop, would do nothing.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return trio.run(cluster.run)
     except BaseExceptionGroup as group:
