@@ -184,10 +184,10 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
     """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring.
 
     `spark`: a Spark master (`local[2]`, `spark://host:7077`) to run the seeds as Spark tasks
-    instead of a local process pool. Each task simulates, replays and history-checks its runs
-    and writes their traces (as `keep` says) under `out`, which on a cluster must be a path
-    every executor shares; only each run's outcome (a few hundred bytes) reaches the driver,
-    streamed as tasks finish. Same seeds, same outcomes: a run depends on its seed alone."""
+    instead of a local process pool. Each task simulates, replays and history-checks one run
+    and writes its traces (as `keep` says) under `out`, which on a cluster must be a path
+    every executor shares; only each run's outcome (a few hundred bytes) reaches the driver.
+    Same seeds, same outcomes: a run depends on its seed alone."""
     from dataclasses import replace
 
     started = time.perf_counter()
@@ -206,11 +206,20 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
             raise CampaignError(f"--spark {spark}: Spark did not start: "
                                 f"{text.splitlines()[0] if text else type(error).__name__}") \
                 from None
-        slices = min(runs, max(1, context.defaultParallelism) * 4)
-        for outcome in context.parallelize(jobs, slices).map(_worker).toLocalIterator():
-            outcomes.append(outcome)
-            if progress:
-                progress(outcome, len(outcomes), runs)
+        # Waves of eight runs per core, one run per task, each wave collected at once: a
+        # Spark job runs its tasks in parallel, while a local iterator would run one
+        # partition at a time. Outcomes reach the driver (and the progress) wave by wave.
+        wave = max(1, context.defaultParallelism) * 8
+        for start in range(0, runs, wave):
+            chunk = jobs[start:start + wave]
+            for outcome in context.parallelize(chunk, len(chunk)).map(_worker).collect():
+                outcomes.append(outcome)
+                if progress:
+                    progress(outcome, len(outcomes), runs)
+                if stop_at_first_failure and outcome.failed:
+                    break
+            if stop_at_first_failure and outcomes and outcomes[-1].failed:
+                break
     elif workers == 1:
         for job in jobs:
             outcomes.append(run_one(*job))
