@@ -168,3 +168,14 @@ def test_report_page_is_self_contained(tmp_path):
                          "![Lost writes](plot.png)\n", tmp_path, "isrlab report")
     assert "<table>" in page and "<td>acks=1</td>" in page
     assert 'src="data:image/png;base64,' in page and 'src="plot.png"' not in page
+
+
+def test_the_cross_check_section_shows_only_disagreeing_rows():
+    from pyspark_harness.report import cross_check_section
+
+    rows = [dict(run=f"seed-{i}", kind="lost_write", expected=1, found=1, agrees=True,
+                 source="campaign") for i in range(50)]
+    assert cross_check_section(rows)[1].startswith("All 50 counts agree")
+    rows[7] = dict(rows[7], found=3, agrees=False)
+    text = "".join(cross_check_section(rows))
+    assert "**1 of 50 counts disagree**" in text and "seed-7" in text and "seed-8" not in text

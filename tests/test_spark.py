@@ -204,6 +204,14 @@ def test_availability_and_preferred_leader_tables_match_the_traces(report, lines
     assert all(sum(map(int, r[3].split(","))) == 2 for r in effect)
 
 
+def test_the_page_gives_the_cross_check_as_a_verdict_and_only_disagreeing_rows(report):
+    page = (report / "index.md").read_text(encoding="utf-8")
+    section = page.split("## Cross-check with the runs' own summaries\n", 1)[1].split("\n## ")[0]
+    compared = len(table(report, "cross_check", "run"))
+    assert section.strip() == (f"All {compared} counts agree with the runs' own summaries "
+                               "(each count: `tables/cross_check.csv`).")
+
+
 def test_cross_check_and_replay_agree_with_the_campaigns(spark, report, corpus, lines):
     results = {f"seed-{d.name.split('-')[1]}": json.loads((d / "result.json").read_text())
                for d in sorted(corpus.glob("*/run-*"))}
