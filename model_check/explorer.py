@@ -100,9 +100,6 @@ class _Visited:
     def __init__(self) -> None:
         self.fps = np.empty(0, dtype=np.int64)
 
-    def __len__(self) -> int:
-        return len(self.fps)
-
     def contains(self, fps: np.ndarray) -> np.ndarray:
         """A bool per item of `fps`: whether it is in the set."""
         if not len(self.fps):

@@ -34,22 +34,21 @@ class SparkWatch:
         self.tracker = spark.sparkContext.statusTracker()
         self.progress = progress
         self.every = every
-        self.finished_tasks = 0
         self._seen: dict[int, int] = {}
         self._stop = None
         self._thread = None
 
     def poll(self) -> None:
         total = done = 0
-        for stage_id in self.tracker.getActiveStageIds():
+        active = set(self.tracker.getActiveStageIds())  # one JVM call per poll
+        for stage_id in active:
             info = self.tracker.getStageInfo(stage_id)
             if info is None:
                 continue
             self._seen[stage_id] = info.numTasks
             total += info.numTasks
             done += info.numCompletedTasks
-        finished = sum(n for s, n in self._seen.items() if s not in
-                       set(self.tracker.getActiveStageIds()))
+        finished = sum(n for s, n in self._seen.items() if s not in active)
         self.progress.update(finished + done, stages=len(self._seen),
                              active=f"{done}/{total} tasks")
 

@@ -75,7 +75,7 @@ class GrowingSet(Set):
     keeps them small and uses frozensets; replaying a run of a million events holds tens of
     thousands of writes, where copying a frozenset on every acknowledgement made replay
     quadratic. It is a set in every way the spec uses one (membership, iteration, `|`,
-    comparisons, `-`) and equal to, and hashed as, the frozenset of its items.
+    comparisons, `-` from `Set`) and equal to, and hashed as, the frozenset of its items.
     """
 
     __slots__ = ("_items", "_hash")
@@ -107,9 +107,6 @@ class GrowingSet(Set):
             return GrowingSet._of(items.finish())
 
     __ror__ = __or__
-
-    def __rsub__(self, other: Iterable) -> frozenset:
-        return frozenset(x for x in other if x not in self._items)
 
     def __hash__(self) -> int:
         if not self._hash:

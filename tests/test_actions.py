@@ -1337,3 +1337,18 @@ def test_growing_set_is_a_set():
     assert {1, 2} <= g and not g <= {1, 2} and {4, 1} - g == frozenset({4})
     assert len(g) == 3 and 3 in g and 4 not in g and sorted(g) == [1, 2, 3]
     assert pickle.loads(pickle.dumps(g)) == g
+
+
+def test_growing_log_versions_do_not_see_each_others_appends():
+    from spec.state import GrowingLog
+
+    base = GrowingLog([1, 2]) + (3,)
+    longer = base + (4,)  # in place: base is the longest version
+    branch = base + (9,)  # base was grown past: copies its prefix first
+    cut = longer[:2]  # a prefix costs nothing
+    regrown = cut + (7,)
+    assert base == (1, 2, 3) and longer == (1, 2, 3, 4) and branch == (1, 2, 3, 9)
+    assert regrown == (1, 2, 7) and longer == (1, 2, 3, 4) and cut == (1, 2)
+    assert hash(longer) == hash((1, 2, 3, 4)) and longer[-1] == 4 and longer[1:3] == (2, 3)
+    with pytest.raises(IndexError):
+        base[3]  # the shared list holds more than this version
