@@ -24,6 +24,8 @@ def header_config(config, options) -> dict:
     body = config.to_json()
     body["duration_ms"] = options.duration_ms
     body["nemesis"] = list(options.nemesis)
+    if getattr(options, "faults", ()):
+        body["faults"] = sorted({fault[1] for fault in options.faults})
     if getattr(options, "spec_rules_off", ()):
         body["spec_rules_off"] = list(options.spec_rules_off)
     return body

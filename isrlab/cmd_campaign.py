@@ -20,6 +20,7 @@ from isrlab.options import (
     integer,
     output_dir,
 )
+from vocab.anomalies import DUPLICATE, LOST_WRITE
 
 
 def _clients(text: str) -> list[str]:
@@ -108,12 +109,12 @@ def run_clients(args) -> int:
             failed += 1
             continue
         acked = sum(r.history.acked.values())
-        lost = r.history.counts["lost_write"]
+        lost = r.history.counts[LOST_WRITE]
         bad = r.replay.verdict != "accepted" or (durable and lost > 0)
         failed += bad
         totals["acked"] += acked
         totals["lost"] += lost
-        totals["duplicates"] += r.history.counts["duplicate"]
+        totals["duplicates"] += r.history.counts[DUPLICATE]
         totals["events"] += r.replay.events
         anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) or "none"
         faults = next((line.strip().split(";")[0] for line in r.cluster_output.splitlines()

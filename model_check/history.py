@@ -24,29 +24,37 @@ The final state of a partition, at offset o, is:
   read covers o when its lowest offset <= o <= its highest offset; *absent* if that read had
   no record at o (a gap). When no read covers o the final state at o is *unknown*.
 
-Anomalies, by kind:
-- `lost_write`: an acknowledged write (acks 1 or all, `ok` with offset o >= 0) whose value is
+Anomalies, by kind (`vocab.anomalies` names them as Jepsen's Kafka workload does, and says for
+which configurations Kafka allows each):
+- `lost-write`: an acknowledged write (acks 1 or all, `ok` with offset o >= 0) whose value is
   not the final state at o (another value there, or absent). A write whose final state is
   unknown is not lost but *unverified* (counted per acks level), so a vacuous check shows.
 - `duplicate`: one value at two or more offsets of one partition, among all reads and the
   final logs.
-- `reordered_write`: two acknowledged writes w1, w2 of one producer process to one partition,
-  w1 acknowledged before w2 was invoked, and offset(w2) < offset(w1). One anomaly per w2,
-  naming the w1 with the highest offset.
-- `uncommitted_read`: a read returned (o, v) and the final state at o is known and is not v:
+- `nonmonotonic-send`: two acknowledged writes w1, w2 of one producer process to one
+  partition, w1 acknowledged before w2 was invoked, and offset(w2) < offset(w1). One anomaly
+  per w2, naming the w1 with the highest offset.
+- `uncommitted-read`: a read returned (o, v) and the final state at o is known and is not v:
   the consumer saw a record that was later lost. One anomaly per (partition, o, v).
-- `inconsistent_offset`: two values at one offset of one partition, among reads and
+- `inconsistent-offsets`: two values at one offset of one partition, among reads and
   acknowledgements. One anomaly per (partition, offset).
+- `poll-skip`: a read of a partition by one consumer process whose lowest offset is above
+  the highest offset of that process's previous read of the partition plus one, or that
+  leaves out an offset between its own lowest and highest. One anomaly per read.
+- `nonmonotonic-poll`: a read whose lowest offset is at or below the highest offset of the
+  same process's previous read of the partition (the consumer went back), or whose own
+  offsets do not increase. One anomaly per read; its values are the previous read's last
+  value and this read's first, so a poll that went back because that last value was lost
+  is excused with it.
 
-One fault usually shows as several kinds (a truncated acked write is a `lost_write`, and an
-`uncommitted_read` and `inconsistent_offset` where a consumer saw it); they are separate
+One fault usually shows as several kinds (a truncated acked write is a `lost-write`, and an
+`uncommitted-read` and `inconsistent-offsets` where a consumer saw it); they are separate
 questions and each is counted. Each anomaly names its values, offsets and the history lines
 involved (for a value seen many times, the first line that showed it at that offset).
 
 Left out: excusing writes that every in-sync replica lost in simultaneous crashes (the spec's
 `excused`), which a history cannot see; `fail`ed writes that show up in reads (with
-NOT_ENOUGH_REPLICAS_AFTER_APPEND they legitimately can); reads of values never sent; and
-whether a consumer skipped offsets between reads.
+NOT_ENOUGH_REPLICAS_AFTER_APPEND they legitimately can); and reads of values never sent.
 
 A malformed history (an `ok` without an `invoke` of that value in that process, a value
 invoked or completed twice, a missing field) raises `HistoryError` naming the line.
@@ -63,15 +71,10 @@ from typing import Any
 import msgspec
 
 from model_check.gcpause import without_gc
+from vocab import anomalies as K
+from vocab.anomalies import KINDS
 from vocab.trace import LineError, causal_merge, check
 
-KINDS = (
-    "lost_write",
-    "duplicate",
-    "reordered_write",
-    "uncommitted_read",
-    "inconsistent_offset",
-)
 ACKS_LEVELS = ("0", "1", "all")
 
 _ABSENT = object()  # The final state holds no record at an offset.
@@ -99,7 +102,7 @@ class Anomaly:
     """One anomaly: its kind, where (partition, offsets), which values, and the lines involved.
 
     `offsets` and `values` are ordered as `detail` describes them; `acks` is set for
-    `lost_write` and `reordered_write`.
+    `lost-write` and `nonmonotonic-send`.
     """
 
     kind: str
@@ -132,7 +135,7 @@ class HistoryResult:
     counts: dict[str, int]  # anomalies per kind, every kind present
     anomalies: tuple[Anomaly, ...]
     acked: dict[str, int]  # `ok` sends per acks level
-    lost: dict[str, int]  # lost_write anomalies per acks level
+    lost: dict[str, int]  # lost-write anomalies per acks level
     unverified: dict[str, int]  # acked writes whose final state is unknown
     reads: int  # `ok` reads
 
@@ -320,6 +323,9 @@ class _Checker:
         # (process, partition) -> (offset, value, ok index) of its highest acknowledged write.
         self.highest: dict[tuple[str, int], tuple[int, Any, int]] = {}
         self.reordered: list[Anomaly] = []
+        self.polls: list[Anomaly] = []  # poll-skip and nonmonotonic-poll, found as reads come
+        # (process, partition) -> (highest offset, its value, read index) of the previous read.
+        self.previous_read: dict[tuple[str, int], tuple[int, Any, int]] = {}
         # partition -> offset -> [(value, ok index)] of acknowledged writes.
         self.acks_at: dict[int, dict[int, list[tuple[Any, int]]]] = {}
         # partition -> offset -> (value, read index) of the first read that returned it, and
@@ -383,7 +389,7 @@ class _Checker:
         if w.before is not None and offset < w.before[0]:
             o1, v1, ok1 = w.before
             self.reordered.append(Anomaly(
-                "reordered_write", partition, (o1, offset), (v1, value),
+                K.NONMONOTONIC_SEND, partition, (o1, offset), (v1, value),
                 (self.event(ok1), self.event(w.invoke), self.event(i)),
                 f"p{partition}: {process} had {v1!r} acknowledged at offset {o1} before it "
                 f"sent {value!r}, which was acknowledged at the lower offset {offset}",
@@ -398,6 +404,7 @@ class _Checker:
         self.reads += 1
         if not records:
             return
+        self.poll_order(i, line["process"], partition, records)
         first = self.read_first.setdefault(partition, {})
         last = self.last_read.setdefault(partition, {})
         seen = self.seen_at.setdefault(partition, {})
@@ -421,6 +428,39 @@ class _Checker:
             for offset in range(low, high + 1):
                 if offset not in returned:
                     last[offset] = (_ABSENT, i)
+
+    def poll_order(self, i: int, process: str, partition: int, records: list) -> None:
+        """poll-skip and nonmonotonic-poll of one read against the process's previous one."""
+        offsets = [offset for offset, _ in records]
+        low, high = offsets[0], offsets[-1]
+        before = self.previous_read.get((process, partition))
+        self.previous_read[(process, partition)] = (high, records[-1][1], i)
+        p = f"p{partition}: {process} (seq {self.lines[i]['seq']})"
+        back = any(b <= a for a, b in zip(offsets, offsets[1:], strict=False))
+        if before is not None and low <= before[0]:
+            e = self.event(before[2])
+            self.polls.append(Anomaly(
+                K.NONMONOTONIC_POLL, partition, (before[0], low), (before[1], records[0][1]),
+                (e, self.event(i)),
+                f"{p} read from offset {low} after its previous read ({e.process} seq "
+                f"{e.seq}) had reached offset {before[0]}"))
+        elif back:
+            self.polls.append(Anomaly(
+                K.NONMONOTONIC_POLL, partition, tuple(offsets), (), (self.event(i),),
+                f"{p} read offsets that do not increase: {offsets}"))
+        skipped_inside = not back and high - low + 1 != len(offsets)
+        if before is not None and low > before[0] + 1:
+            e = self.event(before[2])
+            self.polls.append(Anomaly(
+                K.POLL_SKIP, partition, (before[0], low), (before[1], records[0][1]),
+                (e, self.event(i)),
+                f"{p} read from offset {low}, skipping offsets {before[0] + 1}..{low - 1} "
+                f"after its previous read ({e.process} seq {e.seq}) ended at {before[0]}"))
+        elif skipped_inside:
+            missing = sorted(set(range(low, high + 1)) - set(offsets))
+            self.polls.append(Anomaly(
+                K.POLL_SKIP, partition, tuple(missing), (), (self.event(i),),
+                f"{p} read offsets {low}..{high} without {missing[:5]}"))
 
     def final(self, partition: int, offset: int) -> tuple[Any, int | None] | None:
         """(value or _ABSENT, index of the read that showed it or None), or None if unknown."""
@@ -452,6 +492,7 @@ class _Checker:
             *self.reordered,
             *self.uncommitted_reads(),
             *self.inconsistent_offsets(),
+            *self.polls,
         ]
         rank = {kind: n for n, kind in enumerate(KINDS)}
         anomalies.sort(key=lambda a: (rank[a.kind], a.partition, a.offsets, repr(a.values)))
@@ -459,7 +500,7 @@ class _Checker:
         lost = dict.fromkeys(ACKS_LEVELS[1:], 0)
         for a in anomalies:
             counts[a.kind] += 1
-            if a.kind == "lost_write":
+            if a.kind == K.LOST_WRITE:
                 lost[a.acks] = lost.get(a.acks, 0) + 1
         return HistoryResult(counts, tuple(anomalies), self.acked, lost, self.unverified,
                              self.reads)
@@ -479,7 +520,7 @@ class _Checker:
                 events.append(self.event(final[1]))
             values = (value,) if final[0] is _ABSENT else (value, final[0])
             yield Anomaly(
-                "lost_write", w.partition, (w.offset,), values, tuple(events),
+                K.LOST_WRITE, w.partition, (w.offset,), values, tuple(events),
                 f"p{w.partition}: acks={w.acks} write {value!r} acknowledged at offset "
                 f"{w.offset} is lost: {self.final_text(w.partition, w.offset, final)}",
                 w.acks)
@@ -491,7 +532,7 @@ class _Checker:
             events = tuple(self.event(i) for _, i in places if i is not None)
             offsets = tuple(offset for offset, _ in places)
             yield Anomaly(
-                "duplicate", partition, offsets, (value,), events,
+                K.DUPLICATE, partition, offsets, (value,), events,
                 f"p{partition}: value {value!r} is at offsets "
                 f"{', '.join(map(str, offsets))}")
 
@@ -511,7 +552,7 @@ class _Checker:
                     values = (v,) if final[0] is _ABSENT else (v, final[0])
                     e = events[0]
                     yield Anomaly(
-                        "uncommitted_read", partition, (offset,), values, tuple(events),
+                        K.UNCOMMITTED_READ, partition, (offset,), values, tuple(events),
                         f"p{partition}: {e.process} (seq {e.seq}) read {v!r} at offset "
                         f"{offset}, later lost: {self.final_text(partition, offset, final)}")
 
@@ -540,7 +581,7 @@ class _Checker:
                              f"{'acked' if self.lines[j]['f'] == 'send' else 'read'} {v!r}"
                              for v, j in ordered)
             yield Anomaly(
-                "inconsistent_offset", partition, (offset,), tuple(v for v, _ in ordered),
+                K.INCONSISTENT_OFFSETS, partition, (offset,), tuple(v for v, _ in ordered),
                 events, f"p{partition}: {len(ordered)} values at offset {offset}: {said}")
 
     def _when(self, i: int) -> tuple[int, str, int]:

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from pyspark_harness import schemas as S
 from vocab import trace as T
+from vocab.anomalies import KINDS
 
 HEADER_PATTERN = r'"kind"\s*:\s*"header"'
 # Lines are checked for size and nesting before any JSON parser sees them: the format nests
@@ -379,7 +380,7 @@ def read_summaries(directories: list[str]) -> list[tuple[str, str | None, str, s
     The counts are the document's `history.anomalies` by kind (a number, or a list whose
     length is the count); `run` is the document's own `run` field when it has one. Kind names
     are normalised to the Spark ones (lower case, `-` to `_`, a plural `s` dropped:
-    `lost-writes` -> `lost_write`). A file that cannot be read or has no such object
+    `lost_writes` -> `lost-write`). A file that cannot be read or has no such object
     contributes nothing; result.json wins over run.json.
     """
     rows = []
@@ -418,6 +419,11 @@ def local_path(uri: str) -> str | None:
 
 
 def normalise_kind(kind: str) -> str:
-    """`Lost-Writes` -> `lost_write`: the spelling the Spark anomaly table uses."""
-    kind = kind.strip().lower().replace("-", "_").replace(" ", "_")
-    return kind[:-1] if kind.endswith("s") else kind
+    """`Lost_Writes` -> `lost-write`, `inconsistent_offset` -> `inconsistent-offsets`: the
+    spelling of `vocab.anomalies.KINDS` when the name is one of them in another case, with
+    `_` for `-`, or in the other number; otherwise lower case with `-`."""
+    kind = kind.strip().lower().replace("_", "-").replace(" ", "-")
+    for name in (kind, kind + "s", kind[:-1] if kind.endswith("s") else kind):
+        if name in KINDS:
+            return name
+    return kind

@@ -8,13 +8,18 @@ tcp mode each node's own clock). What each job counts, precisely:
 Client anomalies, per partition of a run (from `history` lines), as model_check/history.py
 defines them when it has no final logs (same names, same questions):
   The final state at an offset is the value the latest `ok` read with a record there returned
-  (the larger value breaks a tie at one time_ms). A `lost_write` is an acknowledged write at
+  (the larger value breaks a tie at one time_ms). A `lost-write` is an acknowledged write at
   acks 1 or all (`ok`, offset >= 0) whose value is not the final state at its offset (acks=0
-  writes are counted, never judged). An `uncommitted_read` is a (offset, value) a read
+  writes are counted, never judged). An `uncommitted-read` is a (offset, value) a read
   returned that is not the final state there. A `duplicate` is a value read at two or more
-  offsets; an `inconsistent_offset` is an offset with two or more values among reads and
-  acknowledgements; a `reordered_write` is an acknowledged write of a producer process below
-  an offset that process had acknowledged before it sent it.
+  offsets; an `inconsistent-offsets` is an offset with two or more values among reads and
+  acknowledgements; a `nonmonotonic-send` is an acknowledged write of a producer process
+  below an offset that process had acknowledged before it sent it. Taking each consumer
+  process's reads of a partition in `seq` order: a `nonmonotonic-poll` is a read whose first
+  offset is at or below the previous read's last, or whose own offsets do not increase; a
+  `poll-skip` is a read whose first offset is above the previous read's last plus one, or
+  (its offsets increasing) that leaves one out. Whether a kind is expected or bad for a
+  configuration is `vocab.anomalies.expected_kinds` of its header config.
 
 Availability, per partition of a run (from the metadata store's `partitions` states):
   The partition's state holds from one change to the next; the last one until the run's end
@@ -54,12 +59,12 @@ from pyspark.sql import functions as F
 
 from pyspark_harness import schemas as S
 from pyspark_harness.ingest import election_policy, local_path, read_stored
+from vocab import anomalies as K
 from vocab.actions import ActionName as A
+from vocab.anomalies import KINDS as ANOMALY_KINDS
 from vocab.outcomes import Code
 from vocab.trace import CausalCycle, causal_merge
 
-ANOMALY_KINDS = ("lost_write", "duplicate", "reordered_write", "uncommitted_read",
-                 "inconsistent_offset")
 METADATA_NODE = "meta"
 FAULTS_OF_LEADERS = ("crash", "controller-kill")
 
@@ -133,6 +138,7 @@ def runs(headers: DataFrame) -> DataFrame:
         F.min(c["duration_ms"]).alias("duration_ms"),
         F.min("seed").alias("seed"),
         F.min("mode").alias("mode"),
+        F.min(F.to_json(c)).alias("config_json"),
         F.count("*").alias("files"),
         (F.countDistinct("config_key") > 1).alias("config_conflict"),
     )
@@ -357,18 +363,19 @@ def anomalies(history: DataFrame) -> DataFrame:
 
     lost = acked.join(by_offset, ["run", "partition", "offset"]).where(
         F.col("final_value") != F.col("value")).select(
-        "run", "partition", F.lit("lost_write").alias("kind"), "acks", "offset", "value",
+        "run", "partition", F.lit(K.LOST_WRITE).alias("kind"), "acks", "offset", "value",
         F.concat(F.lit("acknowledged at "), F.col("time_ms").cast("string"),
                  F.lit(" ms; the final state there is "),
                  F.col("final_value").cast("string")).alias("detail"))
     uncommitted = by_offset.select(
         "run", "partition", "offset", "final_value", F.explode("read_values").alias("value")
     ).where(F.col("value") != F.col("final_value")).select(
-        "run", "partition", F.lit("uncommitted_read").alias("kind"), no_acks, "offset", "value",
+        "run", "partition", F.lit(K.UNCOMMITTED_READ).alias("kind"), no_acks, "offset",
+        "value",
         F.concat(F.lit("read, but the final state there is "),
                  F.col("final_value").cast("string")).alias("detail"))
     duplicate = by_value.where(F.size("offsets") > 1).select(
-        "run", "partition", F.lit("duplicate").alias("kind"), no_acks,
+        "run", "partition", F.lit(K.DUPLICATE).alias("kind"), no_acks,
         F.col("offsets")[0].alias("offset"), "value",
         F.concat(F.lit("read at offsets "), F.array_join("offsets", ",")).alias("detail"))
     values = F.array_sort(F.array_union(F.coalesce("read_values", F.array().cast("array<long>")),
@@ -376,7 +383,7 @@ def anomalies(history: DataFrame) -> DataFrame:
                                                    F.array().cast("array<long>"))))
     inconsistent = by_offset.join(acked_at, ["run", "partition", "offset"], "full").select(
         "run", "partition", "offset", values.alias("values")).where(F.size("values") > 1).select(
-        "run", "partition", F.lit("inconsistent_offset").alias("kind"), no_acks, "offset",
+        "run", "partition", F.lit(K.INCONSISTENT_OFFSETS).alias("kind"), no_acks, "offset",
         F.lit(None).cast("long").alias("value"),
         F.concat(F.lit("values "), F.array_join("values", ",")).alias("detail"))
     # Reordered: per producer process and partition in seq order, the highest offset
@@ -392,18 +399,53 @@ def anomalies(history: DataFrame) -> DataFrame:
     reordered = acked.select("run", "node", "partition", "value", "offset", "acks").join(
         invoked, ["run", "node", "partition", "value"]).where(
         F.col("offset") < F.col("highest_before")).select(
-        "run", "partition", F.lit("reordered_write").alias("kind"), "acks", "offset", "value",
+        "run", "partition", F.lit(K.NONMONOTONIC_SEND).alias("kind"), "acks", "offset",
+        "value",
         F.concat(F.lit("offset "), F.col("highest_before").cast("string"),
                  F.lit(" was acknowledged before it was sent")).alias("detail"))
     return (lost.unionByName(duplicate).unionByName(reordered).unionByName(uncommitted)
-            .unionByName(inconsistent))
+            .unionByName(inconsistent).unionByName(poll_order(history)))
+
+
+def poll_order(history: DataFrame) -> DataFrame:
+    """nonmonotonic-poll and poll-skip rows (the anomalies' columns), one per read at most
+    for each kind: each consumer process's reads of a partition in `seq` order."""
+    reads = history.where((F.col("f") == "read") & (F.col("type") == "ok")
+                          & (F.size("records") > 0))
+    offsets = F.transform("records", lambda r: r[0])
+    order = Window.partitionBy("run", "node", "partition").orderBy("seq")
+    marked = reads.select(
+        "run", "partition", offsets.alias("offsets"),
+        F.col("records")[0][1].alias("value"),
+        F.lag(F.element_at(offsets, -1)).over(order).alias("before"))
+    low, high, n = F.col("offsets")[0], F.element_at("offsets", -1), F.size("offsets")
+    back = F.exists(F.sequence(F.lit(1), F.greatest(n - 1, F.lit(1))),
+                    lambda i: (i < n) & (F.col("offsets")[i] <= F.col("offsets")[i - 1]))
+    went_back = F.col("before").isNotNull() & (low <= F.col("before"))
+    skipped = F.col("before").isNotNull() & (low > F.col("before") + 1)
+    no_acks = F.lit(None).cast("string").alias("acks")
+    nonmonotonic = marked.where(went_back | back).select(
+        "run", "partition", F.lit(K.NONMONOTONIC_POLL).alias("kind"), no_acks,
+        low.alias("offset"), "value",
+        F.when(went_back, F.concat(F.lit("read from "), low.cast("string"),
+                                   F.lit(" after a read that reached "),
+                                   F.col("before").cast("string")))
+        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"))
+    skip = marked.where(skipped | (~back & (high - low + 1 != n))).select(
+        "run", "partition", F.lit(K.POLL_SKIP).alias("kind"), no_acks, low.alias("offset"),
+        "value",
+        F.when(skipped, F.concat(F.lit("read from "), low.cast("string"),
+                                 F.lit(" after a read that ended at "),
+                                 F.col("before").cast("string")))
+        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"))
+    return nonmonotonic.unionByName(skip)
 
 
 def write_outcomes(history: DataFrame, found: DataFrame) -> DataFrame:
     """(run, acks, writes_acked, writes_lost) by the acks level each send was made with."""
     acked = history.where((F.col("f") == "send") & (F.col("type") == "ok")).groupBy(
         "run", "acks").agg(F.count("*").alias("writes_acked"))
-    lost = found.where(F.col("kind") == "lost_write").groupBy("run", "acks").agg(
+    lost = found.where(F.col("kind") == K.LOST_WRITE).groupBy("run", "acks").agg(
         F.count("*").alias("writes_lost"))
     return acked.join(lost, ["run", "acks"], "left").select(
         "run", "acks", "writes_acked", F.coalesce("writes_lost", F.lit(0)).alias("writes_lost"))
@@ -435,9 +477,27 @@ def cross_check(counts: DataFrame, summaries: DataFrame) -> DataFrame:
 # Per run and per configuration
 
 
+def judged(counts: DataFrame, run_table: DataFrame, expected: DataFrame) -> DataFrame:
+    """(run, anomalies_expected, anomalies_bad, bad_kinds): each run's anomaly counts split by
+    whether its configuration allows the kind. `expected` is (config_json, expected_kinds),
+    `vocab.anomalies.expected_kinds` of each distinct config the caller found."""
+    allowed = F.coalesce(F.col("expected_kinds"), F.array().cast("array<string>"))
+    rows = counts.join(run_table.select("run", "config_json"), "run").join(
+        expected, "config_json", "left").select(
+        "run", "kind", "count", F.array_contains(allowed, F.col("kind")).alias("ok"))
+    return rows.groupBy("run").agg(
+        F.sum(F.when(F.col("ok"), F.col("count")).otherwise(0)).alias("anomalies_expected"),
+        F.sum(F.when(~F.col("ok"), F.col("count")).otherwise(0)).alias("anomalies_bad"),
+        F.array_join(F.array_sort(F.collect_list(
+            F.when(~F.col("ok") & (F.col("count") > 0), F.col("kind")))), ",").alias(
+            "bad_kinds"))
+
+
 def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, counts: DataFrame,
-                avail: DataFrame, latency: DataFrame) -> DataFrame:
-    """One row per run: its config dimensions and every count above, zeros where none."""
+                avail: DataFrame, latency: DataFrame,
+                expected: DataFrame | None = None) -> DataFrame:
+    """One row per run: its config dimensions and every count above, zeros where none; with
+    `expected` (see `judged`), its anomalies split into expected and bad for its config."""
     writes = outcomes.groupBy("run").agg(F.sum("writes_acked").alias("writes_acked"),
                                          F.sum("writes_lost").alias("writes_lost"))
     kinds = counts.groupBy("run").pivot("kind", list(ANOMALY_KINDS)).agg(F.sum("count"))
@@ -448,12 +508,16 @@ def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, coun
         F.count("*").alias("leader_faults"),
         F.count("latency_ms").alias("leader_faults_recovered"),
         F.max("latency_ms").alias("election_latency_ms_max"))
-    summary = (run_table.join(ends, "run", "left").join(writes, "run", "left")
+    summary = (run_table.drop("config_json")
+               .join(ends, "run", "left").join(writes, "run", "left")
                .join(kinds, "run", "left").join(partitions, "run", "left")
                .join(faults, "run", "left"))
     zero = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
             "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
             "leader_faults_recovered"]
+    if expected is not None:
+        summary = summary.join(judged(counts, run_table, expected), "run", "left")
+        zero += ["anomalies_expected", "anomalies_bad"]
     return summary.select(
         *(c for c in summary.columns if c not in zero),
         *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in zero))
@@ -465,6 +529,7 @@ def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
     sums = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
             "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
             "leader_faults_recovered"]
+    sums += [c for c in ("anomalies_expected", "anomalies_bad") if c in summary.columns]
     totals = summary.groupBy(*dims).agg(F.count("*").alias("runs"),
                                         *(F.sum(c).alias(c) for c in sums))
     latencies = latency.join(summary.select("run", "config_key"), "run").groupBy(

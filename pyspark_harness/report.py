@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark_harness import jobs as J
 from pyspark_harness.ingest import local_path, read_summaries
 from pyspark_harness.page import markdown_page
+from vocab.anomalies import expected_kinds
 
 MALFORMED_CSV_ROWS_MAX = 10_000
 
@@ -63,7 +64,12 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
     latency = J.election_latency(timeline, tables.nemesis).cache()
     leaders = J.leaders_over_time(timeline, run_table).cache()
     spread = J.imbalance(leaders).cache()
-    summary = J.run_summary(run_table, ends, outcomes, counts, avail, latency).cache()
+    configs = run_table.select("config_json").distinct().collect()  # one row per config
+    expected = tables.headers.sparkSession.createDataFrame(
+        [(r["config_json"], sorted(expected_kinds(json.loads(r["config_json"] or "{}"))))
+         for r in configs], "config_json string, expected_kinds array<string>")
+    summary = J.run_summary(run_table, ends, outcomes, counts, avail, latency,
+                            expected).cache()
     frames = {
         "per_config": J.per_config(summary, latency),
         "per_run": summary.orderBy("run"),
@@ -422,18 +428,18 @@ def _losses_section(data: dict) -> list[str]:
     """Lost acknowledged writes first, whether or not the guarantee allows them: a loss the
     guarantee excuses is still a loss a user must see."""
     notes = data.get("loss_notes", {})
-    lossy = [r for r in data["per_run"] if r["lost_write"] or r["run"] in notes]
+    lossy = [r for r in data["per_run"] if r["lost-write"] or r["run"] in notes]
     if not lossy:
         return []
-    total = sum(r["lost_write"] or 0 for r in lossy)
-    rows = [{"run": r["run"], "lost_write": r["lost_write"],
+    total = sum(r["lost-write"] or 0 for r in lossy)
+    rows = [{"run": r["run"], "lost-write": r["lost-write"],
              "campaign": notes.get(r["run"], "")} for r in lossy]
     return ["## Lost acknowledged writes\n",
             f"**{total:,} acknowledged writes lost (as the traces show) in {len(lossy)} runs.** "
             "`campaign` is the run's own account (result.json), which says whether the "
             "pre-KIP-966 guarantee allows the loss (every in-sync replica lost the writes "
             "unflushed).\n",
-            _markdown_table(["run", "lost_write", "campaign"], rows)]
+            _markdown_table(["run", "lost-write", "campaign"], rows)]
 
 
 def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, events: int,

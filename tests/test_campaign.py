@@ -54,7 +54,7 @@ def test_unclean_election_with_acks_1_loses_acknowledged_writes(tmp_path):
     result = run_campaign(config, options, 12, None, keep="none")
     summary = result.summary()
     assert summary["divergences"] == 0 and summary["failed_runs"] == []
-    assert summary["anomalies"]["lost_write"] > 0
+    assert summary["anomalies"]["lost-write"] > 0
 
 
 def test_hw_truncation_variant_replays_cleanly_against_its_own_spec():

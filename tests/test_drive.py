@@ -35,7 +35,7 @@ def _lost(report: dict) -> list[int]:
     """The values of lost acknowledged writes (a detail's values: the lost one, then what the
     final log holds at its offset, if anything)."""
     return sorted(d["values"][0] for d in report["history"]["details"]
-                  if d["kind"] == "lost_write")
+                  if d["kind"] == "lost-write")
 
 
 @pytest.mark.parametrize("variant, lost", [
@@ -249,7 +249,7 @@ def test_b2_logs_diverge_on_hw_truncation_and_converge_on_kip_279(capsys, tmp_pa
     kinds = {d["kind"]: d["values"] for d in report["history"]["details"]}
     # v1 and v3 both acknowledged at offset 0; the returning broker kept v1 there and rejoined
     # the ISR: the new leader's acknowledged v3 is gone.
-    assert kinds["inconsistent_offset"] == [1, 3] and kinds["lost_write"] == [3, 1]
+    assert kinds["inconsistent-offsets"] == [1, 3] and kinds["lost-write"] == [3, 1]
 
     code, report = _drive(capsys, tmp_path, transcript, "--variant", "kip-279")
     assert report["followed"] == 24 and report["stuck"]["action"] == "LeaderExpandIsr"
@@ -257,7 +257,7 @@ def test_b2_logs_diverge_on_hw_truncation_and_converge_on_kip_279(capsys, tmp_pa
     # v1, which both replicas lost unflushed in the double crash (the spec excuses it); v3,
     # the new leader's write, is kept.
     assert _lost(report) == [1]
-    assert [d["values"] for d in report["history"]["details"] if d["kind"] == "lost_write"] == [
+    assert [d["values"] for d in report["history"]["details"] if d["kind"] == "lost-write"] == [
         [1, 3]]
 
 
@@ -280,7 +280,7 @@ def test_check_drive_runs_the_counterexample_it_found(capsys):
     body = json.loads(capsys.readouterr().out)
     assert body["violation"]["invariant"] == "AckedWritesDurable"
     assert (body["drive"]["followed"], body["drive"]["total"]) == (4, 4)
-    assert body["drive"]["history"]["anomalies"]["lost_write"] == 1
+    assert body["drive"]["history"]["anomalies"]["lost-write"] == 1
 
 
 def test_check_drive_needs_the_kafka_model(capsys):

@@ -70,7 +70,7 @@ def test_a_clean_history_has_no_anomalies():
     h.add("producer", 31, type="fail", f="send", partition=0, value=4, acks="all",
           error="NOT_ENOUGH_REPLICAS")
     h.read(40, [(0, 1), (1, 2)])
-    h.read(50, [(1, 2), (2, 3)])
+    h.read(50, [(2, 3)])
     result = check_history(h.lines)
     assert result.clean
     assert result.counts == dict.fromkeys(KINDS, 0)
@@ -118,12 +118,14 @@ def test_lost_write_when_the_last_read_covering_its_offset_has_another_value():
     final = h.read(20, [(0, 9)])
     result = check_history(h.lines)
     assert result.anomalies[0] == Anomaly(
-        "lost_write", 0, (0,), (1, 9), (inv, ok, final),
+        "lost-write", 0, (0,), (1, 9), (inv, ok, final),
         "p0: acks=all write 1 acknowledged at offset 0 is lost: the last read covering it "
         "(consumer seq 1) has 9 there", "all")
     assert result.lost == {"1": 0, "all": 1}
-    # The same fault is also an uncommitted read and two values at one offset.
-    assert kinds(result) == {"lost_write": 1, "uncommitted_read": 1, "inconsistent_offset": 1}
+    # The same fault is also an uncommitted read, two values at one offset, and a consumer
+    # that went back to an offset it had read.
+    assert kinds(result) == {"lost-write": 1, "uncommitted-read": 1, "inconsistent-offsets": 1,
+                             "nonmonotonic-poll": 1}
 
 
 def test_lost_write_beyond_the_end_of_the_final_log_per_acks_level():
@@ -132,7 +134,7 @@ def test_lost_write_beyond_the_end_of_the_final_log_per_acks_level():
     inv, ok = h.send(10, 2, 1, acks="1")
     result = check_history(h.lines, final_logs={0: [1]})
     assert result.anomalies == (Anomaly(
-        "lost_write", 0, (1,), (2,), (inv, ok),
+        "lost-write", 0, (1,), (2,), (inv, ok),
         "p0: acks=1 write 2 acknowledged at offset 1 is lost: the final log has nothing there",
         "1"),)
     assert result.lost == {"1": 1, "all": 0}
@@ -146,7 +148,7 @@ def test_a_gap_in_the_last_covering_read_loses_the_write():
     h.read(10, [(0, 1), (2, 3)])
     result = check_history(h.lines)
     assert [(a.kind, a.offsets, a.values) for a in result.anomalies] == [
-        ("lost_write", (1,), (2,))]
+        ("lost-write", (1,), (2,)), ("poll-skip", (1,), ())]
 
 
 def test_acks_0_writes_are_never_lost():
@@ -171,7 +173,7 @@ def test_duplicate_value_at_two_offsets_in_reads():
     h = H()
     h.send(0, 1, 0)
     first = h.read(10, [(0, 1)])
-    second = h.read(20, [(0, 1), (1, 1)])
+    second = h.read(20, [(1, 1)])
     result = check_history(h.lines)
     assert result.anomalies == (Anomaly(
         "duplicate", 0, (0, 1), (1,), (first, second), "p0: value 1 is at offsets 0, 1"),)
@@ -192,6 +194,62 @@ def test_the_same_value_in_two_partitions_is_not_a_duplicate_of_one_log():
     assert check_history(h.lines).clean
 
 
+# --- consumer polls ---------------------------------------------------------------------------
+
+
+def test_a_poll_that_goes_back_is_nonmonotonic():
+    h = H()
+    first = h.read(10, [(0, 1), (1, 2)])
+    again = h.read(20, [(1, 2), (2, 3)])
+    h.read(30, [(3, 4)])
+    h.read(40, [(0, 9)], process="c1")  # another consumer starts where it likes
+    result = check_history(h.lines)
+    assert Anomaly(
+        "nonmonotonic-poll", 0, (1, 1), (2, 2), (first, again),
+        "p0: consumer (seq 1) read from offset 1 after its previous read (consumer seq 0) had "
+        "reached offset 1") in result.anomalies
+    assert kinds(result) == {"nonmonotonic-poll": 1, "inconsistent-offsets": 1,
+                             "uncommitted-read": 1}
+    inside = H()
+    inside.read(10, [(0, 1), (2, 3), (1, 2)])
+    assert kinds(check_history(inside.lines)) == {"nonmonotonic-poll": 1}
+
+
+def test_a_poll_that_skips_offsets_is_a_poll_skip():
+    h = H()
+    first = h.read(10, [(0, 1), (1, 2)])
+    skipped = h.read(20, [(4, 5)])
+    h.read(20, [(2, 3)], partition=1)  # each partition has its own order
+    result = check_history(h.lines)
+    assert result.anomalies == (Anomaly(
+        "poll-skip", 0, (1, 4), (2, 5), (first, skipped),
+        "p0: consumer (seq 1) read from offset 4, skipping offsets 2..3 after its previous "
+        "read (consumer seq 0) ended at 1"),)
+
+
+def test_expected_kinds_follow_the_configuration():
+    from vocab.anomalies import expected_kinds, split
+
+    durable = {"acks": "all", "unclean_leader_election_enable": False, "nemesis": ["crash"],
+               "log_flush_interval_messages": 1}
+    assert expected_kinds(durable) == {"duplicate"}
+    assert expected_kinds({**durable, "acks": "1"}) == {
+        "duplicate", "lost-write", "nonmonotonic-send", "inconsistent-offsets"}
+    unclean = {**durable, "unclean_leader_election_enable": True}
+    assert expected_kinds(unclean) == {
+        "duplicate", "lost-write", "nonmonotonic-send", "inconsistent-offsets",
+        "uncommitted-read", "nonmonotonic-poll"}
+    # Without fsync a crash of every replica holding a write loses it; a pause does not.
+    assert "lost-write" in expected_kinds({**durable, "log_flush_interval_messages": None})
+    assert "lost-write" in expected_kinds({**durable, "nemesis": [], "faults": ["isr-kill"],
+                                           "log_flush_interval_messages": None})
+    assert expected_kinds({**durable, "nemesis": ["pause"],
+                           "log_flush_interval_messages": None}) == {"duplicate"}
+    assert all("poll-skip" not in expected_kinds(c) for c in (durable, unclean))
+    assert split({"lost-write": 2, "duplicate": 1, "poll-skip": 0}, durable) == {
+        "expected": {"duplicate": 1}, "bad": {"lost-write": 2}}
+
+
 # --- reordering -----------------------------------------------------------------------------
 
 
@@ -201,7 +259,7 @@ def test_reordered_write_acked_below_an_earlier_acked_write():
     inv2, ok2 = h.send(10, 2, 3)
     result = check_history(h.lines)
     assert result.anomalies == (Anomaly(
-        "reordered_write", 0, (5, 3), (1, 2), (ok1, inv2, ok2),
+        "nonmonotonic-send", 0, (5, 3), (1, 2), (ok1, inv2, ok2),
         "p0: producer had 1 acknowledged at offset 5 before it sent 2, which was acknowledged "
         "at the lower offset 3", "all"),)
 
@@ -223,14 +281,14 @@ def test_concurrent_or_other_process_writes_are_not_reordered():
 def test_uncommitted_read_when_a_later_read_has_another_value():
     h = H()
     early = h.read(10, [(0, 1), (1, 2)])
-    late = h.read(20, [(0, 1), (1, 7)])
+    late = h.read(20, [(0, 1), (1, 7)], process="c1")
     result = check_history(h.lines)
     assert result.anomalies == (
-        Anomaly("uncommitted_read", 0, (1,), (2, 7), (early, late),
+        Anomaly("uncommitted-read", 0, (1,), (2, 7), (early, late),
                 "p0: consumer (seq 0) read 2 at offset 1, later lost: the last read covering "
-                "it (consumer seq 1) has 7 there"),
-        Anomaly("inconsistent_offset", 0, (1,), (2, 7), (early, late),
-                "p0: 2 values at offset 1: consumer seq 0 read 2; consumer seq 1 read 7"),
+                "it (c1 seq 0) has 7 there"),
+        Anomaly("inconsistent-offsets", 0, (1,), (2, 7), (early, late),
+                "p0: 2 values at offset 1: consumer seq 0 read 2; c1 seq 0 read 7"),
     )
 
 
@@ -239,7 +297,7 @@ def test_uncommitted_read_against_the_final_log():
     read = h.read(10, [(0, 1), (1, 2)])
     result = check_history(h.lines, final_logs={0: [1]})
     assert result.anomalies == (Anomaly(
-        "uncommitted_read", 0, (1,), (2,), (read,),
+        "uncommitted-read", 0, (1,), (2,), (read,),
         "p0: consumer (seq 0) read 2 at offset 1, later lost: the final log has nothing there"),)
 
 
@@ -249,7 +307,7 @@ def test_inconsistent_offset_two_acks_at_one_offset():
     _, ok2 = h.send(10, 2, 0, acks="1", process="other")
     result = check_history(h.lines)
     assert result.anomalies == (Anomaly(
-        "inconsistent_offset", 0, (0,), (1, 2), (ok1, ok2),
+        "inconsistent-offsets", 0, (0,), (1, 2), (ok1, ok2),
         "p0: 2 values at offset 0: producer seq 1 acked 1; other seq 1 acked 2"),)
 
 
@@ -259,10 +317,10 @@ def test_inconsistent_offset_between_an_ack_and_an_earlier_read():
     _, ok = h.send(10, 1, 0)
     result = check_history(h.lines, final_logs={0: [1]})
     assert result.anomalies == (
-        Anomaly("uncommitted_read", 0, (0,), (9, 1), (read,),
+        Anomaly("uncommitted-read", 0, (0,), (9, 1), (read,),
                 "p0: consumer (seq 0) read 9 at offset 0, later lost: the final log has 1 "
                 "there"),
-        Anomaly("inconsistent_offset", 0, (0,), (9, 1), (read, ok),
+        Anomaly("inconsistent-offsets", 0, (0,), (9, 1), (read, ok),
                 "p0: 2 values at offset 0: consumer seq 0 read 9; producer seq 1 acked 1"),
     )
 
@@ -274,10 +332,11 @@ def test_to_json_counts_every_kind_and_lists_details():
     h = H()
     h.send(0, 1, 0)
     out = check_history(h.lines, final_logs={0: []}).to_json()
-    assert out["anomalies"] == {"lost_write": 1, "duplicate": 0, "reordered_write": 0,
-                                "uncommitted_read": 0, "inconsistent_offset": 0}
+    assert out["anomalies"] == {"lost-write": 1, "duplicate": 0, "nonmonotonic-send": 0,
+                                "uncommitted-read": 0, "inconsistent-offsets": 0,
+                                "poll-skip": 0, "nonmonotonic-poll": 0}
     assert out["details"] == [{
-        "kind": "lost_write", "partition": 0, "offsets": [0], "values": [1], "acks": "all",
+        "kind": "lost-write", "partition": 0, "offsets": [0], "values": [1], "acks": "all",
         "events": [{"process": "producer", "seq": 0, "time_ms": 0},
                    {"process": "producer", "seq": 1, "time_ms": 1}],
         "detail": "p0: acks=all write 1 acknowledged at offset 0 is lost: the final log has "
@@ -379,7 +438,8 @@ def test_load_history_names_file_and_line(tmp_path):
 @st.composite
 def linear_runs(draw):
     """A clean run over one log: producers invoke, the leader appends, acks come back, and a
-    consumer reads ranges below a committed point; ends with final logs or a full read.
+    consumer process reads on from its position up to a committed point; ends with final logs
+    or a full read by another consumer.
 
     Returns (history, log, final_logs or None, index of the final full read or None).
     """
@@ -389,6 +449,7 @@ def linear_runs(draw):
     invoked: list[tuple[int, str, str]] = []  # (value, process, acks) not yet appended
     appended: list[tuple[int, str, str, int]] = []  # ... with offset, not yet acknowledged
     t, next_value = 0, 100
+    position = {"c0": 0, "c1": 0}
     for _ in range(draw(st.integers(0, 50))):
         step = draw(st.sampled_from(["invoke"] + ["append"] * bool(invoked)
                                     + ["ack"] * bool(appended) + ["read"] * bool(log)))
@@ -407,13 +468,15 @@ def linear_runs(draw):
             value, process, acks, offset = appended.pop(draw(st.integers(0, len(appended) - 1)))
             h.ok(t, value, -1 if acks == "0" else offset, acks, process)
         elif step == "read":
-            committed = draw(st.integers(0, len(log)))
-            start = draw(st.integers(0, committed))
-            h.read(t, [(o, log[o]) for o in range(start, committed)],
-                   process=draw(st.sampled_from(["c0", "c1"])))
+            process = draw(st.sampled_from(["c0", "c1"]))
+            start = position[process]
+            committed = draw(st.integers(start, len(log)))
+            if committed > start:
+                h.read(t, [(o, log[o]) for o in range(start, committed)], process=process)
+                position[process] = committed
     if draw(st.booleans()):
         return h, log, {0: list(log)}, None
-    h.read(t + 1, list(enumerate(log)), process="c0")
+    h.read(t + 1, list(enumerate(log)), process="c2")
     return h, log, None, len(h.lines) - 1
 
 
@@ -445,7 +508,7 @@ def test_dropping_an_acked_value_from_the_final_log_is_a_lost_write(run, data):
     value, offset, _ = data.draw(st.sampled_from(acked))
     final = [v for v in log if v != value]
     result = check_history(h.lines, {0: final})
-    lost = [a for a in result.anomalies if a.kind == "lost_write"]
+    lost = [a for a in result.anomalies if a.kind == "lost-write"]
     assert any(a.values[0] == value and a.offsets == (offset,) for a in lost), result.to_json()
 
 
@@ -484,9 +547,9 @@ def test_swapping_two_offsets_in_a_read_is_reported(run, data):
     result = check_history(h.lines, final_logs)
     found = {(x.kind, x.offsets, x.values[0]) for x in result.anomalies}
     # The final state (final log or the last full read) still has the true values.
-    assert {("uncommitted_read", (oa,), vb), ("uncommitted_read", (ob,), va)} <= found
+    assert {("uncommitted-read", (oa,), vb), ("uncommitted-read", (ob,), va)} <= found
     if final_logs is None:
-        assert {("inconsistent_offset", (oa,)), ("inconsistent_offset", (ob,))} <= {
+        assert {("inconsistent-offsets", (oa,)), ("inconsistent-offsets", (ob,))} <= {
             (kind, offsets) for kind, offsets, _ in found}
 
 
@@ -507,7 +570,7 @@ def test_swapping_the_ack_offsets_of_two_sequential_writes_is_a_reordering(run, 
     w1, w2 = h.lines[i1], h.lines[i2]
     w1["offset"], w2["offset"] = w2["offset"], w1["offset"]
     result = check_history(h.lines, final_logs)
-    assert any(a.kind == "reordered_write" and w2["value"] in a.values
+    assert any(a.kind == "nonmonotonic-send" and w2["value"] in a.values
                for a in result.anomalies), result.to_json()
 
 

@@ -30,7 +30,7 @@ def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
     assert run.history.acked["all"] == 600
     assert run.history.lost == {"1": 0, "all": 0}
     assert run.history.unverified["all"] == 0  # every acknowledged write was read back
-    assert run.history.counts["lost_write"] == 0
+    assert run.history.counts["lost-write"] == 0
     assert run.replay.verdict == "accepted", run.replay.divergence
     assert "bootstrap.servers=127.0.0.1:" in run.cluster_output
     # A client's acknowledgement is checked against the spec: one offset moved is rejected.
@@ -110,7 +110,7 @@ def test_three_clients_under_broker_crashes_lose_nothing(tmp_path):
                     cluster_args=("--brokers", "3", "--partitions", "2", "--nemesis", "crash"))
     assert run.history.acked["all"] + sum(t["info"] for t in run.told) == 12_000
     assert run.history.lost == {"1": 0, "all": 0}
-    assert run.history.counts["lost_write"] == 0
+    assert run.history.counts["lost-write"] == 0
     assert run.replay.verdict == "accepted", run.replay.divergence
     assert "faults: crashes 0" not in run.cluster_output
 
@@ -126,7 +126,7 @@ def test_acks_1_loses_writes_to_a_partitioned_leader_and_acks_all_does_not(tmp_p
     lossy = kafka_run(tmp_path / "acks1", ("kafka-python",), count=20_000, acks="1",
                       cluster_args=(*PARTITION_LEADER, "--unclean"))
     assert lossy.history.lost["1"] > 0
-    assert lossy.history.counts["lost_write"] == lossy.history.lost["1"]
+    assert lossy.history.counts["lost-write"] == lossy.history.lost["1"]
     assert lossy.replay.verdict == "accepted", lossy.replay.divergence
     assert "AckedWritesDurable" in {name for name, _ in lossy.replay.invariant_violations}
     safe = kafka_run(tmp_path / "acksall", ("kafka-python",), count=8_000, acks="all",

@@ -173,7 +173,7 @@ def test_report_page_is_self_contained(tmp_path):
 def test_the_cross_check_section_shows_only_disagreeing_rows():
     from pyspark_harness.report import cross_check_section
 
-    rows = [dict(run=f"seed-{i}", kind="lost_write", expected=1, found=1, agrees=True,
+    rows = [dict(run=f"seed-{i}", kind="lost-write", expected=1, found=1, agrees=True,
                  source="campaign") for i in range(50)]
     assert cross_check_section(rows)[1].startswith("All 50 counts agree")
     rows[7] = dict(rows[7], found=3, agrees=False)

@@ -220,16 +220,16 @@ def test_cross_check_and_replay_agree_with_the_campaigns(spark, report, corpus, 
     rows = table(report, "cross_check", "run", "kind", "expected", "found", "agrees")
     assert {(r, k): (e, f, a) for r, k, e, f, a in rows} == {
         key: (n, n, "True") for key, n in expected.items()}
-    lost = sum(int(n) for (_, kind), n in expected.items() if kind == "lost_write")
+    lost = sum(int(n) for (_, kind), n in expected.items() if kind == "lost-write")
     assert lost > 0  # acks=1 with crashes loses writes: the check compares non-zero counts
     counts = spark.read.parquet(str(report / "parquet" / "cross_check")) \
         .selectExpr("run", "kind", "found as count")
     tampered = spark.createDataFrame(
-        [("seed-12", "lost_write", int(expected["seed-12", "lost_write"]) + 1, "result.json"),
+        [("seed-12", "lost-write", int(expected["seed-12", "lost-write"]) + 1, "result.json"),
          ("seed-12", "fsync_loss", 1, "result.json")],
         "run string, kind string, expected long, source string")
     checked = {(r["kind"], r["agrees"]) for r in J.cross_check(counts, tampered).collect()}
-    assert checked == {("lost_write", False), ("fsync_loss", None)}
+    assert checked == {("lost-write", False), ("fsync_loss", None)}
     # The spec replay inside Spark, on Spark's causal order, agrees with each campaign's.
     replayed = table(report, "replay", "run", "verdict", "events")
     assert replayed == [(run, results[run]["replay"]["verdict"],
@@ -373,7 +373,7 @@ def test_the_report_answers_what_happens_when_every_isr_replica_fails(spark, tmp
         options = SimOptions(seed=40 + 10 * i, duration_ms=20_000, nemesis=("isr-kill",))
         result = run_campaign(config, options, 2, tmp_path / name, keep="all", workers=1)
         # What the trace lines alone show (reads as the final state): Spark's definition.
-        summaries[name] = sum(o.result["history_from_traces"]["anomalies"].get("lost_write", 0)
+        summaries[name] = sum(o.result["history_from_traces"]["anomalies"].get("lost-write", 0)
                               for o in result.outcomes)
         assert (result.summary()["acked_writes_lost"] > 0) == (name == "clean")
     out = tmp_path / "out"

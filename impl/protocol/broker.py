@@ -862,13 +862,14 @@ class BrokerCore:
     def _handle_consumer_fetch(self, r: Replica, now: int, src: str, mid: str,
                                m: ConsumerFetch) -> list:
         if r.leader != self.broker:
-            return [Send(src, ConsumerFetchResponse(r.partition, NOT_LEADER_OR_FOLLOWER))]
+            return [Send(src, ConsumerFetchResponse(r.partition, NOT_LEADER_OR_FOLLOWER,
+                                                    offset=m.offset))]
         limit = r.leo if "serve-above-hw" in self.bugs else r.high_watermark
         if m.offset > r.leo:
             return [Send(src, ConsumerFetchResponse(r.partition, OFFSET_OUT_OF_RANGE,
-                                                    high_watermark=limit))]
+                                                    high_watermark=limit, offset=m.offset))]
         records = tuple((o, r.log[o][1]) for o in range(m.offset, limit))
-        response = ConsumerFetchResponse(r.partition, NONE, records, limit)
+        response = ConsumerFetchResponse(r.partition, NONE, records, limit, m.offset)
         if not records:
             return [Send(src, response)]
         t = self._transition(r, A.CONSUMER_SERVE, {},

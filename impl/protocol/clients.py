@@ -215,6 +215,10 @@ class ConsumerCore:
         entry = self.waiting[p]
         if entry is None or entry[1] != src:
             return []
+        # An answer to a fetch that timed out, arriving while a later fetch is out: as Kafka's
+        # fetcher does, drop what was fetched from another offset than the position.
+        if type(m) is ConsumerFetchResponse and m.offset != self.position[p]:
+            return []
         self.waiting[p] = None
         if type(m) is MetadataResponse:
             self.leaders[p] = m.leader

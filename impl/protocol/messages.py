@@ -215,6 +215,7 @@ class ConsumerFetchResponse(Message):
     error: str
     records: tuple[tuple[int, int], ...] = ()  # (offset, value)
     high_watermark: int = 0
+    offset: int = -1  # the fetch offset it answers: a consumer drops an answer to an old fetch
 
 
 MESSAGE_TYPES: dict[str, type[Message]] = {
