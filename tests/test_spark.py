@@ -168,6 +168,36 @@ def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_p
     assert found == [(3 + i, reason) for i, (_, reason) in enumerate(damaged)]
 
 
+def test_poll_order_anomalies_agree_with_the_history_checker(spark, lines, tmp_path):
+    # A real consumer's reads of one run, corrupted: one read dropped (the next one skips
+    # offsets), one read given again later (the consumer goes back), one read's records put
+    # out of order. Spark and model_check.history must count the same poll anomalies.
+    from model_check.history import check_history
+
+    run = [{k: v for k, v in b.items() if k != "_where"} for b in lines["seed-14"]]
+    header = next(b for b in run if b["kind"] == "header" and b["node"] == "consumer")
+    reads = [b for b in run if b["kind"] == "history" and b["node"] == "consumer"
+             and b["f"] == "read" and b["partition"] == 0 and len(b["records"]) > 1]
+    assert len(reads) >= 6
+    others = [b for b in run if b["kind"] == "history" and b["node"] == "consumer"
+              and b not in reads]
+    kept = [dict(b) for b in reads if b is not reads[2]]
+    kept.append({**reads[1], "time_ms": kept[-1]["time_ms"] + 1})
+    kept[4] = {**kept[4], "records": list(reversed(kept[4]["records"]))}
+    corrupted = sorted(others + kept, key=lambda b: b["time_ms"])
+    for seq, body in enumerate(corrupted):
+        body["seq"] = seq
+    path = tmp_path / "consumer.ndjson"
+    path.write_text("".join(json.dumps(b, sort_keys=True) + "\n"
+                            for b in [header, *corrupted]))
+    history = parse_lines(spark, [str(path)]).where("table = 'history'")
+    found = Counter(r["kind"] for r in J.poll_order(history).collect())
+    counts = check_history(corrupted).counts
+    assert found == {"poll-skip": counts["poll-skip"],
+                     "nonmonotonic-poll": counts["nonmonotonic-poll"]}
+    assert found["poll-skip"] >= 1 and found["nonmonotonic-poll"] >= 2
+
+
 def test_availability_and_preferred_leader_tables_match_the_traces(report, lines):
     expected_isr: Counter = Counter()
     elections: Counter = Counter()
