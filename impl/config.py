@@ -69,6 +69,7 @@ BUGS: dict[str, str] = {
 class ClusterConfig:
     brokers: int = 3
     partitions: int = 1
+    replication_factor: int | None = None  # None: every broker
     variant: str = "current"
     acks: str = "all"  # "0" | "1" | "all"
     min_insync_replicas: int = 2
@@ -109,8 +110,9 @@ class ClusterConfig:
         return VARIANTS[self.variant]
 
     def assignment(self, partition: int) -> tuple[int, ...]:
-        """Replica j of partition i on broker (i + j) mod n (replication factor = brokers)."""
-        return tuple((partition + j) % self.brokers for j in range(self.brokers))
+        """Replica j < replication factor of partition i on broker (i + j) mod n."""
+        n = self.brokers
+        return tuple((partition + j) % n for j in range(self.replication_factor or n))
 
     def replace(self, **changes: object) -> ClusterConfig:
         return dataclasses.replace(self, **changes)

@@ -34,7 +34,10 @@ def header_config(config, options) -> dict:
 def reproduce_command(config, options, mode: str = "sim") -> str:
     """The `isrlab cluster sim|tcp` command line that runs the same configuration and seed."""
     parts = [f"isrlab cluster {mode} --seed {options.seed}", f"--brokers {config.brokers}",
-             f"--partitions {config.partitions}", f"--duration {options.duration_ms}ms",
+             f"--partitions {config.partitions}",
+             *([f"--replication-factor {config.replication_factor}"]
+               if config.replication_factor else []),
+             f"--duration {options.duration_ms}ms",
              f"--variant {config.variant}", f"--acks {config.acks}",
              f"--min-isr {config.min_insync_replicas}"]
     if options.nemesis:

@@ -93,6 +93,8 @@ def run_clients(args) -> int:
                     "--variant", config.variant, "--min-isr", str(config.min_insync_replicas),
                     "--unclean" if config.unclean_leader_election_enable else "--no-unclean",
                     "--nemesis", ",".join(nemesis)]
+    if config.replication_factor:
+        cluster_args += ["--replication-factor", str(config.replication_factor)]
     durable = promises_durability(config)
     out = Path(args.out)
     print(f"isrlab campaign: {args.runs} TCP runs with {', '.join(args.clients)}, "

@@ -36,8 +36,9 @@ def register(sub) -> None:
     check.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
     check.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
     for flag, kind, what in (
-        ("--brokers", SMALL, "brokers (= replication factor), default 3"),
+        ("--brokers", SMALL, "brokers, default 3"),
         ("--partitions", SMALL, "partitions, default 1"),
+        ("--replication-factor", SMALL, "replicas per partition, default: every broker"),
         ("--records", integer(1, 1000), "max records written, default 2"),
         ("--epochs", integer(1, 1000), "max leader epochs, default 2"),
         ("--crashes", integer(0, 1000), "max broker crashes, default 0"),
@@ -91,7 +92,8 @@ def register(sub) -> None:
 _KAFKA_ONLY = (("partitions", "--partitions"), ("crashes", "--crashes"), ("acks", "--acks"),
                ("expiries", "--expiries"), ("controller_failovers", "--controller-failovers"),
                ("min_isr", "--min-isr"), ("unclean", "--unclean"), ("config", "--config"),
-               ("elr", "--elr"), ("last_known_leader", "--last-known-leader"))
+               ("elr", "--elr"), ("last_known_leader", "--last-known-leader"),
+               ("replication_factor", "--replication-factor"))
 
 
 def build_model(args: argparse.Namespace):

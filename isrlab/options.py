@@ -106,6 +106,7 @@ def kafka_config(args: argparse.Namespace, base=None):
         "variant": VARIANTS.get(args.variant) if args.variant else None,
         "brokers": args.brokers,
         "partitions": getattr(args, "partitions", None),
+        "replication_factor": getattr(args, "replication_factor", None),
         "max_records": args.records,
         "max_leader_epochs": args.epochs,
         "max_crashes": args.crashes,
@@ -168,10 +169,15 @@ def invariant_names(
 NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process",
            "isr-kill-all")
 
+# A cluster's partitions unless the flags or the config file say otherwise: enough for
+# leadership to spread over three brokers (two per broker).
+CLUSTER_PARTITIONS = 6
+
 # Flags that set a config key: (argparse dest, key).
 CLUSTER_FLAGS = (
     ("brokers", "brokers"),
     ("partitions", "partitions"),
+    ("replication_factor", "replication.factor"),
     ("variant", "variant"),
     ("acks", "acks"),
     ("min_isr", "min.insync.replicas"),
@@ -216,7 +222,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     defaults = ClusterConfig()
     p.add_argument("--seed", type=SEED, default=None, help="random seed (printed; default 1)")
     p.add_argument("--brokers", type=SMALL, help=f"default {defaults.brokers}")
-    p.add_argument("--partitions", type=SMALL, help=f"default {defaults.partitions}")
+    p.add_argument("--partitions", type=SMALL, help=f"default {CLUSTER_PARTITIONS}")
+    p.add_argument("--replication-factor", type=SMALL, metavar="N",
+                   help="replicas per partition, at most --brokers (default: every broker)")
     p.add_argument("--duration", type=parse_duration, default=60_000, metavar="T",
                    help="simulated (sim) or real (tcp) run time, e.g. 60s, 500ms")
     p.add_argument("--nemesis", type=parse_nemesis, default=(), metavar="KINDS",
@@ -243,7 +251,7 @@ def cluster_config(args: argparse.Namespace) -> ClusterConfig:
 
     A bad file is a `vocab.properties.PropertiesError`, a bad value a ClusterConfigError; both
     name the file and line when the value came from the file."""
-    values: dict[str, object] = {}
+    values: dict[str, object] = {"partitions": CLUSTER_PARTITIONS}
     where: dict[str, str] = {}
     if args.config:
         for line, key, value in settings(load_pairs(args.config), Layer.CLUSTER):

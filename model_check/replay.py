@@ -419,6 +419,7 @@ def spec_config(trace_config: dict) -> Config:
         return Config(
             brokers=int(trace_config["brokers"]),
             partitions=int(trace_config["partitions"]),
+            replication_factor=trace_config.get("replication_factor"),
             variant=variant,
             acks=str(trace_config["acks"]),
             min_insync_replicas=int(trace_config["min_insync_replicas"]),

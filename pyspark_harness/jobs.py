@@ -337,7 +337,9 @@ def _read_records(history: DataFrame) -> DataFrame:
 
 
 def anomalies(history: DataFrame) -> DataFrame:
-    """One row per anomaly: run, partition, kind, acks, offset, value, detail.
+    """One row per anomaly: run, partition, kind, acks, offset, value, detail, time_ms (when
+    the write was acknowledged or the read returned; null for the kinds found by offset or
+    value across reads).
 
     Kinds are ANOMALY_KINDS; the definitions are in this module's docstring. The read records
     are shuffled twice, once by offset and once by value; everything else joins small tables.
@@ -360,24 +362,28 @@ def anomalies(history: DataFrame) -> DataFrame:
     # Each is read several times below: compute it once (a planner hint, not a result).
     by_offset, by_value = by_offset.cache(), by_value.cache()
     no_acks = F.lit(None).cast("string").alias("acks")
+    no_time = F.lit(None).cast("long")
 
     lost = acked.join(by_offset, ["run", "partition", "offset"]).where(
         F.col("final_value") != F.col("value")).select(
         "run", "partition", F.lit(K.LOST_WRITE).alias("kind"), "acks", "offset", "value",
         F.concat(F.lit("acknowledged at "), F.col("time_ms").cast("string"),
                  F.lit(" ms; the final state there is "),
-                 F.col("final_value").cast("string")).alias("detail"))
+                 F.col("final_value").cast("string")).alias("detail"),
+        F.col("time_ms").alias("time_ms"))
     uncommitted = by_offset.select(
         "run", "partition", "offset", "final_value", F.explode("read_values").alias("value")
     ).where(F.col("value") != F.col("final_value")).select(
         "run", "partition", F.lit(K.UNCOMMITTED_READ).alias("kind"), no_acks, "offset",
         "value",
         F.concat(F.lit("read, but the final state there is "),
-                 F.col("final_value").cast("string")).alias("detail"))
+                 F.col("final_value").cast("string")).alias("detail"),
+        no_time.alias("time_ms"))
     duplicate = by_value.where(F.size("offsets") > 1).select(
         "run", "partition", F.lit(K.DUPLICATE).alias("kind"), no_acks,
         F.col("offsets")[0].alias("offset"), "value",
-        F.concat(F.lit("read at offsets "), F.array_join("offsets", ",")).alias("detail"))
+        F.concat(F.lit("read at offsets "), F.array_join("offsets", ",")).alias("detail"),
+        no_time.alias("time_ms"))
     values = F.array_sort(F.array_union(F.coalesce("read_values", F.array().cast("array<long>")),
                                         F.coalesce("acked_values",
                                                    F.array().cast("array<long>"))))
@@ -385,7 +391,8 @@ def anomalies(history: DataFrame) -> DataFrame:
         "run", "partition", "offset", values.alias("values")).where(F.size("values") > 1).select(
         "run", "partition", F.lit(K.INCONSISTENT_OFFSETS).alias("kind"), no_acks, "offset",
         F.lit(None).cast("long").alias("value"),
-        F.concat(F.lit("values "), F.array_join("values", ",")).alias("detail"))
+        F.concat(F.lit("values "), F.array_join("values", ",")).alias("detail"),
+        no_time.alias("time_ms"))
     # Reordered: per producer process and partition in seq order, the highest offset
     # acknowledged before each send was invoked; a later ack below it is reordered.
     order = Window.partitionBy("run", "node", "partition").orderBy("seq") \
@@ -396,13 +403,15 @@ def anomalies(history: DataFrame) -> DataFrame:
         .over(order).alias("highest_before"))
     invoked = marked.where(F.col("type") == "invoke").select(
         "run", "node", "partition", "value", "highest_before")
-    reordered = acked.select("run", "node", "partition", "value", "offset", "acks").join(
+    reordered = acked.select("run", "node", "partition", "value", "offset", "acks",
+                             "time_ms").join(
         invoked, ["run", "node", "partition", "value"]).where(
         F.col("offset") < F.col("highest_before")).select(
         "run", "partition", F.lit(K.NONMONOTONIC_SEND).alias("kind"), "acks", "offset",
         "value",
         F.concat(F.lit("offset "), F.col("highest_before").cast("string"),
-                 F.lit(" was acknowledged before it was sent")).alias("detail"))
+                 F.lit(" was acknowledged before it was sent")).alias("detail"),
+        F.col("time_ms").alias("time_ms"))
     return (lost.unionByName(duplicate).unionByName(reordered).unionByName(uncommitted)
             .unionByName(inconsistent).unionByName(poll_order(history)))
 
@@ -415,7 +424,7 @@ def poll_order(history: DataFrame) -> DataFrame:
     offsets = F.transform("records", lambda r: r[0])
     order = Window.partitionBy("run", "node", "partition").orderBy("seq")
     marked = reads.select(
-        "run", "partition", offsets.alias("offsets"),
+        "run", "partition", "time_ms", offsets.alias("offsets"),
         F.col("records")[0][1].alias("value"),
         F.lag(F.element_at(offsets, -1)).over(order).alias("before"))
     low, high, n = F.col("offsets")[0], F.element_at("offsets", -1), F.size("offsets")
@@ -430,14 +439,16 @@ def poll_order(history: DataFrame) -> DataFrame:
         F.when(went_back, F.concat(F.lit("read from "), low.cast("string"),
                                    F.lit(" after a read that reached "),
                                    F.col("before").cast("string")))
-        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"))
+        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"),
+        F.col("time_ms").alias("time_ms"))
     skip = marked.where(skipped | (~back & (high - low + 1 != n))).select(
         "run", "partition", F.lit(K.POLL_SKIP).alias("kind"), no_acks, low.alias("offset"),
         "value",
         F.when(skipped, F.concat(F.lit("read from "), low.cast("string"),
                                  F.lit(" after a read that ended at "),
                                  F.col("before").cast("string")))
-        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"))
+        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"),
+        F.col("time_ms").alias("time_ms"))
     return nonmonotonic.unionByName(skip)
 
 
@@ -523,6 +534,20 @@ def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, coun
         *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in zero))
 
 
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson(k: F.Column, n: F.Column, z: float = Z95) -> tuple[F.Column, F.Column]:
+    """The Wilson score interval (95%) of a proportion k/n, null when n is 0. Unlike k/n +- a
+    normal error it stays inside [0, 1] and gives an upper bound when k is 0: no loss in n
+    writes still allows a rate up to about 3.8/n."""
+    k, n = k.cast("double"), n.cast("double")
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z * F.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
+    return (F.when(n > 0, F.greatest(F.lit(0.0), centre - half)),
+            F.when(n > 0, F.least(F.lit(1.0), centre + half)))
+
+
 def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
     """Aggregate run summaries over the config dimensions (one row per config key)."""
     dims = ["config_key", *S.CONFIG_DIMENSIONS]
@@ -540,9 +565,11 @@ def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
     def ratio(part: str, whole: str) -> F.Column:
         return F.when(F.col(whole) > 0, F.col(part) / F.col(whole))
 
+    low, high = wilson(F.col("writes_lost"), F.col("writes_acked"))
     return totals.join(latencies, "config_key", "left").select(
         *dims, "runs", *sums,
         ratio("writes_lost", "writes_acked").alias("lost_write_rate"),
+        low.alias("lost_write_rate_low"), high.alias("lost_write_rate_high"),
         ratio("offline_ms", "observed_ms").alias("offline_fraction"),
         ratio("under_min_isr_ms", "observed_ms").alias("under_min_isr_fraction"),
         "election_latency_ms_p50", "election_latency_ms_max",

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark_harness import jobs as J
 from pyspark_harness.ingest import local_path, read_summaries
 from pyspark_harness.page import markdown_page
-from vocab.anomalies import expected_kinds
+from vocab.anomalies import LOST_WRITE, expected_kinds
 
 MALFORMED_CSV_ROWS_MAX = 10_000
 
@@ -171,6 +171,36 @@ def _per_config_axes(ax, xlabel: str, title: str) -> None:
     ax.tick_params(axis="y", labelsize=7)
 
 
+def _rate_intervals(ax, rows: list, labels: list[str]) -> None:
+    """Lost-write rate per row as a point with its 95% Wilson interval, on a log scale: the
+    rates that matter differ by orders of magnitude, and a row with no loss still shows how
+    high its rate could be (a bar from the axis to the interval's upper end, marked '<')."""
+    highs = [r["lost_write_rate_high"] for r in rows if r["lost_write_rate_high"]]
+    lows = [r["lost_write_rate_low"] for r in rows if r["lost_write_rate_low"]]
+    floor = min([*lows, *highs, 1e-3]) / 3
+    for y, r in enumerate(rows):
+        lost, acked = r["writes_lost"] or 0, r["writes_acked"] or 0
+        if not acked:
+            ax.annotate("  no acknowledged writes", (floor, y), va="center", fontsize=8)
+            continue
+        high = 100 * r["lost_write_rate_high"]
+        if lost:
+            rate, low = 100 * lost / acked, 100 * max(r["lost_write_rate_low"], floor)
+            ax.errorbar([rate], [y], xerr=[[rate - low], [high - rate]], fmt="o",
+                        color="#c0392b", capsize=3)
+            text = f" {lost:,}/{acked:,} = {rate:.3g}% [{low:.2g}, {high:.2g}]"
+        else:
+            ax.plot([100 * floor, high], [y, y], color="#7f8c8d", linewidth=2)
+            ax.plot([high], [y], marker="<", color="#7f8c8d")
+            text = f" 0/{acked:,}: below {high:.2g}%"
+        ax.annotate(text, (high, y), va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(100 * floor, 100 * 4)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("acknowledged writes lost (%, log scale; 95% Wilson interval)")
+
+
 def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
     """Write the PNG plots; return their file names."""
     import matplotlib
@@ -184,35 +214,25 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
     if policies:
         labels = [f"{r['policy']} / {r['nemesis']}" for r in policies]
         height = max(2.5, 0.45 * len(labels) + 1.2)
-        fig, (lost, offline) = plt.subplots(1, 2, figsize=(12, height), sharey=True)
-        rates = [100 * (r["lost_write_rate"] or 0) for r in policies]
-        bars = lost.barh(labels, rates, color="#c0392b")
-        for bar, r in zip(bars, policies, strict=True):
-            lost.annotate(f" {r['writes_lost']}/{r['writes_acked']}",
-                          (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                          va="center", fontsize=8)
-        lost.set_xlabel("acknowledged writes lost (%)")
+        fig, (lost, offline) = plt.subplots(1, 2, figsize=(13, height), sharey=True,
+                                            gridspec_kw={"width_ratios": [3, 2]})
+        _rate_intervals(lost, policies, labels)
         lost.set_title("Lost")
-        offline.barh(labels, [100 * (r["offline_fraction"] or 0) for r in policies],
-                     color="#7f8c8d")
-        offline.set_xlabel("time with no leader (%)")
+        offline.barh(range(len(policies)),
+                     [100 * (r["offline_fraction"] or 0) for r in policies], color="#2c3e50")
+        offline.set_xlabel("time with no leader (% of partition time)")
         offline.set_title("Offline")
-        lost.invert_yaxis()
-        fig.suptitle("When every ISR replica fails: durability against availability")
+        fig.suptitle("When every ISR replica fails: durability against availability, "
+                     "per election policy")
         written.append(_save(plt, fig, out, "policies.png"))
     if configs:
         labels = [r["config_key"] for r in configs]
         height = max(2.5, 0.45 * len(labels) + 1.2)
 
-        fig, ax = plt.subplots(figsize=(10, height))
-        rates = [100 * (r["lost_write_rate"] or 0) for r in configs]
-        bars = ax.barh(labels, rates, color="#c0392b")
-        for bar, r in zip(bars, configs, strict=True):
-            ax.annotate(f" {r['writes_lost']}/{r['writes_acked']}",
-                        (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                        va="center", fontsize=8)
-        _per_config_axes(ax, "acknowledged writes lost (%)",
-                         "Lost acknowledged writes per configuration")
+        fig, ax = plt.subplots(figsize=(11, height))
+        _rate_intervals(ax, configs, labels)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title("Lost acknowledged writes per configuration")
         written.append(_save(plt, fig, out, "lost_write_rate.png"))
 
         fig, ax = plt.subplots(figsize=(10, height))
@@ -226,14 +246,18 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
                          "Unavailable time per configuration")
         written.append(_save(plt, fig, out, "unavailable_time.png"))
 
+    if data.get("timelines"):
+        written.append(_timelines(plt, out, data))
+
     latencies = [r["latency_ms"] for r in data["election_latency"] if r["latency_ms"] is not None]
     unrecovered = sum(1 for r in data["election_latency"] if r["latency_ms"] is None)
     if data["election_latency"]:
         fig, ax = plt.subplots(figsize=(8, 4))
         if latencies:
             ax.hist(latencies, bins=min(40, max(5, len(set(latencies)))), color="#2980b9")
+            ax.set_yscale("log")  # the tail is a few elections against hundreds
         ax.set_xlabel("failure of a leader to a new leader (ms)")
-        ax.set_ylabel("elections")
+        ax.set_ylabel("elections (log scale)")
         ax.set_title(f"Election latency ({len(latencies)} elections, {unrecovered} partitions "
                      "without a new leader by the end of the run)")
         written.append(_save(plt, fig, out, "election_latency.png"))
@@ -278,6 +302,69 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
     return written
 
 
+TIMELINE_RUNS = 12
+
+
+def timeline_runs(summary_rows: list) -> list[str]:
+    """The runs drawn as timelines: those with bad anomalies first (most first), then those
+    losing the most acknowledged writes, then the least available, TIMELINE_RUNS at most."""
+    def rank(r):
+        return (-(r["anomalies_bad"] or 0), -(r[LOST_WRITE] or 0),
+                -((r["offline_ms"] or 0) + (r["under_min_isr_ms"] or 0)), r["run"])
+
+    return [r["run"] for r in sorted(summary_rows, key=rank)[:TIMELINE_RUNS]
+            if r["observed_ms"] or r["anomalies_bad"]]
+
+
+def _timelines(plt, out: str, data: dict) -> str:
+    """One lane per chosen run: faults as red spans (crash to restart, pause to resume,
+    partition to heal), time with a partition offline (dark) or under min ISR (orange),
+    elections as black ticks and lost acknowledged writes as crosses at their ack time; runs
+    with bad anomalies are labelled in red."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    runs = data["timelines"]
+    by_run = {r["run"]: r for r in data["per_run"]}
+    fig, ax = plt.subplots(figsize=(11, max(2.8, 0.5 * len(runs) + 1.6)))
+    for y, run in enumerate(runs):
+        r = by_run[run]
+        min_isr = r["min_insync_replicas"] or 0
+        for start, end, kind in data["timeline_faults"].get(run, ()):
+            ax.broken_barh([(start, max(end - start, 1))], (y - 0.42, 0.84), color="#e74c3c",
+                           alpha=0.18)
+            ax.annotate(kind, (start, y - 0.42), fontsize=6, va="top", color="#c0392b")
+        for state in data["timeline_states"].get(run, ()):
+            span = (state["start_ms"], state["end_ms"] - state["start_ms"])
+            if state["leader"] is not None and state["leader"] < 0:
+                ax.broken_barh([span], (y - 0.2, 0.4), color="#2c3e50")
+            elif state["isr_size"] < min_isr:
+                ax.broken_barh([span], (y - 0.2, 0.4), color="#e67e22")
+            if state["is_election"]:
+                ax.plot([state["start_ms"]] * 2, [y - 0.3, y + 0.3], color="black",
+                        linewidth=0.8)
+        lost = data["timeline_lost"].get(run, ())
+        if lost:
+            ax.plot(lost, [y] * len(lost), "x", color="#c0392b", markersize=5)
+    ax.set_yticks(range(len(runs)), [
+        f"{run}" + (f"  bad: {by_run[run]['bad_kinds']}" if by_run[run]["anomalies_bad"]
+                    else "") for run in runs], fontsize=7)
+    for label, run in zip(ax.get_yticklabels(), runs, strict=True):
+        if by_run[run]["anomalies_bad"]:
+            label.set_color("#c0392b")
+    ax.set_ylim(len(runs) - 0.5, -0.5)
+    ax.set_xlabel("time (ms)")
+    ax.legend(handles=[Patch(color="#e74c3c", alpha=0.18, label="fault"),
+                       Patch(color="#2c3e50", label="a partition offline"),
+                       Patch(color="#e67e22", label="under min ISR"),
+                       Line2D([], [], color="black", linewidth=0.8, label="election"),
+                       Line2D([], [], marker="x", linestyle="", color="#c0392b",
+                              label="acknowledged write later lost")],
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=5)
+    ax.set_title("Run timelines (bad anomalies first, then lost writes, then unavailability)")
+    return _save(plt, fig, out, "timelines.png")
+
+
 def choose_run(summary_rows: list) -> str | None:
     """The run with the most offline plus under-min-ISR time (ties: the smallest id)."""
     candidates = [r for r in summary_rows if r["observed_ms"] > 0]
@@ -285,6 +372,45 @@ def choose_run(summary_rows: list) -> str | None:
         return None
     best = min(candidates, key=lambda r: (-(r["offline_ms"] + r["under_min_isr_ms"]), r["run"]))
     return best["run"]
+
+
+RECOVERIES = ("restart", "resume", "heal")  # nemesis lines that end a fault
+
+
+def fault_spans(lines: list, end_ms: int | None) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each fault in a run's nemesis lines (in time order): from the
+    fault to the next recovery line of the same target, or to the run's end."""
+    spans, open_faults = [], {}
+    for line in lines:
+        target = line["target"]
+        if line["f"] in RECOVERIES:
+            started = open_faults.pop(target, None)
+            if started is not None:
+                spans.append((started[0], line["time_ms"], started[1]))
+        else:
+            open_faults.setdefault(target, (line["time_ms"], line["f"]))
+    last = max([end_ms or 0, *(t for t, _ in open_faults.values())])
+    spans += [(t, last, f) for t, f in open_faults.values()]
+    return sorted(spans)
+
+
+def run_directories(headers: DataFrame) -> dict[str, str]:
+    """run -> the local directory of its trace files (the first, if they are spread)."""
+    found: dict[str, str] = {}
+    for row in headers.select("run", "file").orderBy("run", "file").collect():
+        path = local_path(row["file"])
+        if row["run"] is not None and path is not None:
+            found.setdefault(row["run"], os.path.dirname(path))
+    return found
+
+
+def _run_link(run: str, data: dict) -> str:
+    """The run's id as a Markdown link to its trace directory, relative to the report."""
+    directory = data.get("run_dirs", {}).get(run)
+    if directory is None:
+        return run
+    target = os.path.relpath(directory, data["out"]).replace(os.sep, "/")
+    return f"[{run}]({target}/)"
 
 
 def loss_notes(headers: DataFrame) -> dict[str, str]:
@@ -341,6 +467,26 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
         data[name] = frames[name].limit(MALFORMED_CSV_ROWS_MAX).collect()
         _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns, data[name])
     data["loss_notes"] = loss_notes(tables.headers)
+    data["run_dirs"] = run_directories(tables.headers)
+    data["out"] = out
+    data["timelines"] = timeline_runs(data["per_run"])
+    data["timeline_states"], data["timeline_faults"], data["timeline_lost"] = {}, {}, {}
+    if data["timelines"]:
+        wanted = F.col("run").isin(*data["timelines"])
+        for r in frames["partition_timeline"].where(wanted).select(
+                "run", "start_ms", "end_ms", "leader", "isr_size", "is_election").collect():
+            data["timeline_states"].setdefault(r["run"], []).append(r)
+        nemesis: dict[str, list] = {}
+        for r in tables.nemesis.where(wanted).orderBy("run", "time_ms", "seq").select(
+                "run", "time_ms", "f", "target").collect():
+            nemesis.setdefault(r["run"], []).append(r)
+        ends = {r["run"]: r["end_ms"] for r in data["per_run"]}
+        for run, lines in nemesis.items():
+            data["timeline_faults"][run] = fault_spans(lines, ends.get(run))
+        for r in frames["anomalies"].where(wanted & (F.col("kind") == LOST_WRITE)
+                                           & F.col("time_ms").isNotNull()).select(
+                "run", "time_ms").collect():
+            data["timeline_lost"].setdefault(r["run"], []).append(r["time_ms"])
     chosen = chosen_run or choose_run(data["per_run"])
     data["chosen_run"] = next((r for r in data["per_run"] if r["run"] == chosen), None)
     data["chosen_timeline"] = frames["partition_timeline"].where(F.col("run") == chosen) \
@@ -420,8 +566,9 @@ def _policy_section(data: dict) -> list[str]:
             "replicas, `elr+lkl` also elects the last known leader (Kafka's default with ELR). "
             "Fractions are of the partition time the metadata store reported.\n",
             _markdown_table(["policy", "nemesis", "runs", "writes_acked", "writes_lost",
-                             "lost_write_rate", "offline_fraction", "under_min_isr_fraction",
-                             "elections"], rows)]
+                             "lost_write_rate", "lost_write_95", "offline_fraction",
+                             "under_min_isr_fraction", "elections"],
+                            [{**r.asDict(), "lost_write_95": _interval(r)} for r in rows])]
 
 
 def _losses_section(data: dict) -> list[str]:
@@ -432,7 +579,7 @@ def _losses_section(data: dict) -> list[str]:
     if not lossy:
         return []
     total = sum(r["lost-write"] or 0 for r in lossy)
-    rows = [{"run": r["run"], "lost-write": r["lost-write"],
+    rows = [{"run": _run_link(r["run"], data), "lost-write": r["lost-write"],
              "campaign": notes.get(r["run"], "")} for r in lossy]
     return ["## Lost acknowledged writes\n",
             f"**{total:,} acknowledged writes lost (as the traces show) in {len(lossy)} runs.** "
@@ -442,40 +589,100 @@ def _losses_section(data: dict) -> list[str]:
             _markdown_table(["run", "lost-write", "campaign"], rows)]
 
 
+def verdict_line(per_run: list) -> str:
+    """The page's first finding: bad anomalies (by kind and run count), or none."""
+    bad_runs = [r for r in per_run if r["anomalies_bad"]]
+    expected = sum(r["anomalies_expected"] or 0 for r in per_run)
+    if not bad_runs:
+        return (f"**No bad anomaly.** Every anomaly found ({expected:,}) is one its "
+                "configuration allows (see *Anomalies*).\n")
+    kinds: dict[str, int] = {}
+    for r in bad_runs:
+        for kind in (r["bad_kinds"] or "").split(","):
+            if kind:
+                kinds[kind] = kinds.get(kind, 0) + 1
+    named = ", ".join(f"{kind} in {n} run{'s' * (n > 1)}" for kind, n in sorted(kinds.items()))
+    total = sum(r["anomalies_bad"] for r in bad_runs)
+    return (f"**{total:,} bad anomalies in {len(bad_runs)} of {len(per_run)} runs**: {named}. "
+            f"{expected:,} more are expected of their configurations.\n")
+
+
+def loss_line(data: dict) -> list[str]:
+    """Lost acknowledged writes named before any table, whether or not the guarantee allows
+    them: a loss the guarantee excuses is still a loss a user must see."""
+    notes = data.get("loss_notes", {})
+    lossy = [r for r in data["per_run"] if r[LOST_WRITE] or r["run"] in notes]
+    if not lossy:
+        return []
+    total = sum(r[LOST_WRITE] or 0 for r in lossy)
+    runs = f"{len(lossy)} run{'s' * (len(lossy) > 1)}"
+    return [f"**{total:,} acknowledged writes lost in {runs}** (as the traces "
+            "show; each run's own account is under *Lost acknowledged writes*).\n"]
+
+
+def _anomalies_section(data: dict) -> list[str]:
+    """The bad anomalies one by one, linked to their runs; the expected ones as counts."""
+    bad_kinds = {r["run"]: set((r["bad_kinds"] or "").split(",")) - {""}
+                 for r in data["per_run"]}
+    bad = [r for r in data["anomalies"] if r["kind"] in bad_kinds.get(r["run"], ())]
+    parts = ["## Anomalies\n",
+             "Kinds as Jepsen's Kafka workload names them; *bad* where the run's "
+             "configuration does not allow the kind, *expected* where it does (the rule: "
+             "`vocab.anomalies`, docs/spark.md). Every anomaly: `tables/anomalies.csv`.\n",
+             "### Bad\n"]
+    rows = [{**r.asDict(), "run": _run_link(r["run"], data)} for r in bad]
+    parts.append(_markdown_table(["run", "partition", "kind", "offset", "value", "detail"],
+                                 rows, limit=30))
+    per_kind = [{"config_key": r["config_key"], "kind": kind, "count": r[kind]}
+                for r in data["per_config"] for kind in J.ANOMALY_KINDS if r[kind]]
+    parts += ["### All, per configuration\n",
+              _markdown_table(["config_key", "kind", "count"], per_kind)]
+    return parts
+
+
 def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, events: int,
           malformed: int, dataset: str, seconds: float) -> str:
     config_columns = ["config_key", "runs", "writes_acked", "writes_lost", "lost_write_rate",
-                      *J.ANOMALY_KINDS[1:], "offline_fraction", "under_min_isr_fraction",
-                      "elections", "election_latency_ms_p50", "election_latency_ms_max",
-                      "isr_shrinks", "isr_expands"]
+                      "lost_write_95", "anomalies_bad", "anomalies_expected",
+                      "offline_fraction", "under_min_isr_fraction", "elections",
+                      "election_latency_ms_p50", "election_latency_ms_max"]
+    configs = [{**r.asDict(), "lost_write_95": _interval(r)} for r in data["per_config"]]
+    runs = [{**r.asDict(), "run": _run_link(r["run"], data)} for r in data["per_run"]]
     parts = [
         "# isrlab trace analysis\n",
         f"{len(data['per_run'])} runs in {len(data['per_config'])} configurations, "
         f"{events:,} events, {malformed:,} malformed lines; analysed in {seconds:.1f} s "
         f"from `{dataset}`.\n",
-        *_losses_section(data),
-        *_policy_section(data),
-        *(["![Election policies when every ISR replica fails](policies.png)\n"]
-          if "policies.png" in figures else []),
+        verdict_line(data["per_run"]),
+        *loss_line(data),
         "## Per configuration\n",
         "Definitions: `pyspark_harness/jobs.py` (module docstring). Rates are lost / "
-        "acknowledged writes; fractions are of the partition time the metadata store "
-        "reported.\n",
-        _markdown_table(config_columns, data["per_config"]),
+        "acknowledged writes, with a 95% Wilson interval; fractions are of the partition time "
+        "the metadata store reported.\n",
+        _markdown_table(config_columns, configs),
     ]
     for name, title in (("lost_write_rate.png", "Lost acknowledged writes"),
-                        ("unavailable_time.png", "Unavailable time"),
-                        ("election_latency.png", "Election latency")):
+                        ("unavailable_time.png", "Unavailable time")):
         if name in figures:
             parts.append(f"![{title}]({name})\n")
+    parts += [*_policy_section(data),
+              *(["![Election policies when every ISR replica fails](policies.png)\n"]
+                if "policies.png" in figures else []),
+              *_losses_section(data),
+              *_anomalies_section(data)]
+    if "timelines.png" in figures:
+        parts += ["## Run timelines\n", "![Run timelines](timelines.png)\n"]
+    if "election_latency.png" in figures:
+        parts += ["## Election latency\n", "![Election latency](election_latency.png)\n"]
     parts += [
         "## Writes by acks level\n",
         _markdown_table(["config_key", "acks", "writes_acked", "writes_lost",
                          "lost_write_rate"], data["writes_by_acks"]),
         "## Per run\n",
-        _markdown_table(["run", "config_key", "writes_acked", *J.ANOMALY_KINDS, "offline_ms",
-                         "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands"],
-                        data["per_run"]),
+        "Each run links to its trace directory.\n",
+        _markdown_table(["run", "config_key", "writes_acked", "anomalies_bad", "bad_kinds",
+                         "anomalies_expected", "offline_ms", "under_min_isr_ms", "elections",
+                         "isr_shrinks", "isr_expands"], runs),
         "## Preferred-leader elections\n",
         "Leaders per broker (b0,b1,...) just before each ControllerElectPreferredLeader and "
         "once its partition's new state is installed; imbalance = max - min.\n",
@@ -483,7 +690,7 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
                          "leaders_after", "imbalance_after"], data["preferred_leader_election"]),
     ]
     if chosen is not None:
-        parts.append(f"## Run {chosen}\n")
+        parts.append(f"## Run {_run_link(chosen, data)}\n")
         if "isr_over_time.png" in figures:
             parts.append(f"![ISR size over time, run {chosen}](isr_over_time.png)\n")
     if "cross_check" in data:
@@ -500,3 +707,11 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
               "Tables as CSV in `tables/`, as Parquet in `parquet/` (also "
               + ", ".join(f"`{n}`" for n in sorted(frames) if not n.startswith("_")) + ").\n"]
     return "\n".join(parts)
+
+
+def _interval(row) -> str:
+    """`[low, high] %` of a configuration's lost-write rate, or empty without acked writes."""
+    low, high = row["lost_write_rate_low"], row["lost_write_rate_high"]
+    if low is None or high is None:
+        return ""
+    return f"[{100 * low:.2g}, {100 * high:.2g}] %"

@@ -1481,15 +1481,17 @@ def _controller_for_registration(config: Config, s: Cluster) -> bool:
     return False
 
 
-def _register(s: Cluster, b: int) -> tuple[Cluster, int]:
-    """A new session with a new broker epoch; the controller sends the broker every partition."""
+def _register(config: Config, s: Cluster, b: int) -> tuple[Cluster, int]:
+    """A new session with a new broker epoch; the controller sends the broker every partition
+    it holds a replica of."""
     epoch = s.broker_epochs[b] + 1
     registered = s.controller.registered[:b] + (epoch,) + s.controller.registered[b + 1 :]
     messages = set(s.leader_and_isr)
     c = s.controller
     for p, ps in enumerate(c.partitions):
-        messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch,
-                                  c.active, c.epoch))
+        if b in config.assignment(p):
+            messages.add(LeaderAndIsr(b, p, ps.leader, ps.leader_epoch, ps.isr,
+                                      ps.partition_epoch, c.active, c.epoch))
     s = replace(
         s,
         broker_epochs=s.broker_epochs[:b] + (epoch,) + s.broker_epochs[b + 1 :],
@@ -1518,7 +1520,7 @@ def _broker_restart(config: Config, s: Cluster, a: BrokerRestart):
                 s = s.with_partition_state(p, new)
                 s = replace(s, leader_and_isr=_send_leader_and_isr(config, s, p, new,
                                                                    config.assignment(p)))
-    s, epoch = _register(s, b)
+    s, epoch = _register(config, s, b)
     if take_over:
         s = _announce(config, s)
         return s, Outcome(Code.BROKER_UP, broker_epoch=epoch, **_controller_fields(s))
@@ -1532,7 +1534,7 @@ def _broker_register(config: Config, s: Cluster, a: BrokerRegister):
     take_over = _controller_for_registration(config, s)
     if take_over:
         s = _take_over(config, s, b)
-    s, epoch = _register(s, b)
+    s, epoch = _register(config, s, b)
     if take_over:
         s = _announce(config, s)
         return s, Outcome(Code.REGISTERED, broker_epoch=epoch, **_controller_fields(s))

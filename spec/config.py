@@ -122,6 +122,7 @@ class Config:
 
     brokers: int = 3
     partitions: int = 1
+    replication_factor: int | None = None  # None: every broker
     variant: Variant = VARIANTS["current"]
     acks: str = "all"
     min_insync_replicas: int = 1
@@ -162,11 +163,11 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def assignment(self, partition: int) -> tuple[int, ...]:
-        """Replica j of partition i on broker (i + j) mod n: Kafka's rack-unaware assignment
-        (AdminUtils) from start index 0, without its per-round shift (docs/protocol.md,
-        "Placement and preferred leaders")."""
+        """Replica j < replication factor of partition i on broker (i + j) mod n: Kafka's
+        rack-unaware assignment (AdminUtils) from start index 0, without its per-round shift
+        (docs/protocol.md, "Placement and preferred leaders")."""
         n = self.brokers
-        return tuple((partition + j) % n for j in range(n))
+        return tuple((partition + j) % n for j in range(self.replication_factor or n))
 
     def to_properties(self) -> dict[str, str]:
         """The config in Kafka's key names, as strings (for traces and reports)."""

@@ -643,7 +643,9 @@ def initial_state(config: Config) -> Cluster:
         row = []
         for broker in range(n):
             view = dict(leader=leader, leader_epoch=0, isr=isr, partition_epoch=0)
-            if broker == leader:
+            if broker not in assignment:
+                row.append(Replica())  # not a replica: no view of the partition, no fetches
+            elif broker == leader:
                 row.append(Replica(epoch_cache=((0, 0),), **view, **leader_side_state(config, isr)))
             else:
                 row.append(Replica(**view))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from impl.config import BUGS, ClusterConfig
-from impl.sim import SimOptions
+from impl.sim import SimOptions, simulate
 from isrlab.cli import main
 from model_check.campaign import promises_durability, run_campaign
 from model_check.mutants import (
@@ -42,6 +42,46 @@ def test_summary_is_the_same_for_one_or_two_workers():
     for key in ("seconds", "replay_events_per_second"):
         one.pop(key), two.pop(key)
     assert one == two
+
+
+def test_a_replication_factor_below_the_broker_count_replays(monkeypatch):
+    # Four brokers, two replicas per partition: only a partition's replicas hold a view of it,
+    # fetch it or enter its ISR, and the spec (given the factor by the trace header) agrees.
+    from impl.protocol.broker import BrokerCore
+
+    config = ClusterConfig(brokers=4, partitions=4, replication_factor=2, min_insync_replicas=1)
+    options = SimOptions(seed=7, duration_ms=10_000, nemesis=SAFE_FAULTS)
+    result = run_campaign(config, options, 4, None, keep="none", workers=1)
+    assert [o.verdict for o in result.outcomes] == ["accepted"] * 4
+    assert sum(o.events for o in result.outcomes) > 4_000
+    sim = simulate(config, options)
+    members, fetchers = set(), set()
+    for node, text in sim.traces.items():
+        for line in map(json.loads, text.splitlines()):
+            if node == "meta" and line.get("state", {}).get("partitions"):
+                members |= {(p["partition"], b) for p in line["state"]["partitions"]
+                            for b in p["isr"]}
+            if line.get("action") == "FollowerSendFetch":
+                fetchers.add((line["args"]["partition"], line["args"]["broker"]))
+    replicas = {(p, b) for p in range(4) for b in config.assignment(p)}
+    assert members and members <= replicas
+    assert fetchers and fetchers <= replicas
+    # A mutant broker that takes every partition's first view, replica or not, fetches what
+    # it does not hold: replay refuses the run.
+    original = BrokerCore.bootstrap
+
+    def every_partition(self, views):
+        config = self.config
+        self.config = config.replace(replication_factor=None)
+        try:
+            return original(self, views)
+        finally:
+            self.config = config
+
+    monkeypatch.setattr(BrokerCore, "bootstrap", every_partition)
+    mutant = run_campaign(config, options, 1, None, keep="none", workers=1)
+    assert mutant.outcomes[0].verdict == "divergence"
+    assert "FollowerSendFetch" in mutant.outcomes[0].report
 
 
 def test_unclean_election_with_acks_1_loses_acknowledged_writes(tmp_path):

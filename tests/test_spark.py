@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -368,7 +369,7 @@ def test_from_parquet_on_something_else_is_one_line(spark, tmp_path, capsys):
             "table=*/ directories an earlier analyze wrote)")
 
 
-def test_the_report_puts_lost_writes_first_even_when_excused(spark, tmp_path, capsys):
+def test_the_report_names_lost_writes_first_even_when_excused(spark, tmp_path, capsys):
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
     from model_check.campaign import run_one
@@ -384,9 +385,10 @@ def test_the_report_puts_lost_writes_first_even_when_excused(spark, tmp_path, ca
                    "--out", str(out), "--master", "local[1]"])
     assert code == 0, capsys.readouterr().err
     page = (out / "index.md").read_text(encoding="utf-8")
-    section = page.index("## Lost acknowledged writes")
-    assert section < page.index("## Per configuration")
-    assert "| seed-1 |" in page[section:] and outcome.loss_note in page[section:]
+    head = page[:page.index("## Per configuration")]
+    assert re.search(r"\*\*[1-9][0-9]* acknowledged writes lost in 1 run\*\*", head)
+    section = page[page.index("## Lost acknowledged writes"):]
+    assert "| [seed-1](../campaign/run-1/) |" in section and outcome.loss_note in section
 
 
 def test_the_report_answers_what_happens_when_every_isr_replica_fails(spark, tmp_path, capsys):

@@ -106,9 +106,11 @@ KEYS: tuple[Key, ...] = (
     Key("variant", Kind.VARIANT, **_both("variant"), doc="the protocol variant"),
     # Brokers are named by one digit in traces and renderings; 16 partitions keep a run's
     # replay state small. Both layers share the limits, so every simulated run replays.
-    Key("brokers", Kind.INT, **_both("brokers", 1, 9),
-        doc="brokers, each a replica of every partition"),
+    Key("brokers", Kind.INT, **_both("brokers", 1, 9), doc="brokers"),
     Key("partitions", Kind.INT, **_both("partitions", 1, 16), doc="partitions of the topic"),
+    Key("replication.factor", Kind.OPTIONAL_INT, **_both("replication_factor", 1, "brokers"),
+        doc="replicas per partition, placed round-robin from the partition's own broker "
+        "(unset: every broker)"),
     Key("acks", Kind.ACKS, **_both("acks"), doc="producer acks"),
     Key("min.insync.replicas", Kind.INT, **_both("min_insync_replicas", 1, "brokers"),
         doc="ISR size below which acks=all writes are refused"),

@@ -66,6 +66,7 @@ class HeaderConfig(msgspec.Struct, kw_only=True):
     acks: str
     brokers: int
     partitions: int
+    replication_factor: int | None = None
     variant: str
     min_insync_replicas: int
     unclean_leader_election_enable: bool
@@ -75,6 +76,7 @@ class HeaderConfig(msgspec.Struct, kw_only=True):
     replica_lag_time_max_ms: int | None = None
     duration_ms: int | None = None
     nemesis: list[str] | None = None
+    faults: list[str] | None = None  # kinds of a fixed fault schedule
     bugs: list[str] | None = None
 
 

@@ -228,6 +228,8 @@ class BrokerCore:
         self.heartbeat_at = self.config.heartbeat_interval_ms
         self.isr_check_at = self.config.replica_lag_time_max_ms // 2
         for view in views:
+            if self.broker not in self.config.assignment(view.partition):
+                continue  # not a replica of this partition: no view, never fetches
             r = self.replicas[view.partition]
             r.leader, r.leader_epoch, r.isr, r.partition_epoch = (
                 view.leader, view.leader_epoch, tuple(view.isr), view.partition_epoch)

@@ -313,7 +313,8 @@ class MetaCore:
         for p in changed:
             self._leader_and_isr(t, p, to=tuple(x for x in self.config.assignment(p) if x != b))
         for p in range(len(self.partitions)):
-            self._leader_and_isr(t, p, to=(b,))
+            if b in self.config.assignment(p):
+                self._leader_and_isr(t, p, to=(b,))
         t.state = self._state(changed)
         effects.append(t)
         for p, ps in enumerate(self.partitions):
