@@ -50,6 +50,7 @@ def run(args) -> int:
     options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
                          max_faults=args.faults)
     out = Path(args.out)
+    dataset = str((out / "dataset").resolve()) if args.spark and args.dataset else None
     if not args.json:
         print(f"isrlab campaign: {args.runs} runs, seeds {seed}..{seed + args.runs - 1}, "
               f"variant {config.variant}, acks={config.acks}, min ISR "
@@ -60,7 +61,7 @@ def run(args) -> int:
         with Progress("runs", total=args.runs, quiet=args.json) as progress:
             result = run_campaign(config, options, args.runs, out, keep=args.keep,
                                   workers=args.workers, progress=campaign_progress(progress),
-                                  spark=args.spark)
+                                  spark=args.spark, dataset=dataset)
     except CampaignError as error:
         raise UsageError(str(error)) from None
     summary = result.summary()
@@ -70,6 +71,9 @@ def run(args) -> int:
         print(format_summary(result))
         if result.failed and args.keep != "none":
             print(f"  failing runs' traces: {out}/run-<seed>/ (replay with isrlab replay)")
+        if dataset:
+            print(f"  every run's trace lines as Parquet: {dataset} (isrlab analyze "
+                  f"{dataset} --from-parquet --out REPORT_DIR)")
     if args.keep != "none":
         out.mkdir(parents=True, exist_ok=True)
         (out / "campaign.json").write_text(json.dumps(
@@ -144,6 +148,9 @@ def register(sub) -> None:
     p.add_argument("--spark", nargs="?", const="local[2]", default=None, metavar="MASTER",
                    help="run the seeds as Spark tasks on MASTER (default local[2]) instead of "
                    "a local process pool; same seeds, same results (docs/spark.md)")
+    p.add_argument("--dataset", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --spark: write every run's trace lines to OUT/dataset as "
+                   "Parquet in the same job, for isrlab analyze --from-parquet (default on)")
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")

@@ -58,13 +58,16 @@ class RunOutcome:
     lost: int = 0  # acknowledged writes missing from the final logs
     timeline: dict = field(default_factory=dict)  # model_check.policies.Timeline.to_json()
     kip966_violations: int = 0  # replayed states that break KIP-966's durability promise
+    # With run_one(traces=True): {path of the node's trace file: its text}, written or not.
+    traces: dict[str, str] | None = None
 
 
 def final_logs(result) -> dict[int, list[int]]:
     return {int(p): [v for _, v in log] for p, log in result.final_logs.items()}
 
 
-def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: str) -> RunOutcome:
+def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: str,
+            traces: bool = False) -> RunOutcome:
     t0 = time.perf_counter()
     sim = simulate(config, options)
     t1 = time.perf_counter()
@@ -126,9 +129,13 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
         directory = out / f"run-{options.seed}"
         sim.write(directory)
         (directory / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+    files = None
+    if traces:
+        directory = (out or Path(".")).resolve() / f"run-{options.seed}"
+        files = {str(directory / f"{node}.ndjson"): text for node, text in sim.traces.items()}
     return RunOutcome(options.seed, sim.summary["events"], acked, verdict, dict(counts),
                       len(excused), t1 - t0, t2 - t1, failed, report, result,
-                      len(loss.excused), loss.note(), len(loss.lost), line, len(kip966))
+                      len(loss.excused), loss.note(), len(loss.lost), line, len(kip966), files)
 
 
 class CampaignError(ValueError):
@@ -137,6 +144,20 @@ class CampaignError(ValueError):
 
 def _worker(job: tuple) -> RunOutcome:
     return run_one(*job)
+
+
+def _worker_with_traces(job: tuple) -> RunOutcome:
+    return run_one(*job, traces=True)
+
+
+def _without_traces(outcome: RunOutcome) -> RunOutcome:
+    from dataclasses import replace
+
+    return replace(outcome, traces=None)
+
+
+def _trace_files(outcome: RunOutcome) -> list[tuple[str, str]]:
+    return sorted((outcome.traces or {}).items())
 
 
 @dataclass
@@ -188,14 +209,21 @@ class CampaignResult:
 
 def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Path | None,
                  keep: str = "failing", workers: int | None = None, progress=None,
-                 stop_at_first_failure: bool = False, spark: str | None = None) -> CampaignResult:
+                 stop_at_first_failure: bool = False, spark: str | None = None,
+                 dataset: str | None = None) -> CampaignResult:
     """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring.
 
     `spark`: a Spark master (`local[2]`, `spark://host:7077`) to run the seeds as Spark tasks
     instead of a local process pool. Each task simulates, replays and history-checks one run
     and writes its traces (as `keep` says) under `out`, which on a cluster must be a path
     every executor shares; only each run's outcome (a few hundred bytes) reaches the driver.
-    Same seeds, same outcomes: a run depends on its seed alone."""
+    Same seeds, same outcomes: a run depends on its seed alone.
+
+    `dataset` (with `spark`): also write every run's trace lines, parsed in the same job, to
+    the Parquet dataset at that path (`pyspark_harness.ingest`'s layout, replaced), so that
+    `isrlab analyze DATASET --from-parquet` reads them without ingesting NDJSON. The traces
+    go from the task that simulated them to the writer on the executors, never through the
+    driver."""
     from dataclasses import replace
 
     started = time.perf_counter()
@@ -208,7 +236,8 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
         if master_problem(spark):
             raise CampaignError(f"--spark {spark}: {master_problem(spark)}")
         try:
-            context = get_session(spark, app_name="isrlab-campaign").sparkContext
+            session = get_session(spark, app_name="isrlab-campaign")
+            context = session.sparkContext
         except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
             text = str(error).strip()
             raise CampaignError(f"--spark {spark}: Spark did not start: "
@@ -220,7 +249,24 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
         wave = max(1, context.defaultParallelism) * 8
         for start in range(0, runs, wave):
             chunk = jobs[start:start + wave]
-            for outcome in context.parallelize(chunk, len(chunk)).map(_worker).collect():
+            done = context.parallelize(chunk, len(chunk)).map(
+                _worker_with_traces if dataset else _worker)
+            if dataset:
+                from pyspark_harness.ingest import parse_text, write_dataset
+
+                # Kept on the executors between the two jobs below: the outcomes, then the
+                # traces parsed and written (a lost block is simulated again: same seed,
+                # same bytes).
+                done = done.cache()
+                collected = done.map(_without_traces).collect()
+                files = session.createDataFrame(done.flatMap(_trace_files),
+                                                "file string, value string")
+                write_dataset(parse_text(files), dataset,
+                              mode="append" if start else "overwrite")
+                done.unpersist()
+            else:
+                collected = done.collect()
+            for outcome in collected:
                 outcomes.append(outcome)
                 if progress:
                     progress(outcome, len(outcomes), runs)

@@ -249,6 +249,13 @@ def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True,
     """One row per line of `files`, in the columns of `schemas.STORED` (not yet written)."""
     text = (spark.read.text(files, wholetext=True)
             .select(F.col("_metadata.file_path").alias("file"), "value"))
+    return parse_text(text, keep_raw, renamed)
+
+
+def parse_text(text: DataFrame, keep_raw: bool = True,
+               renamed: dict[tuple[str, str], str] | None = None) -> DataFrame:
+    """`parse_lines` of files given as rows (file, value: the whole text of the file), however
+    they were made: read from disk, or the traces of runs simulated in the same job."""
     # Per file (one row): its lines, and every header line in it parsed once.
     per_file = text.select(
         "file", F.split("value", "\n", -1).alias("lines"),
@@ -336,6 +343,11 @@ def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True,
     return rows.select(*columns)
 
 
+def write_dataset(lines: DataFrame, out: str, mode: str = "overwrite") -> None:
+    """Write parsed lines (`parse_text`'s rows) as the dataset layout the module doc names."""
+    lines.write.mode(mode).partitionBy(*S.PARTITION_COLUMNS).parquet(out)
+
+
 def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = True,
            examples: int = 20) -> IngestResult:
     """Parse `files` and write them to `out` (replaced), partitioned by table, config, run.
@@ -347,8 +359,7 @@ def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = Tru
         raise InputError("no trace files to ingest")
     start = time.perf_counter()
     renamed = colliding_runs(spark, files)
-    (parse_lines(spark, files, keep_raw, renamed)
-     .write.mode("overwrite").partitionBy(*S.PARTITION_COLUMNS).parquet(out))
+    write_dataset(parse_lines(spark, files, keep_raw, renamed), out)
     seconds = time.perf_counter() - start
     stored = read_stored(spark, out)
     counts = {r["table"]: r["count"] for r in stored.groupBy("table").count().collect()}

@@ -413,7 +413,8 @@ def test_the_report_answers_what_happens_when_every_isr_replica_fails(spark, tmp
                    "campaign", "--out", str(out), "--master", "local[1]"])
     assert code == 0, capsys.readouterr().err
     page = (out / "index.md").read_text(encoding="utf-8")
-    section = page[page.index("## When every ISR replica fails"):page.index("## Per configuration")]
+    start = page.index("## When every ISR replica fails")
+    section = page[start:page.index("\n## ", start + 1)]
     assert "policies.png" in section and (out / "policies.png").is_file()
     with open(out / "tables" / "per_config.csv", encoding="utf-8") as handle:
         rows = {r["policy"]: r for r in _csv.DictReader(handle)}
@@ -449,6 +450,8 @@ def test_spark_watch_reports_the_tasks_of_a_running_job(spark):
 def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
     """Same seeds through Spark tasks and through the process pool: the same outcomes (all but
     the timings), and the same trace files written by the Spark tasks."""
+    from pyspark.sql import functions as F
+
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
     from model_check.campaign import run_campaign
@@ -457,8 +460,10 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
     options = SimOptions(seed=40, duration_ms=4_000, nemesis=("crash", "partition"))
     seen = []
     pooled = run_campaign(config, options, 6, tmp_path / "pool", keep="all", workers=2)
+    dataset = str(tmp_path / "spark" / "dataset")
     sparked = run_campaign(config, options, 6, tmp_path / "spark", keep="all",
-                           spark="local[2]", progress=lambda o, done, total: seen.append(done))
+                           spark="local[2]", progress=lambda o, done, total: seen.append(done),
+                           dataset=dataset)
 
     def strip(summary):
         return {k: v for k, v in summary.items()
@@ -472,6 +477,18 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
         str(p.relative_to(tmp_path / "pool")) for p in (tmp_path / "pool").rglob("*.ndjson"))
     assert (tmp_path / "spark" / "run-42" / "b0.ndjson").read_bytes() == \
         (tmp_path / "pool" / "run-42" / "b0.ndjson").read_bytes()
+    # The dataset the Spark tasks wrote holds what ingesting the pool's NDJSON gives, row for
+    # row (but for the directory in each row's file name).
+    from pyspark_harness.ingest import ingest, read_stored
+
+    ingest(spark, find_trace_files([str(tmp_path / "pool")]), str(tmp_path / "ingested"))
+    keys = ["table", "config_key", "run", "node", "seq", "line", "raw"]
+    direct = read_stored(spark, dataset).select(
+        *keys, F.regexp_extract("file", r"(run-[0-9]+/[^/]+)$", 1).alias("name"))
+    ingested = read_stored(spark, str(tmp_path / "ingested")).select(
+        *keys, F.regexp_extract("file", r"(run-[0-9]+/[^/]+)$", 1).alias("name"))
+    assert direct.count() == ingested.count() > 6 * 1000
+    assert direct.exceptAll(ingested).count() == 0 == ingested.exceptAll(direct).count()
 
 
 def test_master_urls_are_checked_before_a_jvm_starts():
