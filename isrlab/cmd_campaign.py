@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from isrlab.options import (
@@ -50,7 +51,11 @@ def run(args) -> int:
     options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
                          max_faults=args.faults)
     out = Path(args.out)
-    dataset = str((out / "dataset").resolve()) if args.spark and args.dataset else None
+    if args.spark == SUBMITTED_OR_LOCAL:
+        # spark-submit starts the JVM with its own master and sets the gateway port.
+        args.spark = "" if "PYSPARK_GATEWAY_PORT" in os.environ else "local[2]"
+    dataset = str((out / "dataset").resolve()) if args.spark is not None and args.dataset \
+        else None
     if not args.json:
         print(f"isrlab campaign: {args.runs} runs, seeds {seed}..{seed + args.runs - 1}, "
               f"variant {config.variant}, acks={config.acks}, min ISR "
@@ -136,6 +141,9 @@ def run_clients(args) -> int:
     return 1 if failed else 0
 
 
+SUBMITTED_OR_LOCAL = "submitted-or-local"  # --spark without a master
+
+
 def register(sub) -> None:
     p = sub.add_parser("campaign", help="many simulated runs, each replayed and history-checked",
                        description=__doc__.split("\n\n")[0])
@@ -145,9 +153,11 @@ def register(sub) -> None:
     p.add_argument("--workers", type=WORKERS, default=None,
                    help="processes (default: all cores; at most 4 per core)")
     p.add_argument("--out", default="campaign-out", metavar="DIR")
-    p.add_argument("--spark", nargs="?", const="local[2]", default=None, metavar="MASTER",
-                   help="run the seeds as Spark tasks on MASTER (default local[2]) instead of "
-                   "a local process pool; same seeds, same results (docs/spark.md)")
+    p.add_argument("--spark", nargs="?", const=SUBMITTED_OR_LOCAL, default=None,
+                   metavar="MASTER",
+                   help="run the seeds as Spark tasks on MASTER (default local[2], or "
+                   "spark-submit's master under spark-submit) instead of a local process "
+                   "pool; same seeds, same results (docs/spark.md)")
     p.add_argument("--dataset", action=argparse.BooleanOptionalAction, default=True,
                    help="with --spark: write every run's trace lines to OUT/dataset as "
                    "Parquet in the same job, for isrlab analyze --from-parquet (default on)")

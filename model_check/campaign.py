@@ -213,7 +213,8 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
                  dataset: str | None = None) -> CampaignResult:
     """Runs seeds options.seed .. options.seed + runs - 1; see the module docstring.
 
-    `spark`: a Spark master (`local[2]`, `spark://host:7077`) to run the seeds as Spark tasks
+    `spark`: a Spark master (`local[2]`, `spark://host:7077`; "" for the master of the
+    session spark-submit started) to run the seeds as Spark tasks
     instead of a local process pool. Each task simulates, replays and history-checks one run
     and writes its traces (as `keep` says) under `out`, which on a cluster must be a path
     every executor shares; only each run's outcome (a few hundred bytes) reaches the driver.
@@ -233,10 +234,10 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
     if spark is not None:
         from pyspark_harness.session import get_session, master_problem
 
-        if master_problem(spark):
+        if master_problem(spark or None):
             raise CampaignError(f"--spark {spark}: {master_problem(spark)}")
         try:
-            session = get_session(spark, app_name="isrlab-campaign")
+            session = get_session(spark or None, app_name="isrlab-campaign")
             context = session.sparkContext
         except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
             text = str(error).strip()
