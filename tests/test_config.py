@@ -18,7 +18,7 @@ from spec.config import (
 
 KNOWN_KEYS = ", ".join(CONFIG_KEYS)
 KAFKA_KEYS = (
-    "variant", "brokers", "partitions", "acks", "min.insync.replicas",
+    "variant", "brokers", "partitions", "replication.factor", "acks", "min.insync.replicas",
     "unclean.leader.election.enable", "eligible.leader.replicas.enable",
     "last.known.leader.election.enable", "replica.lag.time.max.ms", "replica.lag.max.messages",
     "log.flush.interval.messages",
@@ -501,7 +501,8 @@ def test_cluster_keys_are_listed_for_an_unknown_key():
 
 # A value for every cluster key, each different from the default.
 FILE_VALUES = {
-    "variant": "kip-101", "brokers": 4, "partitions": 2, "acks": "1", "min.insync.replicas": 1,
+    "variant": "kip-101", "brokers": 4, "partitions": 2, "replication.factor": 3, "acks": "1",
+    "min.insync.replicas": 1,
     "unclean.leader.election.enable": True, "eligible.leader.replicas.enable": True,
     "last.known.leader.election.enable": False, "replica.lag.time.max.ms": 700,
     "log.flush.interval.messages": 3, "replica.fetch.wait.max.ms": 150, "replica.fetch.max.bytes": 65536,

@@ -287,6 +287,31 @@ def test_per_config_aggregates_and_the_report_files(report, lines):
     assert ".png\"" not in page and "<table>" in page
 
 
+def test_a_browser_renders_the_report_page(report, tmp_path):
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium); "
+                    "the page was checked as text only")
+    page = (report / "index.html").as_uri()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu"]
+    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    plots = (report / "index.md").read_text(encoding="utf-8").count("![")
+    assert dom.count('<img src="data:image/png;base64,') == plots >= 5
+    assert dom.count("<table>") >= 5 and "Per configuration</h2>" in dom
+    runs = [run for (run,) in table(report, "per_run", "run")]
+    for run in runs:  # every run id links to its trace directory, relative to the report
+        assert f'">{run}</a>' in dom
+    link = dom.split(f'">{runs[0]}</a>')[0].rsplit('href="', 1)[1]
+    assert (report / link).resolve().is_dir() and any((report / link).glob("*.ndjson"))
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2000", page],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 50_000  # a drawn page, not a blank one
+
+
 def test_cli_bad_input_is_one_line_and_exit_2(spark, report, corpus, tmp_path, capsys):
     garbage = tmp_path / "garbage.ndjson"
     garbage.write_text('{"kind":"event"}\nnot json\n', encoding="utf-8")
