@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from model_check.explorer import Result
-from model_check.model import Model
+from model_check.model import Model, state_to_json
 
 CONTROLLER, PRODUCER, CONSUMER, NETWORK, CLOCK = "controller", "producer", "consumer", \
     "network", "clock"
@@ -129,8 +129,6 @@ def _fields(model: Model, state: Any) -> dict[str, Any]:
     if not (is_dataclass(state) and hasattr(state, "replicas")):
         _flatten(model.to_json(state), "", out)
         return out
-    from model_check.model import state_to_json
-
     for f in fields(state):
         if f.name.startswith("_"):
             continue
@@ -168,8 +166,6 @@ def _messages(state: Any) -> dict[str, tuple[str, str]]:
     """key -> (label, sender's lane) of every message in flight (default model only)."""
     if not (is_dataclass(state) and hasattr(state, "leader_and_isr")):
         return {}
-    from model_check.model import state_to_json
-
     out = {}
     for m in state.leader_and_isr:
         out[f"lai {m!r}"] = (f"LeaderAndIsr p{m.partition} leader {m.leader} epoch "
