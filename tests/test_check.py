@@ -79,7 +79,7 @@ def test_json_config_shows_every_setting_and_it_is_the_replayed_model(capsys, tm
     assert unshown_settings(shown) == []
     # The check fails on the file keys alone (unset limits and the variant's rules missing).
     assert unshown_settings(Config().to_properties()) == [
-        "replica_lag_max_messages", "log_flush_interval_messages", "variant.truncation",
+        "replication_factor", "replica_lag_max_messages", "log_flush_interval_messages", "variant.truncation",
         "variant.fencing", "variant.expand_requires_epoch_start", "variant.broker_epochs",
         "variant.hw_requires_min_isr", "variant.isr_shrink_bumps_leader_epoch"]
     assert (shown["variant.truncation"], shown["variant.fencing"]) == ("diverging-epoch", "true")
