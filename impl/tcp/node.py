@@ -44,6 +44,7 @@ stderr; the node goes on serving. At most `MAX_CONNECTIONS` connections are serv
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hmac
 import json
 import math
@@ -508,7 +509,9 @@ async def _close_quietly(stream) -> None:
 
 
 def parse_config(body: dict) -> ClusterConfig:
-    values = {k: v for k, v in body.items() if k not in ("duration_ms", "nemesis")}
+    # The header also carries run-level keys (duration, nemesis, fault kinds): not config.
+    known = {f.name for f in dataclasses.fields(ClusterConfig)}
+    values = {k: v for k, v in body.items() if k in known}
     values["bugs"] = frozenset(values.get("bugs", ()))
     return ClusterConfig(**values)
 
