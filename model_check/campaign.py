@@ -23,6 +23,7 @@ from pathlib import Path
 
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
+from impl.trace import header_config
 from model_check.history import HistoryError, check_history
 from model_check.losses import run_losses
 from model_check.policies import policy_of, timeline
@@ -120,7 +121,7 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
                         and bool(kip966))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    history_json["split"] = K.split(counts, sim.run_json()["config"])
+    history_json["split"] = K.split(counts, header_config(config, options))
     result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
               "history": history_json, "history_from_traces": from_traces, "failed": failed,
               "excused_values": sorted(excused), "losses": loss.to_json(),

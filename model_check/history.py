@@ -437,30 +437,28 @@ class _Checker:
         self.previous_read[(process, partition)] = (high, records[-1][1], i)
         p = f"p{partition}: {process} (seq {self.lines[i]['seq']})"
         back = any(b <= a for a, b in zip(offsets, offsets[1:], strict=False))
+
+        def against_previous(kind: str, skipping: str, reached: str) -> Anomaly:
+            e = self.event(before[2])
+            return Anomaly(kind, partition, (before[0], low), (before[1], records[0][1]),
+                           (e, self.event(i)), f"{p} read from offset {low}{skipping} after "
+                           f"its previous read ({e.process} seq {e.seq}) {reached} {before[0]}")
+
+        def inside(kind: str, where: tuple[int, ...], text: str) -> Anomaly:
+            return Anomaly(kind, partition, where, (), (self.event(i),), f"{p} read {text}")
+
         if before is not None and low <= before[0]:
-            e = self.event(before[2])
-            self.polls.append(Anomaly(
-                K.NONMONOTONIC_POLL, partition, (before[0], low), (before[1], records[0][1]),
-                (e, self.event(i)),
-                f"{p} read from offset {low} after its previous read ({e.process} seq "
-                f"{e.seq}) had reached offset {before[0]}"))
+            self.polls.append(against_previous(K.NONMONOTONIC_POLL, "", "had reached offset"))
         elif back:
-            self.polls.append(Anomaly(
-                K.NONMONOTONIC_POLL, partition, tuple(offsets), (), (self.event(i),),
-                f"{p} read offsets that do not increase: {offsets}"))
-        skipped_inside = not back and high - low + 1 != len(offsets)
+            self.polls.append(inside(K.NONMONOTONIC_POLL, tuple(offsets),
+                                     f"offsets that do not increase: {offsets}"))
         if before is not None and low > before[0] + 1:
-            e = self.event(before[2])
-            self.polls.append(Anomaly(
-                K.POLL_SKIP, partition, (before[0], low), (before[1], records[0][1]),
-                (e, self.event(i)),
-                f"{p} read from offset {low}, skipping offsets {before[0] + 1}..{low - 1} "
-                f"after its previous read ({e.process} seq {e.seq}) ended at {before[0]}"))
-        elif skipped_inside:
+            self.polls.append(against_previous(
+                K.POLL_SKIP, f", skipping offsets {before[0] + 1}..{low - 1}", "ended at"))
+        elif not back and high - low + 1 != len(offsets):
             missing = sorted(set(range(low, high + 1)) - set(offsets))
-            self.polls.append(Anomaly(
-                K.POLL_SKIP, partition, tuple(missing), (), (self.event(i),),
-                f"{p} read offsets {low}..{high} without {missing[:5]}"))
+            self.polls.append(inside(K.POLL_SKIP, tuple(missing),
+                                     f"offsets {low}..{high} without {missing[:5]}"))
 
     def final(self, partition: int, offset: int) -> tuple[Any, int | None] | None:
         """(value or _ABSENT, index of the read that showed it or None), or None if unknown."""

@@ -95,6 +95,18 @@ def test_unclean_election_with_acks_1_loses_acknowledged_writes(tmp_path):
     summary = result.summary()
     assert summary["divergences"] == 0 and summary["failed_runs"] == []
     assert summary["anomalies"]["lost-write"] > 0
+    assert "lost-write" not in summary["anomalies_bad"]  # acks=1 and unclean allow it
+
+
+def test_anomalies_a_configuration_forbids_are_counted_bad():
+    # acks=all, clean election, every append flushed: Kafka allows no lost write. The planted
+    # early-ack bug loses some, and the summary counts them bad; with acks=1 the same kind
+    # would be expected (the unclean campaign above).
+    config = ClusterConfig(log_flush_interval_messages=1, bugs=frozenset({"early-ack"}))
+    options = SimOptions(seed=1, duration_ms=15_000, nemesis=SAFE_FAULTS)
+    summary = run_campaign(config, options, 6, None, keep="none").summary()
+    assert summary["anomalies"]["lost-write"] > 0
+    assert summary["anomalies_bad"]["lost-write"] == summary["anomalies"]["lost-write"]
 
 
 def test_hw_truncation_variant_replays_cleanly_against_its_own_spec():
