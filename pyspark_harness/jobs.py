@@ -432,23 +432,20 @@ def poll_order(history: DataFrame) -> DataFrame:
                     lambda i: (i < n) & (F.col("offsets")[i] <= F.col("offsets")[i - 1]))
     went_back = F.col("before").isNotNull() & (low <= F.col("before"))
     skipped = F.col("before").isNotNull() & (low > F.col("before") + 1)
-    no_acks = F.lit(None).cast("string").alias("acks")
-    nonmonotonic = marked.where(went_back | back).select(
-        "run", "partition", F.lit(K.NONMONOTONIC_POLL).alias("kind"), no_acks,
-        low.alias("offset"), "value",
-        F.when(went_back, F.concat(F.lit("read from "), low.cast("string"),
-                                   F.lit(" after a read that reached "),
-                                   F.col("before").cast("string")))
-        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"),
-        F.col("time_ms").alias("time_ms"))
-    skip = marked.where(skipped | (~back & (high - low + 1 != n))).select(
-        "run", "partition", F.lit(K.POLL_SKIP).alias("kind"), no_acks, low.alias("offset"),
-        "value",
-        F.when(skipped, F.concat(F.lit("read from "), low.cast("string"),
-                                 F.lit(" after a read that ended at "),
-                                 F.col("before").cast("string")))
-        .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ","))).alias("detail"),
-        F.col("time_ms").alias("time_ms"))
+
+    def rows(kind: str, where: F.Column, against_previous: F.Column, word: str) -> DataFrame:
+        return marked.where(where).select(
+            "run", "partition", F.lit(kind).alias("kind"),
+            F.lit(None).cast("string").alias("acks"), low.alias("offset"), "value",
+            F.when(against_previous, F.concat(F.lit("read from "), low.cast("string"),
+                                              F.lit(f" after a read that {word} "),
+                                              F.col("before").cast("string")))
+            .otherwise(F.concat(F.lit("offsets "), F.array_join("offsets", ",")))
+            .alias("detail"),
+            F.col("time_ms").alias("time_ms"))
+
+    nonmonotonic = rows(K.NONMONOTONIC_POLL, went_back | back, went_back, "reached")
+    skip = rows(K.POLL_SKIP, skipped | (~back & (high - low + 1 != n)), skipped, "ended at")
     return nonmonotonic.unionByName(skip)
 
 

@@ -23,6 +23,8 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
+from pyspark.sql import functions as F  # noqa: E402
+
 from isrlab.cli import main as isrlab  # noqa: E402
 from model_check.replay import load_run, merge  # noqa: E402
 from pyspark_harness import jobs as J  # noqa: E402
@@ -197,6 +199,31 @@ def test_poll_order_anomalies_agree_with_the_history_checker(spark, lines, tmp_p
     assert found == {"poll-skip": counts["poll-skip"],
                      "nonmonotonic-poll": counts["nonmonotonic-poll"]}
     assert found["poll-skip"] >= 1 and found["nonmonotonic-poll"] >= 2
+
+
+def test_wilson_intervals_and_the_expected_or_bad_split(spark):
+    counts = spark.createDataFrame([(0, 1000), (52, 1117), (0, 0)], "k long, n long")
+    low, high = J.wilson(F.col("k"), F.col("n"))
+    bounds = [(r[0], r[1]) for r in counts.select(low, high).collect()]
+    assert bounds[0][0] == 0 and bounds[0][1] == pytest.approx(0.003827, abs=1e-6)
+    # Computed by hand from the score interval's p-form:
+    # (p + z²/2n ± z√(p(1-p)/n + z²/4n²)) / (1 + z²/n).
+    assert bounds[1] == (pytest.approx(0.035676, abs=1e-6), pytest.approx(0.060539, abs=1e-6))
+    assert bounds[2] == (None, None)
+    # The same lost writes: expected of acks=1, bad under acks=all with every append flushed.
+    runs = spark.createDataFrame([("r1", '{"acks":"1"}'), ("r2", '{"acks":"all",'
+                                  '"log_flush_interval_messages":1}')],
+                                 "run string, config_json string")
+    found = spark.createDataFrame([("r1", "lost-write", 3), ("r2", "lost-write", 2),
+                                   ("r2", "duplicate", 1)], "run string, kind string, count long")
+    from vocab.anomalies import expected_kinds
+
+    expected = spark.createDataFrame(
+        [(r["config_json"], sorted(expected_kinds(json.loads(r["config_json"]))))
+         for r in runs.collect()], "config_json string, expected_kinds array<string>")
+    split = {r["run"]: (r["anomalies_expected"], r["anomalies_bad"], r["bad_kinds"])
+             for r in J.judged(found, runs, expected).collect()}
+    assert split == {"r1": (3, 0, ""), "r2": (1, 2, "lost-write")}
 
 
 def test_availability_and_preferred_leader_tables_match_the_traces(report, lines):
