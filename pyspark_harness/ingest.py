@@ -200,9 +200,9 @@ def unsafe_reason(line: Column) -> Column:
     """Why a line must not be parsed (too long, too deep), or null. Depth is counted on the
     brackets outside strings: each pass removes the innermost `[]` and `{}` pairs, so a line
     nested at most MAX_DEPTH deep has no bracket left after MAX_DEPTH passes."""
-    # Most lines hold too few brackets to nest that deep: a cheap count settles them, and only
-    # the others pay for the regular-expression passes.
-    count = F.length(line) - F.length(F.translate(line, "[]{}", ""))
+    # Most lines open too few brackets to nest that deep: one scan, which stops at the
+    # (MAX_DEPTH + 1)th opening bracket, settles them; only the others pay for the passes.
+    many = line.rlike(r"^(?:[^\[{]*+[\[{]){" + str(MAX_DEPTH + 1) + "}")
     left = F.regexp_replace(F.regexp_replace(line, _STRINGS, ""), r"[^\[\]{}]", "")
     for _ in range(MAX_DEPTH):
         left = F.regexp_replace(left, r"\[\]|\{\}", "")
@@ -210,7 +210,7 @@ def unsafe_reason(line: Column) -> Column:
                   F.lit(f"nested deeper than {MAX_DEPTH} levels (or brackets unbalanced)"))
     return (F.when(F.length(line) > MAX_LINE_CHARS,
                    F.lit(f"line over {MAX_LINE_CHARS:,} characters"))
-            .when(count > 2 * MAX_DEPTH, deep))
+            .when(many, deep))
 
 
 def _identity(file: Column, header: Column) -> Column:
@@ -226,9 +226,9 @@ def _identity(file: Column, header: Column) -> Column:
 def colliding_runs(spark: SparkSession, files: list[str]) -> dict[tuple[str, str], str]:
     """{(run id, identity): stored run name} for run ids that name more than one run: those
     are stored as `<run id>@<first 8 hex digits of the identity>`; others keep their id."""
-    text = (spark.read.text(files, wholetext=True)
-            .select(F.col("_metadata.file_path").alias("file"),
-                    F.explode(F.split("value", "\n", -1)).alias("text")))
+    # Line by line: only the header lines matter here.
+    text = spark.read.text(files).select(F.col("_metadata.file_path").alias("file"),
+                                         F.col("value").alias("text"))
     headers = (text.where(F.col("text").contains('"header"')
                           & F.col("text").rlike(HEADER_PATTERN)
                           & unsafe_reason(F.col("text")).isNull())

@@ -1426,7 +1426,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     count_losses = config.acks == "all" and config.min_insync_replicas >= 2
     for row in s.replicas:
         if count_losses:
-            lost.extend((record.value, b) for record in row[b].log[row[b].flushed_offset:])
+            lost += [(record.value, b) for record in row[b].log[row[b].flushed_offset:]]
         r = row[b].truncated_to(row[b].flushed_offset)
         # With `recovery_truncates_epoch_cache`, recovery also drops cache entries at or past
         # the recovered log end (Kafka's truncateFromEnd(LEO) on load).

@@ -345,8 +345,12 @@ class Replica:
         """The replica with `records` appended, epoch cache and flush policy applied."""
         cache = self.epoch_cache
         offset = self.log_end_offset
+        epoch = None
         for record in records:
-            cache = assign_epoch(cache, record.epoch, offset)
+            # A batch is mostly one epoch: only a change of epoch can change the cache.
+            if record.epoch != epoch:
+                epoch = record.epoch
+                cache = assign_epoch(cache, epoch, offset)
             offset += 1
         log = self.log + records
         flushed = self.flushed_offset
