@@ -57,6 +57,16 @@ def register(sub) -> None:
                    help="explorer bound when classifying a CTI")
     p.add_argument("--workers", type=WORKERS, default=1, metavar="N",
                    help="BMC: ask depths in N processes (same result as 1)")
+    p.add_argument("--houdini", action="store_true",
+                   help="induction: infer more lemmas (Houdini over a grammar of candidates, "
+                   "filtered by reachable states; docs/prove.md), then check them all")
+    p.add_argument("--lemmas-file", metavar="FILE.json",
+                   help="induction: check these inferred lemmas (a JSON list of names, as "
+                   "--save-lemmas writes) instead of searching")
+    p.add_argument("--save-lemmas", metavar="FILE.json",
+                   help="--houdini: write the inferred lemmas' names here")
+    p.add_argument("--seed", type=integer(0), default=1,
+                   help="--houdini: seed of the random runs that filter candidates")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -102,9 +112,25 @@ def run(args: argparse.Namespace) -> int:
     for name in args.lemma or []:
         if name not in LEMMAS:
             raise UsageError(f"--lemma: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
+    inferred = args.houdini or args.lemmas_file is not None
+    if inferred and not args.induction:
+        raise UsageError("--houdini and --lemmas-file go with --induction")
+    if args.save_lemmas is not None and not args.houdini:
+        raise UsageError("--save-lemmas goes with --houdini")
+    found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
+        elif inferred:
+            from model_check import houdini
+
+            invariants = args.invariant or list(prove.TARGETS)
+            lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
+            outcome, search = houdini.prove(
+                config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
+                seed=args.seed, log=None if args.json else _progress)
+            if args.save_lemmas is not None and search is not None:
+                _write_lemmas(args.save_lemmas, [c.name for c in search.lemmas])
         else:
             invariants = args.invariant or list(prove.TARGETS)
             lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
@@ -122,3 +148,35 @@ def run(args: argparse.Namespace) -> int:
         reachable = outcome.cti is not None and outcome.cti.classification == "reachable"
         return 1 if reachable else 3
     return {"proved": 0, "violation": 1, "unknown": 3}[outcome.result]
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _lemmas_file(path: str, brokers: int):
+    """The candidates a --lemmas-file names; one error line when it is not such a file."""
+    from model_check import houdini
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            names = json.load(f)
+    except OSError as error:
+        raise UsageError(f"--lemmas-file {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise UsageError(f"--lemmas-file {path}: not JSON ({error})") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UsageError(f"--lemmas-file {path}: expected a JSON list of lemma names")
+    try:
+        return houdini.by_name(brokers, names)
+    except ValueError as error:
+        raise UsageError(f"--lemmas-file {path}: {error}") from None
+
+
+def _write_lemmas(path: str, names: list[str]) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(names, f, indent=1)
+            f.write("\n")
+    except OSError as error:
+        raise UsageError(f"--save-lemmas {path}: {error.strerror}") from None

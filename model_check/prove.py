@@ -108,6 +108,8 @@ class Outcome:
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     actions: tuple[ActionVerdict, ...] = ()  # induction: one verdict per action instance
+    # induction with inferred lemmas: (name, kind: target | hand | inferred, verdict) each
+    formulas: tuple[tuple[str, str, str], ...] = ()
 
 
 def _check(solver: z3.Solver, name: str, queries: list[Query]) -> z3.CheckSatResult:
@@ -656,6 +658,8 @@ def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
     if outcome.actions:
         out["actions"] = [{"action": v.action, "verdict": v.verdict, "violated": list(v.violated)}
                           for v in outcome.actions]
+    if outcome.formulas:
+        out["formulas"] = [{"name": n, "kind": k, "verdict": v} for n, k, v in outcome.formulas]
     if outcome.result == "violation" and outcome.trace:
         out["violation"] = {"invariant": outcome.invariant,
                             "trace": [_step_json(s) for s in outcome.trace]}
