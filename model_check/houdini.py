@@ -232,6 +232,94 @@ def response_matches_leader(f: int, b: int) -> Candidate:
                      violation, witnessed=True)
 
 
+def request_facts(n: int) -> list[Candidate]:
+    """LeaderAndIsr requests in flight (witness: the partition epoch naming one): at most
+    the controller's partition epoch and leader epoch, an epoch >= 0, a leader that is a
+    broker or none and is in the request's ISR."""
+    out = []
+    for b in range(n):
+        def requests(s, b=b):
+            return [m for m in s.leader_and_isr if m.broker == b and m.partition == 0]
+
+        def fact(name, concrete, symbolic, b=b, requests=requests):
+            out.append(Candidate(
+                f"lai(b{b}) -> {name}",
+                lambda s: all(concrete(s, m) for m in requests(s)),
+                lambda shape, s, w, b=b: z3.And(s.lai[b][w], z3.Not(symbolic(shape, s, w))),
+                witnessed=True))
+
+        fact("pe <= c_pe", lambda s, m: m.partition_epoch <= _ps(s).partition_epoch,
+             lambda shape, s, w: w <= s.c_pe)
+        fact("epoch <= c_epoch", lambda s, m: m.leader_epoch <= _ps(s).leader_epoch,
+             lambda shape, s, w: s.hist_epoch[w] <= s.c_epoch)
+        fact("0 <= epoch", lambda s, m: 0 <= m.leader_epoch,
+             lambda shape, s, w: 0 <= s.hist_epoch[w])
+        fact("0 <= pe", lambda s, m: 0 <= m.partition_epoch, lambda shape, s, w: 0 <= w)
+        fact("leader is a broker or none", lambda s, m: -1 <= m.leader < n,
+             lambda shape, s, w: z3.And(-1 <= s.hist_leader[w], s.hist_leader[w] < n))
+        fact("leader in isr", lambda s, m: m.leader == -1 or m.leader in m.isr,
+             lambda shape, s, w: z3.Or(s.hist_leader[w] == -1, z3.Or(
+                 [z3.And(s.hist_leader[w] == x, s.hist_isr[x][w]) for x in range(n)])))
+        fact("epoch = c_epoch at c_pe",
+             lambda s, m: (m.partition_epoch != _ps(s).partition_epoch
+                           or (m.leader_epoch, m.leader) == (_ps(s).leader_epoch, _ps(s).leader)),
+             lambda shape, s, w: z3.Or(w != s.c_pe, z3.And(s.hist_epoch[w] == s.c_epoch,
+                                                           s.hist_leader[w] == s.c_leader)))
+    return out
+
+
+def down(b: int) -> Guard:
+    return Guard(f"down(b{b})", lambda s: not s.alive[b], lambda s: z3.Not(s.alive[b]))
+
+
+def down_facts(n: int) -> list[Candidate]:
+    """What a crash leaves: a broker that is down has no view and no leader-side state, and
+    its log is what it had flushed."""
+    out = []
+    for b in range(n):
+        view_leader = Term(f"view_leader(b{b})", lambda s, b=b: _replica(s, b).leader,
+                           lambda s, b=b: s.replicas[b].leader)
+        side = Term(f"side(b{b})", lambda s, b=b: int(bool(_replica(s, b).remote_log_end_offset)),
+                    lambda s, b=b: z3.If(s.replicas[b].side, 1, 0))
+        none = Term("-1", lambda s: -1, lambda s: z3.IntVal(-1))
+        zero = Term("0", lambda s: 0, lambda s: z3.IntVal(0))
+        leo, hw, flushed = broker_terms(b)[:3]
+        out += [leq(down(b), view_leader, none), leq(down(b), side, zero),
+                leq(down(b), leo, flushed), leq(down(b), hw, flushed)]
+    return out
+
+
+def message_facts(n: int) -> list[Candidate]:
+    """Fetch messages in flight: to or from a broker other than the follower itself, and
+    the records of a response are values written so far."""
+    out = []
+    for f in range(n):
+        def leader_other(s, f=f):
+            m = _slot(s, f)
+            return m is None or (m.leader != f and 0 <= m.leader < n)
+        out.append(Candidate(
+            f"message(f{f}) -> leader(f{f}) is another broker", leader_other,
+            lambda shape, s, w, f=f: z3.And(s.fetches[f].kind != sym.NONE, z3.Or(
+                s.fetches[f].leader == f, s.fetches[f].leader < 0, s.fetches[f].leader >= n))))
+
+        def written(s, f=f):
+            m = _slot(s, f)
+            return not _records(m) or all(0 < r.value < s.next_value for r in m.records)
+
+        def unwritten(shape, s, w, f=f):
+            m = s.fetches[f]
+            return z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
+                          w < m.fetch_offset + m.rec_count,
+                          z3.Or(m.rec_value[w] <= 0, m.rec_value[w] >= s.next_value))
+        out.append(Candidate(f"answered(f{f}) -> records were written", written, unwritten,
+                             witnessed=True))
+        out.append(leq(answered(f), Term("0", lambda s: 0, lambda s: z3.IntVal(0)),
+                       response_terms(f)[1]))
+        out.append(leq(requesting(f), Term("0", lambda s: 0, lambda s: z3.IntVal(0)),
+                       request_terms(f)[0]))
+    return out
+
+
 def candidates(n: int) -> list[Candidate]:
     """The grammar, instantiated for n brokers (names are unique)."""
     out: list[Candidate] = []
@@ -268,6 +356,7 @@ def candidates(n: int) -> list[Candidate]:
         for b in brokers:
             if b != f:
                 out.append(response_matches_leader(f, b))
+    out += request_facts(n) + message_facts(n) + down_facts(n)
     seen: dict[str, Candidate] = {}
     for c in out:
         seen.setdefault(c.name, c)
@@ -364,25 +453,74 @@ class _Induction:
 
     def step(self, relation, assumed: list[Candidate], broken: list[Candidate]):
         """(sat, model), (unsat, None) or (unknown, None): a step from a genuine pre-state
-        of `assumed` to a post-state breaking one of `broken`."""
+        of `assumed` to a post-state breaking one of `broken`.
+
+        A formula that reads its witness says "for every offset (value, partition epoch)".
+        It is first assumed only at the step's terms: unsat is then a proof (fewer
+        assumptions), and a model is checked formula by formula at every witness; a witness
+        where the pre-state breaks one joins the terms. When that does not settle within a
+        few rounds (a log's unconstrained cells give the solver endless fresh offsets), the
+        formulas are assumed quantified instead, under a short time limit: a model from a
+        pre-state that is not genuine would drop lemmas for nothing."""
+        terms = list(self.terms)
+        witnessed = [c for c in assumed if c.witnessed]
+        for _ in range(INSTANCE_ROUNDS):
+            answer, model = self._ask(relation, assumed, broken, terms, quantified=False)
+            if answer != z3.sat:
+                return answer, None
+            found = self._broken_at(model, witnessed)
+            if found is None:
+                break
+            if not found:
+                return answer, model
+            terms += found
+        return self._ask(relation, assumed, broken, terms, quantified=True,
+                         timeout_ms=QUANTIFIED_MS)
+
+    def _ask(self, relation, assumed, broken, terms, quantified: bool,
+             timeout_ms: int | None = None):
         shape, pre = self.shape, self.pre
         q = z3.Int("houdini_q")
         solver = z3.Solver()
-        solver.set("timeout", self.timeout_ms)
+        solver.set("timeout", timeout_ms or self.timeout_ms)
         for c in assumed:
             if c.witnessed:
-                # Quantified, with instances at the step's terms to start E-matching off.
-                solver.add(z3.ForAll([q], z3.Not(c.violation(shape, pre, q))),
-                           *[z3.Not(c.violation(shape, pre, t)) for t in self.terms])
+                solver.add(*[z3.Not(c.violation(shape, pre, t)) for t in terms])
+                if quantified:
+                    solver.add(z3.ForAll([q], z3.Not(c.violation(shape, pre, q))))
             else:
                 solver.add(z3.Not(c.violation(shape, pre, self.w)))
         solver.add(relation, z3.Or([c.violation(shape, self.post, self.w) for c in broken]))
         answer = solver.check()
         return (answer, solver.model() if answer == z3.sat else None)
 
+    def _broken_at(self, model, witnessed: list[Candidate]):
+        """The witnesses at which the model's pre-state breaks a formula of `witnessed`
+        ([]: none, the pre-state is genuine; None: the solver cannot tell)."""
+        fixed = [leaf == model.eval(leaf, model_completion=True)
+                 for leaf in sym._leaves(self.pre) if not z3.is_int_value(sym._z(leaf))]
+        t = z3.Int("houdini_t")
+        found = []
+        for c in witnessed:
+            solver = z3.Solver()
+            solver.set("timeout", self.timeout_ms)
+            solver.add(*fixed, c.violation(self.shape, self.pre, t))
+            answer = solver.check()
+            if answer == z3.unknown:
+                return None
+            if answer == z3.sat:
+                found.append(solver.model().eval(t, model_completion=True))
+        return found
+
     def broken_in_post(self, model, formulas: list[Candidate]) -> list[str]:
         return [c.name for c in formulas if z3.is_true(model.eval(
             c.violation(self.shape, self.post, self.w), model_completion=True))]
+
+
+INSTANCE_ROUNDS = 4
+# E-matching and model-based instantiation either answer a quantified step within seconds or
+# run on for minutes: a short limit, and `unknown` past it.
+QUANTIFIED_MS = 15_000
 
 
 def _never(s: Cluster) -> bool:
@@ -398,7 +536,7 @@ class HoudiniResult:
     queries: int
     seconds: float
     states: int
-    dropped_by_solver: list[str]
+    dropped_by_solver: list[tuple[str, str]]  # (candidate, the action instance that broke it)
     undecided: list[str]  # action instances the solver gave up on (candidates unchecked)
 
 
@@ -418,7 +556,7 @@ def houdini(config: Config, targets: list[str], lemmas: list[str], cache_slots: 
         f"(seed {seed})")
     ind = _Induction(config, targets, lemmas, cache_slots, timeout_ms)
     alive_ = {c.name: c for c in kept}
-    dropped: list[str] = []
+    dropped: list[tuple[str, str]] = []
     undecided: set[str] = set()
     queries = rounds = 0
     changed = True
@@ -441,7 +579,7 @@ def houdini(config: Config, targets: list[str], lemmas: list[str], cache_slots: 
                 broken = ind.broken_in_post(model, live)
                 for n in broken:
                     del alive_[n]
-                dropped.extend(broken)
+                dropped.extend((n, label) for n in broken)
                 changed = True
                 say(f"round {rounds} {label}: dropped {len(broken)}, {len(alive_)} left")
     return HoudiniResult(len(cands), len(kept), list(alive_.values()), rounds, queries,
@@ -457,7 +595,8 @@ class Verdict:
 
 def verify(config: Config, targets: list[str], lemmas: list[str], found: list[Candidate],
            cache_slots: int = 3, timeout_ms: int = 60_000,
-           queries: list | None = None) -> list[Verdict]:
+           queries: list | None = None,
+           log: Callable[[str], None] | None = None) -> list[Verdict]:
     """Per action instance: is targets + lemmas + found inductive for it? (Each solver call
     is appended to `queries` as a `prove.Query`.)"""
     from model_check.prove import Query
@@ -469,6 +608,8 @@ def verify(config: Config, targets: list[str], lemmas: list[str], found: list[Ca
         label = f"{inst.name}{list(inst.brokers)}"
         started = time.perf_counter()
         answer, model = ind.step(ind.relation(inst), goal, goal)
+        if log is not None:
+            log(f"check {label}: {answer} ({time.perf_counter() - started:.1f} s)")
         if queries is not None:
             queries.append(Query(label, str(answer), time.perf_counter() - started))
         if answer == z3.unsat:
@@ -494,7 +635,7 @@ def prove(config: Config, targets: list[str], lemmas: list[str],
         search = houdini(config, targets, lemmas, cache_slots=cache_slots, seed=seed, log=log)
         found = search.lemmas
     queries: list = []
-    verdicts = verify(config, targets, lemmas, found, cache_slots, queries=queries)
+    verdicts = verify(config, targets, lemmas, found, cache_slots, queries=queries, log=log)
     proved = sum(v.verdict == "inductive" for v in verdicts)
     kinds = [(n, "target") for n in targets] + [(n, "hand") for n in lemmas] + [
         (c.name, "inferred") for c in found]
