@@ -107,3 +107,27 @@ def test_cli_houdini_flags_need_induction(capsys):
 
     assert main(["prove", "--bmc", "2", "--houdini"]) == 2
     assert "--induction" in capsys.readouterr().err
+
+
+def test_cli_checks_a_saved_lemma_set_and_reports_each_formula(tmp_path, capsys):
+    """`--lemmas-file` checks the given set for every action instance: a verdict per
+    instance and per formula, and exit 3 while some instance has a CTI."""
+    import json
+
+    from isrlab.cli import main
+
+    path = tmp_path / "lemmas.json"
+    names = ["true -> hw(b0) <= leo(b0)", "leads(b0) -> rleo(b0,b1) <= leo(b0)"]
+    path.write_text(json.dumps(names), encoding="utf-8")
+    code = main(["prove", "--induction", "--brokers", "2", "--invariant",
+                 "HighWatermarkBelowLogEnd", "--no-lemmas", "--lemmas-file", str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["result"] == "cti"
+    assert [(f["name"], f["kind"]) for f in out["formulas"]] == [
+        ("HighWatermarkBelowLogEnd", "target"), *((n, "inferred") for n in names)]
+    verdicts = {a["action"]: a for a in out["actions"]}
+    # HW <= LEO alone is not inductive: a leader's append can take HW past LEO through
+    # remote LEOs nothing bounds for b1 (only b0's are in the set).
+    assert "HighWatermarkBelowLogEnd" in verdicts["LeaderAppend[1]"]["violated"]
+    assert verdicts["Tick[]"]["verdict"] == "inductive"
+    assert out["notes"][1] == "2 inferred lemmas (given)"
