@@ -502,20 +502,10 @@ class _Induction:
     def _broken_at(self, model, witnessed: list[Candidate]):
         """The witnesses at which the model's pre-state breaks a formula of `witnessed`
         ([]: none, the pre-state is genuine; None: the solver cannot tell)."""
-        fixed = [leaf == model.eval(leaf, model_completion=True)
-                 for leaf in sym._leaves(self.pre) if not z3.is_int_value(sym._z(leaf))]
-        t = z3.Int("houdini_t")
-        found = []
-        for c in witnessed:
-            solver = z3.Solver()
-            solver.set("timeout", self.timeout_ms)
-            solver.add(*fixed, c.violation(self.shape, self.pre, t))
-            answer = solver.check()
-            if answer == z3.unknown:
-                return None
-            if answer == z3.sat:
-                found.append(solver.model().eval(t, model_completion=True))
-        return found
+        from model_check.prove import _broken_at
+
+        table = {c.name: c.violation for c in witnessed}
+        return _broken_at(self.shape, table, list(table), self.pre, model, self.timeout_ms)
 
     def broken_in_post(self, model, formulas: list[Candidate]) -> list[str]:
         return [c.name for c in formulas if z3.is_true(model.eval(

@@ -70,6 +70,11 @@ READ_STRIDE = 64
 READ_GROWTH = 8
 
 
+# The replica fields a post-state line shows and replay compares with the spec's.
+REPLICA_KEYS = ("log_end_offset", "high_watermark", "flushed_offset", "last", "leader",
+                "leader_epoch", "isr", "partition_epoch")
+
+
 class TraceError(ValueError):
     """An unreadable trace: `str()` is one line naming file:line and what is wrong."""
 
@@ -538,37 +543,15 @@ class Replayer:
 
     # State comparison -------------------------------------------------------------------------
 
-    def project_replica(self, partition: int, broker: int) -> dict:
-        r = self.state.replica(partition, broker)
+    def _replica_values(self, partition: int, broker: int) -> list:
+        """The spec replica's values of `REPLICA_KEYS`, in that order."""
+        r = self.state.replicas[partition][broker]
         last = None
         if r.log:
-            last = [r.log[-1].epoch, self.impl_value.get(r.log[-1].value, -r.log[-1].value)]
-        return {
-            "log_end_offset": r.log_end_offset,
-            "high_watermark": r.high_watermark,
-            "flushed_offset": r.flushed_offset,
-            "last": last,
-            "leader": r.leader,
-            "leader_epoch": r.leader_epoch,
-            "isr": list(r.isr),
-            "partition_epoch": r.partition_epoch,
-        }
-
-    def _replica_agrees(self, p: int, b: int, impl: dict) -> bool:
-        """`project_replica(p, b)` equals `impl` on its keys, asked without building it (the
-        replay's most frequent question; the dict is built only to list differences)."""
-        r = self.state.replicas[p][b]
-        log = r.log
-        if log:
-            record = log[-1]
+            record = r.log[-1]
             last = [record.epoch, self.impl_value.get(record.value, -record.value)]
-        else:
-            last = None
-        get = impl.get
-        return (get("log_end_offset") == len(log) and get("high_watermark") == r.high_watermark
-                and get("flushed_offset") == r.flushed_offset and get("last") == last
-                and get("leader") == r.leader and get("leader_epoch") == r.leader_epoch
-                and get("isr") == list(r.isr) and get("partition_epoch") == r.partition_epoch)
+        return [len(r.log), r.high_watermark, r.flushed_offset, last, r.leader, r.leader_epoch,
+                list(r.isr), r.partition_epoch]
 
     def compare_replica(self, impl: dict | None) -> None:
         if impl is None:
@@ -578,8 +561,11 @@ class Replayer:
             raise _Mismatch(f"post-state of partition {impl['partition']} on broker "
                             f"{impl['broker']}: no such replica")
         p, b = impl["partition"], impl["broker"]
-        diffs = [] if self._replica_agrees(p, b, impl) else [
-            (k, v, impl.get(k)) for k, v in self.project_replica(p, b).items()
+        # Compared as lists first (the replay's most frequent question): the differences
+        # are listed only when there are some.
+        values = self._replica_values(p, b)
+        diffs = [] if [impl.get(k) for k in REPLICA_KEYS] == values else [
+            (k, v, impl.get(k)) for k, v in zip(REPLICA_KEYS, values, strict=True)
             if impl.get(k) != v]
         # A line carries the epoch cache only when it changed since the broker last traced
         # the replica; absent, it is the one last shown. Compared in full only when the line
