@@ -118,22 +118,20 @@ def run(args: argparse.Namespace) -> int:
     if args.save_lemmas is not None and not args.houdini:
         raise UsageError("--save-lemmas goes with --houdini")
     found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
+    invariants = args.invariant or list(prove.TARGETS)
+    lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
         elif inferred:
             from model_check import houdini
 
-            invariants = args.invariant or list(prove.TARGETS)
-            lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
             outcome, search = houdini.prove(
                 config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
                 seed=args.seed, log=None if args.json else _progress)
             if args.save_lemmas is not None and search is not None:
                 _write_lemmas(args.save_lemmas, [c.name for c in search.lemmas])
         else:
-            invariants = args.invariant or list(prove.TARGETS)
-            lemmas = [] if args.no_lemmas else (args.lemma or list(LEMMAS))
             outcome = prove.induction(config, invariants, lemmas,
                                       classify_states=args.max_states,
                                       cache_slots=args.cache_slots or 3)
