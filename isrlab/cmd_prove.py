@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from isrlab.options import WORKERS, UsageError, integer, kafka_config
+from isrlab.options import WORKERS, UsageError, add_rule_options, integer, kafka_config
 
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
 INDUCTION_DEFAULTS = dict(brokers=3)
@@ -45,6 +45,7 @@ def register(sub) -> None:
         p.add_argument(flag, type=integer(1, 64) if flag != "--crashes" else integer(0, 64),
                        metavar="N", help=what)
     p.add_argument("--acks", choices=("0", "1", "all", "-1"))
+    add_rule_options(p)
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                    help="unclean.leader.election.enable (default off)")
     p.add_argument("--invariant", action="append", metavar="NAME",
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
 
             outcome, search = houdini.prove(
                 config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
-                seed=args.seed, log=None if args.json else _progress)
+                seed=args.seed, log=None if args.json else _progress,
+                classify_states=args.max_states)
             if args.save_lemmas is not None and search is not None:
                 _write_lemmas(args.save_lemmas, [c.name for c in search.lemmas])
         else:

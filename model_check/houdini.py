@@ -618,11 +618,12 @@ def verify(config: Config, targets: list[str], lemmas: list[str], found: list[Ca
 
 def prove(config: Config, targets: list[str], lemmas: list[str],
           found: list[Candidate] | None = None, cache_slots: int = 3, seed: int = 1,
-          log: Callable[[str], None] | None = None):
+          log: Callable[[str], None] | None = None, classify_states: int = 500_000):
     """`isrlab prove --induction --houdini`: infer lemmas (unless `found` is given), then
-    check targets + hand lemmas + inferred lemmas for every action instance. Returns
-    (prove.Outcome, HoudiniResult or None)."""
-    from model_check.prove import ActionVerdict, Outcome
+    check targets + hand lemmas + inferred lemmas for every action instance. When some
+    instance has a CTI, the explorer looks for a real violation of the targets (shown as a
+    reachable CTI with its run). Returns (prove.Outcome, HoudiniResult or None)."""
+    from model_check.prove import ActionVerdict, Outcome, reachable_violation
 
     start = time.perf_counter()
     search = None
@@ -650,8 +651,11 @@ def prove(config: Config, targets: list[str], lemmas: list[str],
     if result == "proved":
         notes.append(f"inductive for every action, {config.brokers} brokers, unbounded "
                      f"offsets and epochs, epoch caches of <= {cache_slots} entries")
+    cti = None
+    if result == "cti":
+        cti, _ = reachable_violation(config, targets, classify_states, queries)
     outcome = Outcome(result, "induction", tuple(n for n, _ in kinds), tuple(queries),
-                      seconds=time.perf_counter() - start, notes=tuple(notes),
+                      cti=cti, seconds=time.perf_counter() - start, notes=tuple(notes),
                       actions=tuple(ActionVerdict(v.action, v.verdict, v.violated)
                                     for v in verdicts),
                       formulas=tuple(formulas))

@@ -80,6 +80,7 @@ class Cti:
     classification: str = "unclassified"  # reachable | unreachable
     evidence: str = ""
     trace: tuple[Step, ...] = ()  # for `reachable`: a run from the initial state
+    bounds: dict[str, int] = field(default_factory=dict)  # where the explorer searched
 
 
 @dataclass(frozen=True)
@@ -596,40 +597,81 @@ def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:
     return Cti(inst.name, sym.spec_args(inst, model, a), pre_c, post_c, violated)
 
 
-def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: int,
-                 queries: list[Query]) -> Cti:
-    """Reachable (a real violation, with a run) or unreachable (within the config's bounds).
+# Where `classify_cti` looks for a real violation before the config's own bounds. Induction
+# proves the invariants for every bound (offsets, epochs, records, crashes, expiries), so a
+# violation reachable within any bounds is a real counterexample; these are searched to the end
+# in seconds at 3 brokers, where the config's own bounds can take minutes.
+PROBE_BOUNDS = dict(max_records=1, max_leader_epochs=2, max_crashes=1, max_session_expiries=0)
 
-    The explorer searches every state reachable under the config's bounds for a violation of
-    the invariants (not of the lemmas: a lemma is a proof device). A violation is a real bug:
-    its shortest run's last step is reported as the CTI, with a reachable pre-state. A
-    complete search without one means no reachable state within those bounds violates them,
-    so the CTI's pre-state is unreachable there and the invariant needs strengthening.
-    """
+
+def reachable_violation(config: Config, invariants: list[str], max_states: int,
+                        queries: list[Query]) -> tuple[Cti | None, list[tuple[Config, Any]]]:
+    """A shortest run to a violation of `invariants`, as a reachable Cti (its last step), and
+    every search made: first at `PROBE_BOUNDS` (the config's other settings kept), then at the
+    config's own bounds. Each search is appended to `queries`."""
     from model_check.explorer import explore
     from model_check.model import KafkaModel
 
     names = [n for n in invariants if n in INVARIANTS]
-    model = KafkaModel(config, names)
-    started = time.perf_counter()
-    result = explore(model, max_states=max_states)
-    queries.append(Query("classify (explorer)", result.result, time.perf_counter() - started))
-    if result.violation is not None:
-        v = result.violation
-        trace = tuple(Step(None if label is None else label.name,
-                           {} if label is None else label.args(), state)
-                      for label, state in v.trace)
-        last, before = trace[-1], trace[-2]
-        return Cti(last.action, last.args, before.state, last.state, (v.invariant,),
-                   "reachable", f"the explorer reaches a violation of {v.invariant} in "
-                   f"{len(v.trace) - 1} steps; the CTI shown is that run's last step", trace)
+    probe = config.replace(**PROBE_BOUNDS)
+    searches = []
+    for bounds in dict.fromkeys([probe, config]):
+        started = time.perf_counter()
+        result = explore(KafkaModel(bounds, names), max_states=max_states)
+        what = "classify (explorer" + (", probe bounds)" if bounds is probe else ")")
+        queries.append(Query(what, result.result, time.perf_counter() - started))
+        searches.append((bounds, result))
+        if result.violation is not None:
+            v = result.violation
+            trace = tuple(Step(None if label is None else label.name,
+                               {} if label is None else label.args(), state)
+                          for label, state in v.trace)
+            last, before = trace[-1], trace[-2]
+            return Cti(last.action, last.args, before.state, last.state, (v.invariant,),
+                       "reachable", f"the explorer reaches a violation of {v.invariant} in "
+                       f"{len(v.trace) - 1} steps ({_bounds_text(bounds)}); the CTI shown "
+                       "is that run's last step", trace, _bounds(bounds)), searches
+    return None, searches
+
+
+def _bounds(config: Config) -> dict[str, int]:
+    return {k: getattr(config, k) for k in PROBE_BOUNDS}
+
+
+def _bounds_text(config: Config) -> str:
+    return ", ".join(f"{k.removeprefix('max_').replace('_', ' ')} <= {v}"
+                     for k, v in _bounds(config).items())
+
+
+def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: int,
+                 queries: list[Query]) -> Cti:
+    """Reachable (a real violation, with a run) or unreachable (within the config's bounds).
+
+    The explorer searches for a violation of the invariants (not of the lemmas: a lemma is a
+    proof device), at small bounds first (`reachable_violation`). A violation is a real bug:
+    its shortest run's last step is reported as the CTI, with a reachable pre-state. A
+    complete search of the config's own bounds without one means no reachable state within
+    them violates the invariants, so the CTI's pre-state is unreachable there and the
+    invariant needs strengthening.
+    """
+    names = [n for n in invariants if n in INVARIANTS]
+    found, searches = reachable_violation(config, invariants, max_states, queries)
+    if found is not None:
+        return found
+    bounds, result = searches[-1]
     if result.result == "ok":
         return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unreachable",
                    f"the explorer visited all {result.distinct_states:,} states reachable "
                    f"within the config's bounds and none violates {', '.join(names)}: the "
-                   "CTI's pre-state is not reachable there; the invariant needs strengthening")
+                   "CTI's pre-state is not reachable there; the invariant needs strengthening",
+                   bounds=_bounds(bounds))
+    probed = ""
+    if len(searches) > 1 and searches[0][1].result == "ok":
+        probed = (f"; it visited all {searches[0][1].distinct_states:,} states within "
+                  f"{_bounds_text(searches[0][0])} and none violates them")
     return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unclassified",
-               f"the explorer stopped at {max_states:,} states without a violation")
+               f"the explorer stopped at {max_states:,} states without a violation "
+               f"({_bounds_text(bounds)}){probed}", bounds=_bounds(bounds))
 
 
 # ------------------------------------------------------------------------------------------
@@ -668,7 +710,7 @@ def to_json(outcome: Outcome, config: Config) -> dict[str, Any]:
         out["cti"] = {
             "action": c.action, "args": c.args, "pre": state_to_json(c.pre),
             "post": state_to_json(c.post), "violated": list(c.violated),
-            "classification": c.classification, "evidence": c.evidence,
+            "classification": c.classification, "evidence": c.evidence, "bounds": c.bounds,
             "trace": [_step_json(s) for s in c.trace],
         }
     return out

@@ -131,3 +131,22 @@ def test_cli_checks_a_saved_lemma_set_and_reports_each_formula(tmp_path, capsys)
     assert "HighWatermarkBelowLogEnd" in verdicts["LeaderAppend[1]"]["violated"]
     assert verdicts["Tick[]"]["verdict"] == "inductive"
     assert out["notes"][1] == "2 inferred lemmas (given)"
+
+
+def test_cli_with_inferred_lemmas_on_a_buggy_variant_exits_1_with_a_real_run(tmp_path, capsys):
+    """The Houdini path classifies too: on hw-truncation the explorer reaches a loss of a
+    committed write (at the probe bounds), shown as a reachable CTI with its run; exit 1."""
+    import json
+
+    from isrlab.cli import main
+
+    path = tmp_path / "lemmas.json"
+    path.write_text(json.dumps(["true -> hw(b0) <= leo(b0)"]), encoding="utf-8")
+    code = main(["prove", "--variant", "hw-truncation", "--induction", "--brokers", "2",
+                 "--invariant", "NoCommittedDataLoss", "--no-lemmas", "--lemmas-file",
+                 str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    cti = out["cti"]
+    assert (code, out["result"], cti["classification"]) == (1, "cti", "reachable")
+    assert cti["violated"] == ["NoCommittedDataLoss"] and cti["trace"][0]["action"] is None
+    assert cti["trace"][-1]["state"] == cti["post"]

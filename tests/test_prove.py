@@ -203,6 +203,47 @@ def test_cli_cti_unreachable_exits_3(capsys):
     assert data["notes"][0] == f"inductive for {proved} of {len(verdicts)} action instances"
 
 
+@pytest.mark.parametrize(("variant", "without"), [
+    ("hw-truncation", None), ("kip-101", None), ("kip-320", None),
+    # The guard mutant: `current` without the broker-epoch check on ISR expansion.
+    ("current", "broker_epochs"),
+])
+def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, variant, without):
+    # At the induction defaults (every exploration bound lifted, crashes none) the explorer
+    # would stop at its state cap; it looks at the small probe bounds first, where these
+    # variants lose a committed write (kip-320 and the mutant: B7, a crashed follower
+    # re-admitted on its last fetch). The CTI shown is the run's last step, and the run
+    # replays through spec.step. `current` itself has no such run (the next test).
+    from model_check.prove import PROBE_BOUNDS
+
+    rule = ["--without", without] if without else []
+    code, data = run_json(capsys, "--variant", variant, *rule, "--induction", "--brokers", "2")
+    cti = data["cti"]
+    assert (code, data["result"], cti["classification"]) == (1, "cti", "reachable")
+    assert cti["violated"] == ["NoCommittedDataLoss"] and cti["bounds"] == PROBE_BOUNDS
+    chosen = VARIANTS[variant].with_rules(**{without: False}) if without else VARIANTS[variant]
+    config = Config(variant=chosen, brokers=2).replace(**PROBE_BOUNDS)
+    state = initial_state(config)
+    for item in cti["trace"][1:]:
+        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
+    from model_check.model import state_to_json
+
+    assert state_to_json(state) == cti["post"] == cti["trace"][-1]["state"]
+    assert [name for name, _ in violations(config, state)][:1] == ["NoCommittedDataLoss"]
+
+
+def test_cli_induction_on_current_finds_no_real_run(capsys):
+    # The same probe on `current` is searched to the end without a violation: its CTIs stay
+    # unclassified at the defaults' state cap (exit 3, never 1).
+    code, data = run_json(capsys, "--variant", "current", "--induction", "--brokers", "2",
+                          "--max-states", "20000")
+    cti = data["cti"]
+    assert (code, data["result"], cti["classification"]) == (3, "cti", "unclassified")
+    assert "none violates them" in cti["evidence"]
+    probe = [q for q in data["queries"] if q["name"] == "classify (explorer, probe bounds)"]
+    assert [q["answer"] for q in probe] == ["ok"]
+
+
 @pytest.mark.parametrize("argv", [
     ["--bmc", "3", "--variant", "nope"],
     ["--bmc", "-1"],
