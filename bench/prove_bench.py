@@ -3,6 +3,9 @@
     python bench/prove_bench.py          # B10 BMC, induction attempt for current, diff pairs/s
     python bench/prove_bench.py --b7     # also hw-truncation at the CLI's BMC defaults, where
                                          # the shortest violation is B7 (`--bmc 12`; minutes)
+    python bench/prove_bench.py --b1     # also B1: hw-truncation with every write flushed,
+                                         # where the shortest violation is a truncation to HW
+                                         # (13 steps; minutes)
 
 Each line: what ran, its verdict and depth, and seconds; the explorer's depth and seconds on
 the same config are printed beside BMC's so the two can be compared in one run.
@@ -24,7 +27,7 @@ from model_check import symbolic as sym  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from model_check.prove import TARGETS, bmc, induction  # noqa: E402
-from model_check.symbolic_lemmas import LEMMAS  # noqa: E402
+from model_check.symbolic_lemmas import HISTORY, STRUCTURE  # noqa: E402
 from spec import VARIANTS, Config, initial_state  # noqa: E402
 from spec.actions import successors  # noqa: E402
 
@@ -39,10 +42,14 @@ def bmc_vs_explorer(label: str, config: Config, depth: int) -> None:
     start = time.perf_counter()
     shortest = explore(KafkaModel(config))
     explorer_s = time.perf_counter() - start
+    cpu = time.process_time()
     found = bmc(config, depth)
+    cpu = time.process_time() - cpu
+    per_depth = ", ".join(f"{q.seconds:.1f}" for q in found.queries)
     print(f"{label}: BMC {found.result} {found.invariant} at depth {found.depth} in "
-          f"{found.seconds:.1f} s; explorer {shortest.result} at depth {shortest.depth} in "
-          f"{explorer_s:.2f} s")
+          f"{found.seconds:.1f} s ({cpu:.1f} s CPU; per depth {per_depth}); explorer "
+          f"{shortest.result} {shortest.violation.invariant if shortest.violation else ''} at "
+          f"depth {shortest.depth} in {explorer_s:.2f} s")
 
 
 def differential(pairs: int, seed: int = 1) -> None:
@@ -78,13 +85,22 @@ def main() -> None:
     parser.add_argument("--b7", action="store_true",
                         help="also BMC for B7 in hw-truncation at the CLI's defaults (minutes)")
     parser.add_argument("--pairs", type=int, default=500)
+    parser.add_argument("--b1", action="store_true",
+                        help="also BMC for B1 in hw-truncation, every write flushed (minutes)")
     args = parser.parse_args()
     bmc_vs_explorer("B10 current acks=1", small("current", acks="1"), 6)
+    if args.b1:
+        bmc_vs_explorer("B1 hw-truncation, flush every write",
+                        small("hw-truncation", log_flush_interval_messages=1), 13)
     if args.b7:
         bmc_vs_explorer("B7 hw-truncation (isrlab prove --bmc defaults)",
                         small("hw-truncation", max_session_expiries=1), 12)
     config = Config(brokers=3)
-    out = induction(config, list(TARGETS), list(LEMMAS), classify=False)
+    start = time.perf_counter()
+    proof = induction(config, ["SingleLeaderPerEpoch"], list(HISTORY), classify=False)
+    print(f"induction current 3 brokers, SingleLeaderPerEpoch + {len(HISTORY)} history lemmas: "
+          f"{proof.result} ({proof.notes[0]}) in {time.perf_counter() - start:.1f} s")
+    out = induction(config, list(TARGETS), list(STRUCTURE), classify=False)
     slowest = max(out.queries, key=lambda q: q.seconds)
     print(f"induction current 3 brokers: {out.result} ({out.notes[0]}) in {out.seconds:.1f} s over "
           f"{len(out.queries)} queries (slowest {slowest.name} {slowest.seconds:.2f} s)"

@@ -429,7 +429,7 @@ class _Induction:
 
     def __init__(self, config: Config, targets: list[str], lemmas: list[str],
                  cache_slots: int, timeout_ms: int):
-        from model_check.prove import _instance_terms
+        from model_check.prove import _instance_terms, violation
         from model_check.symbolic_lemmas import LEMMAS
 
         self.shape = sym.make_shape(config, bounded=False, cache_slots=cache_slots)
@@ -440,7 +440,10 @@ class _Induction:
         self.w = z3.Int("cti_w")
         self.terms = _instance_terms(self.pre, self.a, self.w)
         self.timeout_ms = timeout_ms
-        every = {**sym.VIOLATIONS, **LEMMAS}
+        # A pair formula is assumed at its second witness `prove.W2` only (a weaker
+        # instantiation of "for every pair", so still sound) and broken at (w, W2).
+        every = {n: (lambda shape, s, w, f=f: violation(f, shape, s, w))
+                 for n, f in {**sym.VIOLATIONS, **LEMMAS}.items()}
         names = [*targets, *lemmas]
         probe = z3.Int("houdini_probe")
         # Whether a formula reads its witness (an offset or a value) decides how it is

@@ -438,7 +438,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     queries: list[Query] = []
 
     def broken(s: sym.SState, w) -> z3.BoolRef:
-        return z3.Or([table_inv[n](shape, s, w) for n in goal])
+        return z3.Or([violation(table_inv[n], shape, s, w) for n in goal])
 
     pre, post = sym.fresh_state(shape, "pre."), sym.fresh_state(shape, "post.")
     a = sym.fresh_args(shape, "a.")
@@ -469,7 +469,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             verdicts.append(ActionVerdict(label, "unknown"))
             continue
         violated = tuple(n for n in goal if z3.is_true(model.eval(
-            table_inv[n](shape, post, w), model_completion=True)))
+            violation(table_inv[n], shape, post, w), model_completion=True)))
         verdicts.append(ActionVerdict(label, "cti", violated))
         if cti is None:  # the first decodable CTI is shown in full and classified
             model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel,
@@ -500,11 +500,14 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
 
 def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     """Where the pre-state's invariants are first asked to hold (see `_refine`): the post
-    violation's witness and its neighbours, the step's arguments, and each log's end."""
+    violation's witnesses and the first one's neighbours, the step's arguments, each log's
+    end and HW, and each view's partition epoch."""
     terms = [w, w - 1, w + 1, a.offset, a.value, a.partition_epoch, a.witness, pre.c_pe,
              pre.next_value - 1]
     terms += [r.log_len - 1 for r in pre.replicas]
     terms += [r.high_watermark - 1 for r in pre.replicas]
+    # From W2 on: where pair formulas are assumed (`_instances`).
+    terms += [W2, w, a.partition_epoch, pre.c_pe] + [r.partition_epoch for r in pre.replicas]
     return terms
 
 
@@ -524,8 +527,8 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
     for round_ in range(REFINE_ROUNDS):
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*[z3.Not(table_inv[n](shape, pre, t)) for n in goal for t in terms],
-                   *constraints)
+        solver.add(*[z3.Not(f(shape, pre, *ts)) for n in goal
+                     for f in [table_inv[n]] for ts in _instances(f, terms)], *constraints)
         answer = _check(solver, label if round_ == 0 else f"{label} (refinement {round_})",
                         queries)
         if answer != z3.sat:
@@ -549,17 +552,43 @@ def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | No
     fixed = [leaf == model.eval(leaf, model_completion=True)
              for leaf in sym._leaves(pre) if not z3.is_int_value(sym._z(leaf))]
     out = []
-    t = z3.Int("refine_t")
+    t, t2 = z3.Int("refine_t"), z3.Int("refine_t2")
     for n in goal:
+        f = table_inv[n]
+        ts = (t, t2) if is_pair(f) else (t,)
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*fixed, table_inv[n](shape, pre, t))
+        solver.add(*fixed, f(shape, pre, *ts))
         answer = solver.check()
         if answer == z3.unknown:
             return None
         if answer == z3.sat:
-            out.append(solver.model().eval(t, model_completion=True))
+            out += [solver.model().eval(x, model_completion=True) for x in ts]
     return out
+
+
+def is_pair(formula) -> bool:
+    """Whether a violation formula takes two witnesses (`symbolic_lemmas.pair`)."""
+    return getattr(formula, "pair", False)
+
+
+# The second witness of a pair formula broken in a post-state (existential, like `cti_w`).
+W2 = z3.Int("cti_w2")
+
+
+def violation(formula, shape, s, w) -> z3.BoolRef:
+    """`formula` broken in `s` at `w` (and at `W2` too for a pair formula)."""
+    return formula(shape, s, w, W2) if is_pair(formula) else formula(shape, s, w)
+
+
+def _instances(formula, terms: list) -> list[tuple]:
+    """Where a formula is assumed to hold: at each term, or each pair of the terms from `W2`
+    on (the partition epochs `_instance_terms` lists last, and witnesses found later): all
+    pairs of all terms made the default targets' queries ten times slower."""
+    if is_pair(formula):
+        tail = terms[next(i for i, t in enumerate(terms) if t is W2):]
+        return [(t1, t2) for t1 in tail for t2 in tail]
+    return [(t,) for t in terms]
 
 
 def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms,
@@ -571,7 +600,7 @@ def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms
     decodable = sym.decodable(shape, pre) + sym.decodable(shape, post)
     small = [z3.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
              if z3.is_int(x)]
-    target = z3.Or([table_inv[n](shape, post, w) for n in invariants])
+    target = z3.Or([violation(table_inv[n], shape, post, w) for n in invariants])
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
                         (decodable + small, "small CTI"), (decodable, "decodable CTI")):
         answer, model = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
@@ -589,7 +618,7 @@ SMALL = 8
 
 def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:
     violated = tuple(n for n in goal if z3.is_true(model.eval(
-        table_inv[n](shape, post, w), model_completion=True)))
+        violation(table_inv[n], shape, post, w), model_completion=True)))
     try:
         pre_c, post_c = sym.decode(shape, model, pre), sym.decode(shape, model, post)
     except sym.NotRepresentable as error:

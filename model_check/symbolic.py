@@ -851,7 +851,9 @@ def _shrink_expand_guard(shape: Shape, s: SState, b: int, f: int):
 def _commit_isr(shape: Shape, s: SState, b: int, isr: tuple) -> SState:
     r = s.replicas[b]
     pe = s.c_pe + 1
-    t = dataclasses.replace(s, c_isr=isr, c_pe=pe)
+    # The history records the new partition state too (no request carries it: the leader
+    # wrote it to the store itself), so a view's partition epoch always names an entry.
+    t = _record(dataclasses.replace(s, c_isr=isr, c_pe=pe), pe, s.c_leader, s.c_epoch, isr)
     nr = dataclasses.replace(r, isr=isr, partition_epoch=pe)
     return _r(t, b, advance_high_watermark(shape, nr, b))
 

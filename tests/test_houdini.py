@@ -68,10 +68,10 @@ def test_the_solver_drops_a_candidate_that_a_step_breaks_and_keeps_one_it_cannot
     epoch staying at or below the controller's. (Nor can it break `hw <= leo` when the leader's
     remote LEOs are not known to be at most its own: a lemma is inductive only relative to
     others, which the search finds together.)"""
-    from model_check.symbolic_lemmas import LEMMAS
+    from model_check.symbolic_lemmas import STRUCTURE
 
     cands = {c.name: c for c in H.candidates(3)}
-    ind = H._Induction(CONFIG, [], list(LEMMAS), cache_slots=3, timeout_ms=20_000)
+    ind = H._Induction(CONFIG, [], list(STRUCTURE), cache_slots=3, timeout_ms=20_000)
     live = [cands["true -> view_epoch(b0) <= c_epoch"], cands["true -> leo(b0) <= c_epoch"]]
     inst = next(i for i in ind.table if i.name == "LeaderAppend" and i.brokers == (0,))
     answer, model = ind.step(ind.relation(inst), ind.fixed + live, live)

@@ -108,10 +108,10 @@ def test_induction_reports_a_verdict_for_every_action_instance():
     # `current`, 3 brokers, unbounded: which steps the targets + lemmas are already inductive
     # for. Pinned so that a change to the encoding, the spec or a lemma shows up here.
     from model_check.prove import TARGETS
-    from model_check.symbolic_lemmas import LEMMAS as Z3_LEMMAS
+    from model_check.symbolic_lemmas import STRUCTURE
 
     config = Config(brokers=3, variant=VARIANTS["current"])
-    outcome = induction(config, list(TARGETS), list(Z3_LEMMAS), classify=False)
+    outcome = induction(config, list(TARGETS), list(STRUCTURE), classify=False)
     assert outcome.result == "cti" and outcome.notes == ("inductive for 31 of 64 action instances",)
     text = summary(outcome, config)  # an incomplete proof shows the fraction, never PROVED
     assert "inductive for 31 of 64 action instances" in text.splitlines()
@@ -259,3 +259,69 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------
+# A proof that goes through: SingleLeaderPerEpoch with the history lemmas
+
+
+def test_cli_proves_single_leader_per_epoch_for_current(capsys):
+    # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer its proof
+    # needs (chosen when none are named), and each is proved with it.
+    from model_check.symbolic_lemmas import HISTORY
+
+    code, data = run_json(capsys, "--variant", "current", "--induction", "--invariant",
+                          "SingleLeaderPerEpoch")
+    assert (code, data["result"]) == (0, "proved")
+    assert data["invariants"] == ["SingleLeaderPerEpoch", *HISTORY]
+    assert len(data["actions"]) == 64
+    assert {v["verdict"] for v in data["actions"]} == {"inductive"}
+    assert data["notes"] == ["inductive for every action, 3 brokers, unbounded offsets and "
+                             "epochs, epoch caches of <= 3 entries"]
+
+
+@pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279", "kip-320"])
+def test_single_leader_per_epoch_is_proved_for_every_variant(variant):
+    from model_check.symbolic_lemmas import HISTORY
+
+    outcome = induction(Config(brokers=2, variant=VARIANTS[variant]),
+                        ["SingleLeaderPerEpoch"], list(HISTORY), classify=False)
+    assert outcome.result == "proved"
+    assert {v.verdict for v in outcome.actions} == {"inductive"}
+
+
+def test_the_proof_needs_the_pair_lemma():
+    # Without HistoryFunctional (one leader per recorded epoch, a two-witness lemma) the
+    # rest is not inductive: the lemmas carry weight.
+    from model_check.symbolic_lemmas import HISTORY
+
+    lemmas = [x for x in HISTORY if x != "HistoryFunctional"]
+    outcome = induction(Config(brokers=2), ["SingleLeaderPerEpoch"], lemmas, classify=False)
+    assert outcome.result == "cti"
+    assert any("SingleLeaderPerEpoch" in v.violated for v in outcome.actions)
+
+
+def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
+    # A mutant encoding: the preferred-leader election moves leadership without a new leader
+    # epoch (Kafka always bumps it). The proof must fail there, naming the broken lemma.
+    import z3
+
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import HISTORY
+
+    def keeps_epoch(shape, s, a):
+        guard = z3.And(s.c_leader != sym.NO_LEADER, s.c_leader != 0, s.c_isr[0],
+                       s.registered[0] != sym.UNKNOWN)
+        pe = s.c_pe + 1
+        t = sym.dataclasses.replace(s, c_leader=z3.IntVal(0), c_pe=pe)
+        return guard, sym._send_lai(shape, t, pe, z3.IntVal(0), s.c_epoch, s.c_isr)
+
+    monkeypatch.setattr(sym, "ControllerElectPreferredLeader", keeps_epoch)
+    outcome = induction(Config(brokers=2), ["SingleLeaderPerEpoch"], list(HISTORY),
+                        classify=False)
+    verdicts = {v.action: v for v in outcome.actions}
+    assert outcome.result == "cti"
+    assert verdicts["ControllerElectPreferredLeader[]"].verdict == "cti"
+    assert "HistoryFunctional" in verdicts["ControllerElectPreferredLeader[]"].violated
+    assert all(v.verdict == "inductive" for a, v in verdicts.items()
+               if a != "ControllerElectPreferredLeader[]")
