@@ -77,10 +77,19 @@ def _recorded(s: sym.SState, pe) -> z3.BoolRef:
 
 
 def v_HistoryCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """The record at the controller's partition epoch is the controller's state, and the
-    controller's leader is a broker or none. Why: every request sent now carries it."""
+    """The record at the controller's partition epoch is the controller's state (leader,
+    leader epoch, ISR), and the controller's leader is a broker or none. Why: every request
+    sent now carries it."""
     return z3.Or(s.c_pe < 0, s.c_epoch < 0, s.c_leader < NO_LEADER, s.c_leader >= shape.n,
-                 s.hist_leader[s.c_pe] != s.c_leader, s.hist_epoch[s.c_pe] != s.c_epoch)
+                 s.hist_leader[s.c_pe] != s.c_leader, s.hist_epoch[s.c_pe] != s.c_epoch,
+                 *[s.hist_isr[x][s.c_pe] != s.c_isr[x] for x in range(shape.n)])
+
+
+def v_HistoryLeaderInIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """Every recorded partition state with a leader has the leader in its ISR. Why: a
+    broker that becomes leader takes its ISR view from the record (LeaderInIsr)."""
+    return z3.And(_recorded(s, w), z3.Or([
+        z3.And(s.hist_leader[w] == b, z3.Not(s.hist_isr[b][w])) for b in range(shape.n)]))
 
 
 def v_HistoryBounded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -108,7 +117,7 @@ def v_RequestsRecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """A broker's view (leader, leader epoch) is the record at the view's partition epoch,
+    """A broker's view (leader, leader epoch, ISR) is the record at the view's partition epoch,
     which the controller has written; a broker without a view (partition epoch -1, after a
     crash) names no leader. Why: views come only from applied requests, initial state, or
     the leader's own ISR change, and the record keeps what each of those carried."""
@@ -116,7 +125,9 @@ def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for r in s.replicas:
         pe = r.partition_epoch
         out.append(z3.And(pe >= 0, z3.Or(pe > s.c_pe, s.hist_epoch[pe] != r.leader_epoch,
-                                         s.hist_leader[pe] != r.leader)))
+                                         s.hist_leader[pe] != r.leader,
+                                         *[s.hist_isr[x][pe] != r.isr[x]
+                                           for x in range(shape.n)])))
         out.append(z3.And(pe < 0, z3.Or(r.leader != NO_LEADER, r.leader_epoch != UNKNOWN)))
     return z3.Or(out)
 
@@ -132,11 +143,14 @@ LEMMAS: dict[str, Callable] = {
     "EncodingWellFormed": v_EncodingWellFormed,
     "EpochCacheMonotone": v_EpochCacheMonotone,
     "LeaderViewConsistent": v_LeaderViewConsistent,
-    **{name: globals()[f"v_{name}"] for name in HISTORY},
+    **{name: globals()[f"v_{name}"] for name in (*HISTORY, "HistoryLeaderInIsr")},
 }
 
 # The lemmas each invariant's proof uses when none are named (`isrlab prove --induction
 # --invariant NAME`); an invariant not listed gets the structural layer. (The history layer
 # also makes 3 more of `current`'s 64 action instances inductive for the default targets, but
 # leaves 7 others unknown and takes the run from about 80 s to 470 s: docs/prove.md.)
-PROOF_LEMMAS: dict[str, tuple[str, ...]] = {"SingleLeaderPerEpoch": HISTORY}
+PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
+    "SingleLeaderPerEpoch": HISTORY,
+    "LeaderInIsr": (*HISTORY, "HistoryLeaderInIsr"),
+}

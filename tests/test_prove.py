@@ -265,15 +265,16 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
 # A proof that goes through: SingleLeaderPerEpoch with the history lemmas
 
 
-def test_cli_proves_single_leader_per_epoch_for_current(capsys):
-    # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer its proof
-    # needs (chosen when none are named), and each is proved with it.
-    from model_check.symbolic_lemmas import HISTORY
+def test_cli_proves_single_leader_per_epoch_and_leader_in_isr_for_current(capsys):
+    # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer their proofs
+    # need (chosen when none are named), and each lemma is proved with them.
+    from model_check.symbolic_lemmas import PROOF_LEMMAS
 
     code, data = run_json(capsys, "--variant", "current", "--induction", "--invariant",
-                          "SingleLeaderPerEpoch")
+                          "SingleLeaderPerEpoch", "--invariant", "LeaderInIsr")
     assert (code, data["result"]) == (0, "proved")
-    assert data["invariants"] == ["SingleLeaderPerEpoch", *HISTORY]
+    assert data["invariants"] == ["SingleLeaderPerEpoch", "LeaderInIsr",
+                                  *PROOF_LEMMAS["LeaderInIsr"]]
     assert len(data["actions"]) == 64
     assert {v["verdict"] for v in data["actions"]} == {"inductive"}
     assert data["notes"] == ["inductive for every action, 3 brokers, unbounded offsets and "
@@ -281,11 +282,12 @@ def test_cli_proves_single_leader_per_epoch_for_current(capsys):
 
 
 @pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279", "kip-320"])
-def test_single_leader_per_epoch_is_proved_for_every_variant(variant):
-    from model_check.symbolic_lemmas import HISTORY
+def test_the_same_proof_goes_through_for_every_variant(variant):
+    from model_check.symbolic_lemmas import PROOF_LEMMAS
 
     outcome = induction(Config(brokers=2, variant=VARIANTS[variant]),
-                        ["SingleLeaderPerEpoch"], list(HISTORY), classify=False)
+                        ["SingleLeaderPerEpoch", "LeaderInIsr"],
+                        list(PROOF_LEMMAS["LeaderInIsr"]), classify=False)
     assert outcome.result == "proved"
     assert {v.verdict for v in outcome.actions} == {"inductive"}
 
@@ -325,3 +327,24 @@ def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
     assert "HistoryFunctional" in verdicts["ControllerElectPreferredLeader[]"].violated
     assert all(v.verdict == "inductive" for a, v in verdicts.items()
                if a != "ControllerElectPreferredLeader[]")
+
+
+def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
+    # A mutant encoding: the leader's ISR shrink also takes the leader out of the ISR.
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import PROOF_LEMMAS
+
+    original = sym._commit_isr
+
+    def drops_leader(shape, s, b, isr):
+        return original(shape, s, b, sym._put(isr, b, sym.z3.BoolVal(False)))
+
+    monkeypatch.setattr(sym, "_commit_isr", drops_leader)
+    outcome = induction(Config(brokers=2), ["LeaderInIsr"], list(PROOF_LEMMAS["LeaderInIsr"]),
+                        classify=False)
+    verdicts = {v.action: v for v in outcome.actions}
+    assert outcome.result == "cti"
+    assert "LeaderInIsr" in verdicts["LeaderShrinkIsr[0, 1]"].violated
+    assert {a for a, v in verdicts.items() if v.verdict != "inductive"} == {
+        "LeaderShrinkIsr[0, 1]", "LeaderShrinkIsr[1, 0]", "LeaderExpandIsr[0, 1]",
+        "LeaderExpandIsr[1, 0]"}
