@@ -152,11 +152,13 @@ def run(args: argparse.Namespace) -> int:
 
 def default_lemmas(invariants: list[str]) -> list[str]:
     """The lemmas a proof of `invariants` uses when none are named: those their proofs are
-    known to need (`PROOF_LEMMAS`), else the structural layer."""
+    known to need (`PROOF_LEMMAS`) when every one has a proof, else the structural layer."""
     from model_check.symbolic_lemmas import PROOF_LEMMAS, STRUCTURE
 
-    return list(dict.fromkeys(x for name in invariants
-                              for x in PROOF_LEMMAS.get(name, STRUCTURE)))
+    if not all(name in PROOF_LEMMAS for name in invariants):
+        return list(STRUCTURE)
+    return list(dict.fromkeys(x for name in invariants for x in PROOF_LEMMAS[name]
+                              if x not in invariants))
 
 
 def _progress(message: str) -> None:

@@ -146,11 +146,14 @@ LEMMAS: dict[str, Callable] = {
     **{name: globals()[f"v_{name}"] for name in (*HISTORY, "HistoryLeaderInIsr")},
 }
 
-# The lemmas each invariant's proof uses when none are named (`isrlab prove --induction
-# --invariant NAME`); an invariant not listed gets the structural layer. (The history layer
+# The lemmas (or other invariants) each invariant's proof uses when none are named (`isrlab
+# prove --induction --invariant NAME`); when some invariant is not listed, the structural
+# layer is used instead. (The history layer
 # also makes 3 more of `current`'s 64 action instances inductive for the default targets, but
 # leaves 7 others unknown and takes the run from about 80 s to 470 s: docs/prove.md.)
 PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
     "SingleLeaderPerEpoch": HISTORY,
     "LeaderInIsr": (*HISTORY, "HistoryLeaderInIsr"),
+    # The leader is in its own ISR view, so its LEO bounds the minimum its HW advances to.
+    "HighWatermarkBelowLogEnd": ("LeaderInIsr", *HISTORY, "HistoryLeaderInIsr"),
 }

@@ -192,8 +192,9 @@ def test_cli_bmc_no_violation_exits_0(capsys):
 
 
 def test_cli_cti_unreachable_exits_3(capsys):
+    # HW <= LEO alone (its proof needs LeaderInIsr and the history lemmas, left out here).
     code, data = run_json(capsys, "--variant", "current", "--induction", "--brokers", "2",
-                          "--invariant", "HighWatermarkBelowLogEnd")
+                          "--invariant", "HighWatermarkBelowLogEnd", "--no-lemmas")
     assert (code, data["result"], data["cti"]["classification"]) == (3, "cti", "unreachable")
     assert {"pre", "post", "action", "args", "violated", "evidence"} <= set(data["cti"])
     verdicts = {v["action"]: v["verdict"] for v in data["actions"]}
@@ -265,16 +266,18 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
 # A proof that goes through: SingleLeaderPerEpoch with the history lemmas
 
 
-def test_cli_proves_single_leader_per_epoch_and_leader_in_isr_for_current(capsys):
+PROVED = ["HighWatermarkBelowLogEnd", "SingleLeaderPerEpoch", "LeaderInIsr"]
+
+
+def test_cli_proves_three_invariants_for_current(capsys):
     # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer their proofs
     # need (chosen when none are named), and each lemma is proved with them.
     from model_check.symbolic_lemmas import PROOF_LEMMAS
 
-    code, data = run_json(capsys, "--variant", "current", "--induction", "--invariant",
-                          "SingleLeaderPerEpoch", "--invariant", "LeaderInIsr")
+    argv = [x for name in PROVED for x in ("--invariant", name)]
+    code, data = run_json(capsys, "--variant", "current", "--induction", *argv)
     assert (code, data["result"]) == (0, "proved")
-    assert data["invariants"] == ["SingleLeaderPerEpoch", "LeaderInIsr",
-                                  *PROOF_LEMMAS["LeaderInIsr"]]
+    assert data["invariants"] == [*PROVED, *PROOF_LEMMAS["LeaderInIsr"]]
     assert len(data["actions"]) == 64
     assert {v["verdict"] for v in data["actions"]} == {"inductive"}
     assert data["notes"] == ["inductive for every action, 3 brokers, unbounded offsets and "
@@ -285,11 +288,22 @@ def test_cli_proves_single_leader_per_epoch_and_leader_in_isr_for_current(capsys
 def test_the_same_proof_goes_through_for_every_variant(variant):
     from model_check.symbolic_lemmas import PROOF_LEMMAS
 
-    outcome = induction(Config(brokers=2, variant=VARIANTS[variant]),
-                        ["SingleLeaderPerEpoch", "LeaderInIsr"],
+    outcome = induction(Config(brokers=2, variant=VARIANTS[variant]), PROVED,
                         list(PROOF_LEMMAS["LeaderInIsr"]), classify=False)
     assert outcome.result == "proved"
     assert {v.verdict for v in outcome.actions} == {"inductive"}
+
+
+def test_hw_below_log_end_alone_is_not_inductive():
+    # Without LeaderInIsr and the history a new leader outside its own ISR view takes its HW
+    # to a follower's LEO past its own: the lemmas carry weight.
+    outcome = induction(Config(brokers=2), ["HighWatermarkBelowLogEnd"], [], classify=False)
+    assert outcome.result == "cti"
+    assert verdicts_of(outcome)["BecomeLeader[0]"].verdict == "cti"
+
+
+def verdicts_of(outcome):
+    return {v.action: v for v in outcome.actions}
 
 
 def test_the_proof_needs_the_pair_lemma():
@@ -348,3 +362,23 @@ def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
     assert {a for a, v in verdicts.items() if v.verdict != "inductive"} == {
         "LeaderShrinkIsr[0, 1]", "LeaderShrinkIsr[1, 0]", "LeaderExpandIsr[0, 1]",
         "LeaderExpandIsr[1, 0]"}
+
+
+def test_the_proof_fails_on_a_leader_that_leaves_its_own_log_out_of_hw(monkeypatch):
+    # A mutant encoding: the HW advance takes the minimum over the other ISR members only.
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import PROOF_LEMMAS
+
+    def others_only(shape, r, b):
+        isr = sym._put(r.isr, b, sym.z3.BoolVal(False))
+        some, low = sym._member_min(isr, r.remote_leo)
+        move = sym.z3.And(r.leader == b, some, low > r.high_watermark)
+        return sym.dataclasses.replace(r, high_watermark=sym.z3.If(move, low, r.high_watermark))
+
+    monkeypatch.setattr(sym, "advance_high_watermark", others_only)
+    outcome = induction(Config(brokers=2), PROVED, list(PROOF_LEMMAS["LeaderInIsr"]),
+                        classify=False)
+    assert outcome.result == "cti"
+    broken = {a: v.violated for a, v in verdicts_of(outcome).items() if v.verdict == "cti"}
+    assert {"BecomeLeader[0]", "LeaderAppend[0]"} <= set(broken)
+    assert all(names == ("HighWatermarkBelowLogEnd",) for names in broken.values())
