@@ -626,7 +626,7 @@ def prove(config: Config, targets: list[str], lemmas: list[str],
     check targets + hand lemmas + inferred lemmas for every action instance. When some
     instance has a CTI, the explorer looks for a real violation of the targets (shown as a
     reachable CTI with its run). Returns (prove.Outcome, HoudiniResult or None)."""
-    from model_check.prove import ActionVerdict, Outcome, reachable_violation
+    from model_check.prove import ActionVerdict, Outcome, formula_verdicts, reachable_violation
 
     start = time.perf_counter()
     search = None
@@ -638,12 +638,7 @@ def prove(config: Config, targets: list[str], lemmas: list[str],
     proved = sum(v.verdict == "inductive" for v in verdicts)
     kinds = [(n, "target") for n in targets] + [(n, "hand") for n in lemmas] + [
         (c.name, "inferred") for c in found]
-    formulas = []
-    undecided = any(v.verdict == "unknown" for v in verdicts)
-    for name, kind in kinds:
-        broken = any(name in v.violated for v in verdicts)
-        formulas.append((name, kind, "cti" if broken else "unknown" if undecided
-                         else "proved"))
+    formulas = formula_verdicts(kinds, verdicts)
     result = ("proved" if proved == len(verdicts) else
               "cti" if any(v.verdict == "cti" for v in verdicts) else "unknown")
     notes = [f"inductive for {proved} of {len(verdicts)} action instances",

@@ -484,18 +484,31 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     proved = sum(v.verdict == "inductive" for v in verdicts)
     tally = f"inductive for {proved} of {len(verdicts)} action instances"
     elapsed = time.perf_counter() - start
+    formulas = tuple(formula_verdicts(
+        [(n, "target" if n in invariants else "hand") for n in goal], verdicts))
     if cti is not None or any(v.verdict == "cti" for v in verdicts):
         return Outcome("cti", "induction", tuple(goal), tuple(queries), cti=cti,
-                       seconds=elapsed, notes=(tally, *undecodable), actions=tuple(verdicts))
+                       seconds=elapsed, notes=(tally, *undecodable), actions=tuple(verdicts),
+                       formulas=formulas)
     if proved < len(verdicts):
         unknown = [v.action for v in verdicts if v.verdict == "unknown"]
         return Outcome("unknown", "induction", tuple(goal), tuple(queries), seconds=elapsed,
                        notes=(tally, f"solver gave up on: {', '.join(unknown)}"),
-                       actions=tuple(verdicts))
+                       actions=tuple(verdicts), formulas=formulas)
     return Outcome("proved", "induction", tuple(goal), tuple(queries), seconds=elapsed,
                    notes=(f"inductive for every action, {config.brokers} brokers, "
                           f"unbounded offsets and epochs, epoch caches of <= {cache_slots} "
-                          "entries",), actions=tuple(verdicts))
+                          "entries",), actions=tuple(verdicts), formulas=formulas)
+
+
+def formula_verdicts(kinds: list[tuple[str, str]], verdicts) -> list[tuple[str, str, str]]:
+    """(name, kind, verdict) per invariant or lemma of a joint induction: `proved` only when
+    every action instance is inductive (each formula's step may rest on the others), `cti`
+    when some instance's counterexample breaks it, else `unknown`."""
+    every = all(v.verdict == "inductive" for v in verdicts)
+    return [(name, kind, "proved" if every else
+             "cti" if any(name in v.violated for v in verdicts) else "unknown")
+            for name, kind in kinds]
 
 
 def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
