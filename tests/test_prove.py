@@ -292,12 +292,16 @@ def test_cli_proves_three_invariants_for_current(capsys):
                              "epochs, epoch caches of <= 3 entries"]
 
 
-@pytest.mark.parametrize("variant", ["hw-truncation", "kip-101", "kip-279", "kip-320"])
-def test_the_same_proof_goes_through_for_every_variant(variant):
+@pytest.mark.parametrize(("variant", "unclean"), [
+    ("hw-truncation", False), ("kip-101", False), ("kip-279", False), ("kip-320", False),
+    # An unclean election makes an out-of-sync broker leader with the ISR just itself.
+    ("current", True),
+])
+def test_the_same_proof_goes_through_for_every_variant(variant, unclean):
     from model_check.symbolic_lemmas import PROOF_LEMMAS
 
-    outcome = induction(Config(brokers=2, variant=VARIANTS[variant]), PROVED,
-                        list(PROOF_LEMMAS["LeaderInIsr"]), classify=False)
+    config = Config(brokers=2, variant=VARIANTS[variant], unclean_leader_election_enable=unclean)
+    outcome = induction(config, PROVED, list(PROOF_LEMMAS["LeaderInIsr"]), classify=False)
     assert outcome.result == "proved"
     assert {v.verdict for v in outcome.actions} == {"inductive"}
 
