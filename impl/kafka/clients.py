@@ -89,6 +89,7 @@ def _value(raw: bytes | None) -> int:
 
 def run_kafka_python(h: History, values: list[tuple[int, int]], topic: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import KafkaTimeoutError
 
     servers = h.info["bootstrap_servers"]
     producer = KafkaProducer(bootstrap_servers=servers, acks=-1 if h.acks == "all" else 1,
@@ -98,7 +99,12 @@ def run_kafka_python(h: History, values: list[tuple[int, int]], topic: str) -> N
         h.invoke(p, value)
         future = producer.send(topic, str(value).encode(), partition=p)
         futures.append((p, value, future))
-    producer.flush(60)
+    try:
+        producer.flush(60)
+    except KafkaTimeoutError:
+        # Writes still being retried (a slow machine, a partition) are left to the loop below:
+        # each gets an unknown outcome, as the client would report it, and the run goes on.
+        pass
     for p, value, future in futures:
         try:
             meta = future.get(timeout=1)
