@@ -27,7 +27,7 @@ from model_check import symbolic as sym  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from model_check.prove import TARGETS, bmc, induction  # noqa: E402
-from model_check.symbolic_lemmas import PROOF_LEMMAS, STRUCTURE  # noqa: E402
+from model_check.symbolic_lemmas import STRUCTURE, proof_lemmas  # noqa: E402
 from spec import VARIANTS, Config, initial_state  # noqa: E402
 from spec.actions import successors  # noqa: E402
 
@@ -97,7 +97,7 @@ def main() -> None:
                         small("hw-truncation", max_session_expiries=1), 12)
     config = Config(brokers=3)
     proved = ["HighWatermarkBelowLogEnd", "SingleLeaderPerEpoch", "LeaderInIsr"]
-    lemmas = PROOF_LEMMAS["HighWatermarkBelowLogEnd"][1:]
+    lemmas = proof_lemmas(proved)
     start, cpu = time.perf_counter(), time.process_time()
     proof = induction(config, proved, list(lemmas), classify=False)
     print(f"induction current 3 brokers, {', '.join(proved)} + {len(lemmas)} history lemmas: "

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     """Run BMC or induction; print a summary or one JSON object; return the exit code."""
     from model_check import prove
     from model_check.symbolic import VIOLATIONS, NotRepresentable
-    from model_check.symbolic_lemmas import LEMMAS
+    from model_check.symbolic_lemmas import LEMMAS, proof_lemmas
     from spec import INVARIANTS
 
     if args.bmc is None and not args.induction:
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--save-lemmas goes with --houdini")
     found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
     invariants = args.invariant or list(prove.TARGETS)
-    lemmas = [] if args.no_lemmas else (args.lemma or default_lemmas(invariants))
+    lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants))
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
@@ -148,17 +148,6 @@ def run(args: argparse.Namespace) -> int:
         reachable = outcome.cti is not None and outcome.cti.classification == "reachable"
         return 1 if reachable else 3
     return {"proved": 0, "violation": 1, "unknown": 3}[outcome.result]
-
-
-def default_lemmas(invariants: list[str]) -> list[str]:
-    """The lemmas a proof of `invariants` uses when none are named: those their proofs are
-    known to need (`PROOF_LEMMAS`) when every one has a proof, else the structural layer."""
-    from model_check.symbolic_lemmas import PROOF_LEMMAS, STRUCTURE
-
-    if not all(name in PROOF_LEMMAS for name in invariants):
-        return list(STRUCTURE)
-    return list(dict.fromkeys(x for name in invariants for x in PROOF_LEMMAS[name]
-                              if x not in invariants))
 
 
 def _progress(message: str) -> None:

@@ -515,11 +515,10 @@ def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     """Where the pre-state's invariants are first asked to hold (see `_refine`): the post
     violation's witnesses and the first one's neighbours, the step's arguments, each log's
     end and HW, and each view's partition epoch."""
-    terms = [w, w - 1, w + 1, a.offset, a.value, a.partition_epoch, a.witness, pre.c_pe,
-             pre.next_value - 1]
+    terms = [w - 1, w + 1, a.offset, a.value, a.witness, pre.next_value - 1]
     terms += [r.log_len - 1 for r in pre.replicas]
     terms += [r.high_watermark - 1 for r in pre.replicas]
-    # From W2 on: where pair formulas are assumed (`_instances`).
+    # From W2 on: the partition epochs, where pair formulas are assumed too (`_instances`).
     terms += [W2, w, a.partition_epoch, pre.c_pe] + [r.partition_epoch for r in pre.replicas]
     return terms
 

@@ -116,7 +116,7 @@ def test_induction_reports_a_verdict_for_every_action_instance():
     text = summary(outcome, config)  # an incomplete proof shows the fraction, never PROVED
     assert "inductive for 31 of 64 action instances" in text.splitlines()
     assert "PROVED" not in text
-    verdicts = {v.action: v for v in outcome.actions}
+    verdicts = verdicts_of(outcome)
     assert len(verdicts) == len(outcome.actions) == 64
     inductive = {a for a, v in verdicts.items() if v.verdict == "inductive"}
     assert {"ControllerElectLeader[]", "ControllerHandleBrokerFailure[1]", "ProducerSend[]",
@@ -158,6 +158,14 @@ def run_json(capsys, *argv):
     return code, json.loads(capsys.readouterr().out)
 
 
+def replay_json(config: Config, trace: list[dict]):
+    """Fold spec.step over a `--json` trace's actions; the last state reached."""
+    state = initial_state(config)
+    for item in trace[1:]:
+        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
+    return state
+
+
 def test_cli_bmc_violation_exits_1_with_a_replayable_trace(capsys):
     # CLI defaults for BMC: 2 brokers, 1 record, 2 epochs, 1 crash, and Config's one session
     # expiry, which makes the acks=1 loss one step shorter than B10 above (an expiry instead of
@@ -172,12 +180,9 @@ def test_cli_bmc_violation_exits_1_with_a_replayable_trace(capsys):
     trace = data["violation"]["trace"]
     assert trace[0]["action"] is None and len(trace) == 5
     assert all({"name", "answer", "seconds"} <= set(q) for q in data["queries"])
-    state = initial_state(config)
-    for item in trace[1:]:
-        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
     from model_check.model import state_to_json
 
-    assert state_to_json(state) == trace[-1]["state"]
+    assert state_to_json(replay_json(config, trace)) == trace[-1]["state"]
 
 
 def test_cli_bmc_no_violation_exits_0(capsys):
@@ -224,9 +229,7 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
     assert cti["violated"] == ["NoCommittedDataLoss"] and cti["bounds"] == PROBE_BOUNDS
     chosen = VARIANTS[variant].with_rules(**{without: False}) if without else VARIANTS[variant]
     config = Config(variant=chosen, brokers=2).replace(**PROBE_BOUNDS)
-    state = initial_state(config)
-    for item in cti["trace"][1:]:
-        state = step(config, state, actions.ACTIONS_BY_NAME[item["action"]](**item["args"]))
+    state = replay_json(config, cti["trace"])
     from model_check.model import state_to_json
 
     assert state_to_json(state) == cti["post"] == cti["trace"][-1]["state"]
@@ -268,24 +271,28 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
 
 
 # ------------------------------------------------------------------------------------------
-# A proof that goes through: SingleLeaderPerEpoch with the history lemmas
+# Proofs that go through: three invariants with the history lemmas
 
 
 PROVED = ["HighWatermarkBelowLogEnd", "SingleLeaderPerEpoch", "LeaderInIsr"]
 
 
+def verdicts_of(outcome):
+    return {v.action: v for v in outcome.actions}
+
+
 def test_cli_proves_three_invariants_for_current(capsys):
     # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer their proofs
     # need (chosen when none are named), and each lemma is proved with them.
-    from model_check.symbolic_lemmas import PROOF_LEMMAS
+    from model_check.symbolic_lemmas import proof_lemmas
 
     argv = [x for name in PROVED for x in ("--invariant", name)]
     code, data = run_json(capsys, "--variant", "current", "--induction", *argv)
     assert (code, data["result"]) == (0, "proved")
-    assert data["invariants"] == [*PROVED, *PROOF_LEMMAS["LeaderInIsr"]]
+    assert data["invariants"] == [*PROVED, *proof_lemmas(PROVED)]
     assert [(f["name"], f["kind"], f["verdict"]) for f in data["formulas"]] == [
         *((n, "target", "proved") for n in PROVED),
-        *((n, "hand", "proved") for n in PROOF_LEMMAS["LeaderInIsr"])]
+        *((n, "hand", "proved") for n in proof_lemmas(PROVED))]
     assert len(data["actions"]) == 64
     assert {v["verdict"] for v in data["actions"]} == {"inductive"}
     assert data["notes"] == ["inductive for every action, 3 brokers, unbounded offsets and "
@@ -298,10 +305,10 @@ def test_cli_proves_three_invariants_for_current(capsys):
     ("current", True),
 ])
 def test_the_same_proof_goes_through_for_every_variant(variant, unclean):
-    from model_check.symbolic_lemmas import PROOF_LEMMAS
+    from model_check.symbolic_lemmas import proof_lemmas
 
     config = Config(brokers=2, variant=VARIANTS[variant], unclean_leader_election_enable=unclean)
-    outcome = induction(config, PROVED, list(PROOF_LEMMAS["LeaderInIsr"]), classify=False)
+    outcome = induction(config, PROVED, proof_lemmas(PROVED), classify=False)
     assert outcome.result == "proved"
     assert {v.verdict for v in outcome.actions} == {"inductive"}
 
@@ -312,10 +319,6 @@ def test_hw_below_log_end_alone_is_not_inductive():
     outcome = induction(Config(brokers=2), ["HighWatermarkBelowLogEnd"], [], classify=False)
     assert outcome.result == "cti"
     assert verdicts_of(outcome)["BecomeLeader[0]"].verdict == "cti"
-
-
-def verdicts_of(outcome):
-    return {v.action: v for v in outcome.actions}
 
 
 def test_the_proof_needs_the_pair_lemma():
@@ -347,7 +350,7 @@ def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
     monkeypatch.setattr(sym, "ControllerElectPreferredLeader", keeps_epoch)
     outcome = induction(Config(brokers=2), ["SingleLeaderPerEpoch"], list(HISTORY),
                         classify=False)
-    verdicts = {v.action: v for v in outcome.actions}
+    verdicts = verdicts_of(outcome)
     mutated = verdicts["ControllerElectPreferredLeader[]"]
     # The proof must not go through, and only the mutated step may fail. Its counterexample
     # names the lemma; in a Z3 context shared with other tests (other models) the refinement
@@ -361,7 +364,7 @@ def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
 def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
     # A mutant encoding: the leader's ISR shrink also takes the leader out of the ISR.
     from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import PROOF_LEMMAS
+    from model_check.symbolic_lemmas import proof_lemmas
 
     original = sym._commit_isr
 
@@ -369,9 +372,9 @@ def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
         return original(shape, s, b, sym._put(isr, b, sym.z3.BoolVal(False)))
 
     monkeypatch.setattr(sym, "_commit_isr", drops_leader)
-    outcome = induction(Config(brokers=2), ["LeaderInIsr"], list(PROOF_LEMMAS["LeaderInIsr"]),
+    outcome = induction(Config(brokers=2), ["LeaderInIsr"], proof_lemmas(["LeaderInIsr"]),
                         classify=False)
-    verdicts = {v.action: v for v in outcome.actions}
+    verdicts = verdicts_of(outcome)
     assert outcome.result == "cti"
     assert "LeaderInIsr" in verdicts["LeaderShrinkIsr[0, 1]"].violated
     assert {a for a, v in verdicts.items() if v.verdict != "inductive"} == {
@@ -382,7 +385,7 @@ def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
 def test_the_proof_fails_on_a_leader_that_leaves_its_own_log_out_of_hw(monkeypatch):
     # A mutant encoding: the HW advance takes the minimum over the other ISR members only.
     from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import PROOF_LEMMAS
+    from model_check.symbolic_lemmas import proof_lemmas
 
     def others_only(shape, r, b):
         isr = sym._put(r.isr, b, sym.z3.BoolVal(False))
@@ -391,8 +394,7 @@ def test_the_proof_fails_on_a_leader_that_leaves_its_own_log_out_of_hw(monkeypat
         return sym.dataclasses.replace(r, high_watermark=sym.z3.If(move, low, r.high_watermark))
 
     monkeypatch.setattr(sym, "advance_high_watermark", others_only)
-    outcome = induction(Config(brokers=2), PROVED, list(PROOF_LEMMAS["LeaderInIsr"]),
-                        classify=False)
+    outcome = induction(Config(brokers=2), PROVED, proof_lemmas(PROVED), classify=False)
     assert outcome.result == "cti"
     broken = {a: v.violated for a, v in verdicts_of(outcome).items() if v.verdict == "cti"}
     assert {"BecomeLeader[0]", "LeaderAppend[0]"} <= set(broken)
