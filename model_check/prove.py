@@ -290,15 +290,26 @@ class _Unrolling:
                          *_int_bounds(self.states[0], self.low, self.high)]
         self.selectors: list = []
         self.args: list = []
+        # One step's constraints, built once over placeholder variables and renamed per step
+        # (Z3's substitute): building the relation from the action table is most of the
+        # Python time of a small BMC run.
+        pre, post = sym.fresh_state(self.shape, "t."), sym.fresh_state(self.shape, "t'.")
+        a, sel = sym.fresh_args(self.shape, "ta."), z3.Int("t_act")
+        self.placeholders = _variables(pre, post, a, sel)
+        self.step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
+                           0 <= sel, sel < len(self.table),
+                           *_int_bounds(post, self.low, self.high),
+                           *_int_bounds(a, self.low, self.high))
 
     def _extend(self) -> None:
-        d, shape, low, high = len(self.selectors), self.shape, self.low, self.high
+        d, shape = len(self.selectors), self.shape
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        self.unrolled += [_step_relation(shape, self.table, self.states[d], nxt, a, sel),
-                          0 <= sel, sel < len(self.table),
-                          *_int_bounds(nxt, low, high), *_int_bounds(a, low, high)]
+        renaming = list(zip(self.placeholders, _variables(self.states[d], nxt, a, sel),
+                            strict=True))
+        # Added as separate constraints: one And per step made the deeper queries slower.
+        self.unrolled += z3.substitute(self.step, *renaming).children()
         self.states.append(nxt)
         self.selectors.append(sel)
         self.args.append(a)
@@ -321,6 +332,12 @@ class _Unrolling:
             return "sat", seconds, tuple(replay(self.config, trace)), ""
         reason = solver.reason_unknown() if answer == z3.unknown else ""
         return str(answer), seconds, (), reason
+
+
+def _variables(*parts) -> list:
+    """The variables of states, step arguments and selectors, in one fixed order."""
+    return [leaf for part in parts for leaf in sym._leaves(part) if z3.is_const(leaf)
+            and not z3.is_int_value(leaf) and not z3.is_true(leaf) and not z3.is_false(leaf)]
 
 
 def _ask_depth(config: Config, depth: int, names: tuple[str, ...], d: int):
