@@ -8,7 +8,8 @@ Theory of operation.
   through `spec.step`, which must produce the same states: a trace that does not replay is an
   encoding bug and raises. BMC runs in bounded mode (the config's `max.*` guards apply) so
   that every trace is a run of the spec under that config; there every integer is bounded
-  (`int_range`), so each query is bit-blasted to SAT, and runs are kept in a normal form over
+  (`int_range`), so the formula is translated exactly to bit-vectors (`_BitVectors`) and asked
+  of one incremental SAT-based solver for every depth, and runs are kept in a normal form over
   commuting actions (`independent_pairs`, `_normal_form`).
 - Induction checks, for the conjunction Inv of the chosen invariants and lemmas, that
   Init => Inv and, one query per action instance, Inv /\\ T => Inv' (in unbounded mode: no
@@ -149,22 +150,140 @@ def _violation_any(shape: sym.Shape, names, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([sym.VIOLATIONS[n](shape, s, w) for n in names])
 
 
-def _bmc_solver() -> z3.Solver:
-    """A one-shot solver that preprocesses, then bit-blasts to SAT.
+class _BitVectors:
+    """The BMC formula's integer terms as signed bit-vectors of one width, for an incremental
+    SAT-based solver (Z3's QF_BV solver keeps what it learnt at one depth for the next).
 
-    Each unrolled step is a set of definitions (post.f == If(act == i, ..., pre.f)), so
-    Gaussian-style elimination (`solve-eqs`) and value propagation remove most of the post-state
-    variables first. Every integer left has explicit bounds (`_int_bounds`), so `nla2bv` turns
-    the arithmetic into bit-vectors of a few bits and the query becomes propositional. On the
-    README's hw-truncation run (B7, docs/protocol.md) the depth-6 query went from 21 s (the
-    SMT core over integers) to 5.6 s, and to 4 s with the partial-order constraints. The
-    model converter restores the eliminated variables, so decoding is unchanged; every trace
-    still replays through `spec.step`.
+    The translation is exact when no integer term can leave the width's range. Every integer
+    variable the formula mentions lies in [low, high] by its own constraints (`int_range`,
+    `_int_bounds`; selectors and Kafka error codes inside too), so each term's interval follows
+    from its operands' (+, -, If); `width` finds the widest, and translating a term whose
+    interval does not fit raises instead of wrapping around.
     """
-    return z3.Then(
-        "simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify",
-        "normalize-bounds", "nla2bv", "qfbv",
-    ).solver()
+
+    ARITH = {z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS}
+
+    def __init__(self, low: int, high: int, width: int):
+        self.low, self.high, self.width = low, high, width
+        self.top = (1 << (width - 1)) - 1
+        self.memo: dict[int, tuple] = {}  # term id -> (term: keeps the id alive, bv, interval)
+        self.vars: dict[str, z3.BitVecRef] = {}
+
+    @classmethod
+    def fitting(cls, low: int, high: int, formulas: list) -> _BitVectors:
+        """The narrowest translation whose width holds every integer term of `formulas`."""
+        probe = cls(low, high, 64)
+        for f in formulas:
+            probe.intervals(f)
+        widest = max(max(-lo, hi) for _, _, (lo, hi) in
+                     (m for m in probe.memo.values() if m[2] is not None))
+        fitted = cls(low, high, widest.bit_length() + 1)
+        fitted.memo = probe.memo  # the intervals stay valid; the translations follow
+        return fitted
+
+    def intervals(self, e) -> None:
+        """Fill the memo with `e`'s subterms' intervals only (no translation)."""
+        self._walk(e, build=False)
+
+    def __call__(self, e):
+        return self._walk(e, build=True)[1]
+
+    def _walk(self, e, build: bool):
+        memo = self.memo
+        stack = [(e, False)]
+        def done(x) -> bool:
+            entry = memo.get(x.get_id())
+            return entry is not None and (entry[1] is not None or not build)
+
+        while stack:
+            x, ready = stack.pop()
+            if done(x):
+                continue
+            if not ready:
+                stack.append((x, True))
+                stack.extend((c, False) for c in x.children() if not done(c))
+                continue
+            parts = [memo[c.get_id()] for c in x.children()]
+            interval = self._interval(x, [p[2] for p in parts])
+            if interval is not None and not -self.top - 1 <= interval[0] <= interval[1] <= self.top:
+                raise ValueError(f"BMC: {x} may leave the {self.width}-bit range")
+            memo[x.get_id()] = (x, self._build(x, [p[1] for p in parts]) if build else None,
+                                interval)
+        return memo[e.get_id()]
+
+    def _interval(self, x, inner: list) -> tuple[int, int] | None:
+        if not z3.is_int(x):
+            return None
+        if z3.is_int_value(x):
+            return x.as_long(), x.as_long()
+        kind = x.decl().kind()
+        if kind == z3.Z3_OP_UNINTERPRETED:
+            return self.low, self.high
+        if kind == z3.Z3_OP_ADD:
+            return sum(i[0] for i in inner), sum(i[1] for i in inner)
+        if kind == z3.Z3_OP_SUB:
+            first, rest = inner[0], inner[1:]
+            return first[0] - sum(i[1] for i in rest), first[1] - sum(i[0] for i in rest)
+        if kind == z3.Z3_OP_UMINUS:
+            return -inner[0][1], -inner[0][0]
+        if kind == z3.Z3_OP_ITE:
+            return min(inner[1][0], inner[2][0]), max(inner[1][1], inner[2][1])
+        raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
+
+    def _build(self, x, a: list):
+        kind = x.decl().kind()
+        if z3.is_int_value(x):
+            return z3.BitVecVal(x.as_long(), self.width)
+        if kind == z3.Z3_OP_UNINTERPRETED:
+            name = x.decl().name()
+            if name not in self.vars:
+                self.vars[name] = z3.BitVec(name, self.width) if z3.is_int(x) else x
+            return self.vars[name]
+        if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
+            return x
+        if kind == z3.Z3_OP_ADD:
+            total = a[0]
+            for y in a[1:]:
+                total = total + y
+            return total
+        if kind == z3.Z3_OP_SUB:
+            total = a[0]
+            for y in a[1:]:
+                total = total - y
+            return total
+        build = _BUILDERS.get(kind)
+        if build is None:
+            raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
+        return build(*a)
+
+
+# Signed comparisons (z3's <, <= on bit-vectors are signed).
+_BUILDERS = {
+    z3.Z3_OP_UMINUS: lambda x: -x,
+    z3.Z3_OP_LT: lambda x, y: x < y,
+    z3.Z3_OP_LE: lambda x, y: x <= y,
+    z3.Z3_OP_GT: lambda x, y: x > y,
+    z3.Z3_OP_GE: lambda x, y: x >= y,
+    z3.Z3_OP_EQ: lambda x, y: x == y,
+    z3.Z3_OP_DISTINCT: lambda *xs: z3.Distinct(*xs),
+    z3.Z3_OP_ITE: z3.If,
+    z3.Z3_OP_AND: lambda *xs: z3.And(*xs),
+    z3.Z3_OP_OR: lambda *xs: z3.Or(*xs),
+    z3.Z3_OP_NOT: z3.Not,
+    z3.Z3_OP_IMPLIES: z3.Implies,
+}
+
+
+class _IntModel:
+    """A bit-vector model read through the integer terms it was translated from (what
+    `sym.decode` and `_decode_trace` ask)."""
+
+    def __init__(self, model: z3.ModelRef, to_bv: _BitVectors):
+        self.model, self.to_bv = model, to_bv
+
+    def eval(self, x, model_completion: bool = True):
+        value = self.model.eval(self.to_bv(x), model_completion=model_completion)
+        return z3.IntVal(value.as_signed_long()) if z3.is_bv_value(value) else value
 
 
 def int_range(config: Config, depth: int) -> tuple[int, int]:
@@ -188,7 +307,7 @@ def int_range(config: Config, depth: int) -> tuple[int, int]:
 
 def _int_bounds(x, low: int, high: int) -> list[z3.BoolRef]:
     """`low <= v <= high` for every integer leaf of `x`; a fetch slot's error holds a Kafka
-    error code instead (nla2bv sizes each variable by its own bounds)."""
+    error code instead."""
     out = []
     for leaf in sym._leaves(x):
         if not z3.is_int(leaf) or z3.is_int_value(leaf):
@@ -271,11 +390,14 @@ def _normal_form(pairs: frozenset[tuple[int, int]], count: int, selectors: list)
 
 
 class _Unrolling:
-    """The BMC formula for one config and bound: initial state, steps, normal form, bounds.
+    """The BMC formula for one config and bound: initial state, steps, normal form, bounds,
+    in one incremental bit-vector solver.
 
-    `ask(d)` asks whether a state at depth d breaks an invariant; steps are added as needed,
-    so asking depths in order builds each step once. The shape and integer range depend on
-    the bound `depth`, not on d, so every process asks the same formula for a given d.
+    `ask(d)` asks whether a state at depth d breaks an invariant. Steps only accumulate and
+    depth d's violation is asked under an assumption, so one solver serves every depth and
+    what it learnt about the first steps at one depth serves the next (B1, docs/prove.md:
+    half the time of a fresh solver per depth). The shape and integer range depend on the
+    bound `depth`, not on d, so every process asks the same formula for a given d.
     """
 
     def __init__(self, config: Config, depth: int, names: tuple[str, ...]):
@@ -286,51 +408,65 @@ class _Unrolling:
         self.low, self.high = int_range(config, depth)
         self.pairs = independent_pairs(self.shape, self.table)
         self.states = [sym.fresh_state(self.shape, "s0.")]
-        self.unrolled = [sym.initial(self.shape, self.states[0]),
-                         *_int_bounds(self.states[0], self.low, self.high)]
         self.selectors: list = []
         self.args: list = []
-        # One step's constraints, built once over placeholder variables and renamed per step
-        # (Z3's substitute): building the relation from the action table is most of the
-        # Python time of a small BMC run.
+        start = [sym.initial(self.shape, self.states[0]),
+                 *_int_bounds(self.states[0], self.low, self.high)]
+        # A step and a violation are built once over placeholder variables, translated once,
+        # and renamed per depth (Z3's substitute): building and translating them from the
+        # action table per step was most of a small run's time.
         pre, post = sym.fresh_state(self.shape, "t."), sym.fresh_state(self.shape, "t'.")
         a, sel = sym.fresh_args(self.shape, "ta."), z3.Int("t_act")
-        self.placeholders = _variables(pre, post, a, sel)
-        self.step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
-                           0 <= sel, sel < len(self.table),
-                           *_int_bounds(post, self.low, self.high),
-                           *_int_bounds(a, self.low, self.high))
+        w, broken = z3.Int("t_w"), z3.Bool("t_violation")
+        step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
+                      0 <= sel, sel < len(self.table),
+                      *_int_bounds(post, self.low, self.high), *_int_bounds(a, self.low, self.high))
+        violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
+                                              _violation_any(self.shape, names, post, w)))
+        top = max(self.high, max(sym.ERRORS.values()), len(self.table))
+        self.to_bv = _BitVectors.fitting(self.low, top, [*start, step, violation])
+        self.step_vars = [self.to_bv(v) for v in _variables(pre, post, a, sel)]
+        self.step = self.to_bv(step)
+        self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
+        self.violation = self.to_bv(violation)
+        self.solver = z3.SolverFor("QF_BV")
+        self.solver.add(*(self.to_bv(c) for c in start))
+        self.bv_selectors: list = []
 
     def _extend(self) -> None:
         d, shape = len(self.selectors), self.shape
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        renaming = list(zip(self.placeholders, _variables(self.states[d], nxt, a, sel),
-                            strict=True))
+        renaming = zip(self.step_vars, self._bv(self.states[d], nxt, a, sel), strict=True)
         # Added as separate constraints: one And per step made the deeper queries slower.
-        self.unrolled += z3.substitute(self.step, *renaming).children()
+        self.solver.add(*z3.substitute(self.step, *renaming).children())
         self.states.append(nxt)
         self.selectors.append(sel)
         self.args.append(a)
-        self.unrolled += _normal_form(self.pairs, len(self.table), self.selectors)
+        self.bv_selectors.append(self.to_bv(sel))
+        self.solver.add(*_normal_form(self.pairs, len(self.table), self.bv_selectors))
+
+    def _bv(self, *parts) -> list:
+        return [self.to_bv(v) for v in _variables(*parts)]
 
     def ask(self, d: int) -> tuple[str, float, tuple[Step, ...], str]:
         """(answer, seconds, replayed trace when sat, reason when unknown)."""
         while len(self.selectors) < d:
             self._extend()
-        w = z3.Int(f"w{d}")
-        solver = _bmc_solver()
-        solver.add(*self.unrolled, self.low <= w, w <= self.high,
-                   _violation_any(self.shape, self.names, self.states[d], w))
+        broken = z3.Bool(f"violation{d}")
+        renaming = zip(self.violation_vars,
+                       self._bv(self.states[d], z3.Int(f"w{d}"), broken), strict=True)
+        self.solver.add(z3.substitute(self.violation, *renaming))
         started = time.perf_counter()
-        answer = solver.check()
+        answer = self.solver.check(broken)
         seconds = time.perf_counter() - started
         if answer == z3.sat:
-            trace = _decode_trace(self.shape, self.table, solver.model(), self.states[:d + 1],
+            model = _IntModel(self.solver.model(), self.to_bv)
+            trace = _decode_trace(self.shape, self.table, model, self.states[:d + 1],
                                   self.selectors[:d], self.args[:d])
             return "sat", seconds, tuple(replay(self.config, trace)), ""
-        reason = solver.reason_unknown() if answer == z3.unknown else ""
+        reason = self.solver.reason_unknown() if answer == z3.unknown else ""
         return str(answer), seconds, (), reason
 
 

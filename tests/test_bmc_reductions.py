@@ -6,7 +6,11 @@
   state where both are enabled, either order is enabled and ends in the same state. The
   normal-form constraints drop every run that is not the smallest of its class, which keeps
   the shortest violations only if this holds.
-Each check is also shown to fail: on a range that is too small and on a dependent pair.
+- `_BitVectors`: BMC asks an incremental bit-vector solver; the translation from integers is
+  exact because every term's interval fits the chosen width, and a term that may not fit is
+  refused rather than wrapped around.
+Each check is also shown to fail: on a range that is too small, on a dependent pair, and on a
+width too narrow for a sum.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from __future__ import annotations
 import random
 
 import pytest
+import z3
 
 from model_check import symbolic as sym
 from model_check.model import state_to_json
-from model_check.prove import independent_pairs, int_range
+from model_check.prove import _BitVectors, _IntModel, independent_pairs, int_range
 from spec import VARIANTS, Config, initial_state, step
 from spec.actions import NotEnabled, successors
 
@@ -125,3 +130,31 @@ def test_the_commutation_check_can_fail():
     assert any(not _commutes(config, state, a, b)
                for pair, state, a, b in _pairs_seen(config)
                if pair == (min(crash, fetch), max(crash, fetch)))
+
+
+def test_the_bit_vector_width_holds_every_term():
+    # x, y in [-1, 31]: x + y reaches 62 and x - y -32, so 7 signed bits, and the sums and
+    # differences a wrapped-around 6-bit translation would get wrong are found as integers.
+    x, y = z3.Int("x"), z3.Int("y")
+    ranges = [z3.And(-1 <= v, v <= 31) for v in (x, y)]
+    for goal in (x + y == 62, x - y == -32, z3.And(x + y > 40, x < 20)):
+        to_bv = _BitVectors.fitting(-1, 31, [*ranges, goal])
+        assert to_bv.width == 7
+        solver = z3.SolverFor("QF_BV")
+        solver.add(*(to_bv(c) for c in [*ranges, goal]))
+        assert solver.check() == z3.sat
+        model = _IntModel(solver.model(), to_bv)
+        values = {v: model.eval(v).as_long() for v in (x, y)}
+        assert z3.is_true(z3.simplify(z3.substitute(goal, *(
+            (v, z3.IntVal(n)) for v, n in values.items()))))
+    # -1 < 0 must stay true: a translation with unsigned comparisons would call it false.
+    solver = z3.SolverFor("QF_BV")
+    to_bv = _BitVectors.fitting(-1, 31, [x < 0])
+    solver.add(to_bv(z3.And(x == -1, x < 0)))
+    assert solver.check() == z3.sat
+
+
+def test_a_term_that_may_not_fit_the_width_is_refused():
+    x, y = z3.Int("x"), z3.Int("y")
+    with pytest.raises(ValueError, match="6-bit range"):
+        _BitVectors(-1, 31, 6)(x + y == 62)
