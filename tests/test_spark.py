@@ -171,6 +171,24 @@ def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_p
     assert found == [(3 + i, reason) for i, (_, reason) in enumerate(damaged)]
 
 
+def test_nesting_is_measured_only_on_lines_the_parser_rejects(spark, lines, tmp_path):
+    # 40 levels deep: in a key the format does not have, the line is a good event (the parser
+    # skips it); in a field it does have, it is malformed and named for its depth; 100,000
+    # levels deep, the parser refuses it before it recurses.
+    run = [{k: v for k, v in b.items() if k != "_where"} for b in lines["seed-14"]]
+    header = next(b for b in run if b["kind"] == "header" and b["node"] == "b1")
+    fetch = next(b for b in run if b["node"] == "b1" and b["kind"] == "event" and b.get("recv"))
+    deep = json.loads("[" * 40 + "]" * 40)
+    very_deep = json.dumps({**fetch, "seq": 0})[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "b1.ndjson"
+    path.write_text("".join(json.dumps(b) + "\n" for b in [
+        header, {**fetch, "extra": deep}, {**fetch, "seq": deep}]) + very_deep + "}\n")
+    found = sorted((r["line"], r["table"], r["reason"]) for r in parse_lines(spark, [str(path)])
+                   .where("line > 1").collect())
+    deeper = "nested deeper than 16 levels (or brackets unbalanced)"
+    assert found == [(2, "events", None), (3, "malformed", deeper), (4, "malformed", deeper)]
+
+
 def test_poll_order_anomalies_agree_with_the_history_checker(spark, lines, tmp_path):
     # A real consumer's reads of one run, corrupted: one read dropped (the next one skips
     # offsets), one read given again later (the consumer goes back), one read's records put
