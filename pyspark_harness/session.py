@@ -44,10 +44,6 @@ SQL_CONF = {
     "spark.sql.execution.pythonUDF.arrow.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
-    # The dataset is written partitioned by table, config and run, and a task's lines come
-    # from one node's file, so from a few partitions: with writers kept open for them, Spark
-    # does not sort every line by partition before writing.
-    "spark.sql.maxConcurrentOutputFiles": "64",
 }
 
 LOCAL_CONF = {
