@@ -157,17 +157,17 @@ class _BitVectors:
     The translation is exact when no integer term can leave the width's range. Every integer
     variable the formula mentions lies in [low, high] by its own constraints (`int_range`,
     `_int_bounds`; selectors and Kafka error codes inside too), so each term's interval follows
-    from its operands' (+, -, If); `width` finds the widest, and translating a term whose
-    interval does not fit raises instead of wrapping around.
+    from its operands' (+, -, If); `fitting` finds the widest, and translating a term whose
+    interval does not fit raises instead of wrapping around. BMC translates one step and one
+    violation and renames them per depth: a renaming maps each variable to one with the same
+    bounds, so the intervals hold at every depth.
     """
-
-    ARITH = {z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS}
 
     def __init__(self, low: int, high: int, width: int):
         self.low, self.high, self.width = low, high, width
         self.top = (1 << (width - 1)) - 1
         self.memo: dict[int, tuple] = {}  # term id -> (term: keeps the id alive, bv, interval)
-        self.vars: dict[str, z3.BitVecRef] = {}
+        self.vars: dict[str, z3.ExprRef] = {}  # a variable's name -> its translation
 
     @classmethod
     def fitting(cls, low: int, high: int, formulas: list) -> _BitVectors:
