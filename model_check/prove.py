@@ -163,21 +163,23 @@ class _BitVectors:
     bounds, so the intervals hold at every depth.
     """
 
-    def __init__(self, low: int, high: int, width: int):
+    def __init__(self, low: int, high: int, width: int, bounds=None):
         self.low, self.high, self.width = low, high, width
+        # A variable's own bounds by name, where narrower than [low, high].
+        self.bounds = bounds or (lambda name: None)
         self.top = (1 << (width - 1)) - 1
         self.memo: dict[int, tuple] = {}  # term id -> (term: keeps the id alive, bv, interval)
         self.vars: dict[str, z3.ExprRef] = {}  # a variable's name -> its translation
 
     @classmethod
-    def fitting(cls, low: int, high: int, formulas: list) -> _BitVectors:
+    def fitting(cls, low: int, high: int, formulas: list, bounds=None) -> _BitVectors:
         """The narrowest translation whose width holds every integer term of `formulas`."""
-        probe = cls(low, high, 64)
+        probe = cls(low, high, 64, bounds)
         for f in formulas:
             probe.intervals(f)
         widest = max(max(-lo, hi) for _, _, (lo, hi) in
                      (m for m in probe.memo.values() if m[2] is not None))
-        fitted = cls(low, high, widest.bit_length() + 1)
+        fitted = cls(low, high, widest.bit_length() + 1, bounds)
         fitted.memo = probe.memo  # the intervals stay valid; the translations follow
         return fitted
 
@@ -218,7 +220,7 @@ class _BitVectors:
             return x.as_long(), x.as_long()
         kind = x.decl().kind()
         if kind == z3.Z3_OP_UNINTERPRETED:
-            return self.low, self.high
+            return self.bounds(x.decl().name()) or (self.low, self.high)
         if kind == z3.Z3_OP_ADD:
             return sum(i[0] for i in inner), sum(i[1] for i in inner)
         if kind == z3.Z3_OP_SUB:
@@ -423,8 +425,8 @@ class _Unrolling:
                       *_int_bounds(post, self.low, self.high), *_int_bounds(a, self.low, self.high))
         violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
-        top = max(self.high, max(sym.ERRORS.values()), len(self.table))
-        self.to_bv = _BitVectors.fitting(self.low, top, [*start, step, violation])
+        self.to_bv = _BitVectors.fitting(self.low, self.high, [*start, step, violation],
+                                         self._bounds)
         self.step_vars = [self.to_bv(v) for v in _variables(pre, post, a, sel)]
         self.step = self.to_bv(step)
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
@@ -446,6 +448,15 @@ class _Unrolling:
         self.args.append(a)
         self.bv_selectors.append(self.to_bv(sel))
         self.solver.add(*_normal_form(self.pairs, len(self.table), self.bv_selectors))
+
+    def _bounds(self, name: str) -> tuple[int, int] | None:
+        """The bounds a variable's own constraints give it where they are not [low, high]:
+        selectors pick an action instance, a fetch slot's error is an error code."""
+        if name == "t_act" or name.startswith("act"):
+            return 0, len(self.table) - 1
+        if name.endswith(".error"):
+            return 0, max(sym.ERRORS.values())
+        return None
 
     def _bv(self, *parts) -> list:
         return [self.to_bv(v) for v in _variables(*parts)]

@@ -71,12 +71,13 @@ from spec.state import (
 INT = z3.IntSort()
 BOOL = z3.BoolSort()
 
-# Fetch slot kinds and Kafka error codes (the numbers spec.state._CODES uses).
+# Fetch slot kinds, and the errors a fetch answer may carry as the encoding's own small codes
+# (not Kafka's 1, 6, 74, 75: small numbers keep BMC's bit-vectors narrow).
 NONE, FETCH, EPOCH_REQ, RESP_RECORDS, RESP_EPOCH, RESP_DIVERGING, RESP_ERROR = range(7)
 RESPONSE_KINDS = {RESP_RECORDS: "records", RESP_EPOCH: "epoch", RESP_DIVERGING: "diverging",
                   RESP_ERROR: "error"}
-ERRORS = {"": 0, "OFFSET_OUT_OF_RANGE": 1, "NOT_LEADER_OR_FOLLOWER": 6,
-          "FENCED_LEADER_EPOCH": 74, "UNKNOWN_LEADER_EPOCH": 75}
+ERRORS = {"": 0, "OFFSET_OUT_OF_RANGE": 1, "NOT_LEADER_OR_FOLLOWER": 2,
+          "FENCED_LEADER_EPOCH": 3, "UNKNOWN_LEADER_EPOCH": 4}
 ERROR_NAMES = {v: k for k, v in ERRORS.items()}
 
 
