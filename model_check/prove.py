@@ -432,8 +432,8 @@ class _Unrolling:
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
         self.violation = self.to_bv(violation)
         self.solver = z3.SolverFor("QF_BV")
-        # Asymmetric covered clause elimination between restarts: B1 in 60.6 and 65.0 s
-        # against 71.4-76.7 s without (docs/prove.md).
+        # Asymmetric covered clause elimination between restarts: B1 about 8% faster on the
+        # mean of a few runs (docs/prove.md).
         self.solver.set("acce", True)
         self.solver.add(*(self.to_bv(c) for c in start))
         self.bv_selectors: list = []
