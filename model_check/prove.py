@@ -30,7 +30,10 @@ object of `isrlab prove`.
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,31 +158,29 @@ class _BitVectors:
     SAT-based solver (Z3's QF_BV solver keeps what it learnt at one depth for the next).
 
     The translation is exact when no integer term can leave the width's range. Every integer
-    variable the formula mentions lies in [low, high] by its own constraints (`int_range`,
-    `_int_bounds`; selectors and Kafka error codes inside too), so each term's interval follows
-    from its operands' (+, -, If); `fitting` finds the widest, and translating a term whose
-    interval does not fit raises instead of wrapping around. BMC translates one step and one
-    violation and renames them per depth: a renaming maps each variable to one with the same
-    bounds, so the intervals hold at every depth.
+    variable the formula mentions lies in a range its own constraints assert (`bounds`, by
+    name: `_leaf_range`, and the selectors'), so each term's interval follows from its
+    operands' (+, -, If); `fitting` finds the widest, and translating a term whose interval
+    does not fit raises instead of wrapping around. BMC translates one step and one violation
+    and renames them per depth: a renaming maps each variable to one with the same range, so
+    the intervals hold at every depth.
     """
 
-    def __init__(self, low: int, high: int, width: int, bounds=None):
-        self.low, self.high, self.width = low, high, width
-        # A variable's own bounds by name, where narrower than [low, high].
-        self.bounds = bounds or (lambda name: None)
+    def __init__(self, width: int, bounds: Callable[[str], tuple[int, int]]):
+        self.width, self.bounds = width, bounds
         self.top = (1 << (width - 1)) - 1
         self.memo: dict[int, tuple] = {}  # term id -> (term: keeps the id alive, bv, interval)
         self.vars: dict[str, z3.ExprRef] = {}  # a variable's name -> its translation
 
     @classmethod
-    def fitting(cls, low: int, high: int, formulas: list, bounds=None) -> _BitVectors:
+    def fitting(cls, formulas: list, bounds: Callable[[str], tuple[int, int]]) -> _BitVectors:
         """The narrowest translation whose width holds every integer term of `formulas`."""
-        probe = cls(low, high, 64, bounds)
+        probe = cls(64, bounds)
         for f in formulas:
             probe.intervals(f)
         widest = max(max(-lo, hi) for _, _, (lo, hi) in
                      (m for m in probe.memo.values() if m[2] is not None))
-        fitted = cls(low, high, widest.bit_length() + 1, bounds)
+        fitted = cls(widest.bit_length() + 1, bounds)
         fitted.memo = probe.memo  # the intervals stay valid; the translations follow
         return fitted
 
@@ -193,6 +194,7 @@ class _BitVectors:
     def _walk(self, e, build: bool):
         memo = self.memo
         stack = [(e, False)]
+
         def done(x) -> bool:
             entry = memo.get(x.get_id())
             return entry is not None and (entry[1] is not None or not build)
@@ -220,7 +222,7 @@ class _BitVectors:
             return x.as_long(), x.as_long()
         kind = x.decl().kind()
         if kind == z3.Z3_OP_UNINTERPRETED:
-            return self.bounds(x.decl().name()) or (self.low, self.high)
+            return self.bounds(x.decl().name())
         if kind == z3.Z3_OP_ADD:
             return sum(i[0] for i in inner), sum(i[1] for i in inner)
         if kind == z3.Z3_OP_SUB:
@@ -243,16 +245,6 @@ class _BitVectors:
             return self.vars[name]
         if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
             return x
-        if kind == z3.Z3_OP_ADD:
-            total = a[0]
-            for y in a[1:]:
-                total = total + y
-            return total
-        if kind == z3.Z3_OP_SUB:
-            total = a[0]
-            for y in a[1:]:
-                total = total - y
-            return total
         build = _BUILDERS.get(kind)
         if build is None:
             raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
@@ -261,16 +253,18 @@ class _BitVectors:
 
 # Signed comparisons (z3's <, <= on bit-vectors are signed).
 _BUILDERS = {
-    z3.Z3_OP_UMINUS: lambda x: -x,
+    z3.Z3_OP_ADD: lambda *xs: functools.reduce(operator.add, xs),
+    z3.Z3_OP_SUB: lambda *xs: functools.reduce(operator.sub, xs),
+    z3.Z3_OP_UMINUS: operator.neg,
     z3.Z3_OP_LT: lambda x, y: x < y,
     z3.Z3_OP_LE: lambda x, y: x <= y,
     z3.Z3_OP_GT: lambda x, y: x > y,
     z3.Z3_OP_GE: lambda x, y: x >= y,
     z3.Z3_OP_EQ: lambda x, y: x == y,
-    z3.Z3_OP_DISTINCT: lambda *xs: z3.Distinct(*xs),
+    z3.Z3_OP_DISTINCT: z3.Distinct,
     z3.Z3_OP_ITE: z3.If,
-    z3.Z3_OP_AND: lambda *xs: z3.And(*xs),
-    z3.Z3_OP_OR: lambda *xs: z3.Or(*xs),
+    z3.Z3_OP_AND: z3.And,
+    z3.Z3_OP_OR: z3.Or,
     z3.Z3_OP_NOT: z3.Not,
     z3.Z3_OP_IMPLIES: z3.Implies,
 }
@@ -307,17 +301,21 @@ def int_range(config: Config, depth: int) -> tuple[int, int]:
     return -1, (1 << top.bit_length()) - 1
 
 
+def _leaf_range(name: str, low: int, high: int) -> tuple[int, int]:
+    """The range BMC asserts for an integer variable of a state or step: a fetch slot's error
+    holds one of the encoding's error codes, every other integer lies in [low, high]."""
+    if name.endswith(".error"):
+        return 0, max(sym.ERRORS.values())
+    return low, high
+
+
 def _int_bounds(x, low: int, high: int) -> list[z3.BoolRef]:
-    """`low <= v <= high` for every integer leaf of `x`; a fetch slot's error holds a Kafka
-    error code instead."""
+    """Every integer leaf of `x` within its `_leaf_range`."""
     out = []
     for leaf in sym._leaves(x):
-        if not z3.is_int(leaf) or z3.is_int_value(leaf):
-            continue
-        if str(leaf).endswith(".error"):
-            out.append(z3.And(0 <= leaf, leaf <= max(sym.ERRORS.values())))
-        else:
-            out.append(z3.And(low <= leaf, leaf <= high))
+        if z3.is_int(leaf) and not z3.is_int_value(leaf):
+            lo, hi = _leaf_range(str(leaf), low, high)
+            out.append(z3.And(lo <= leaf, leaf <= hi))
     return out
 
 
@@ -397,13 +395,13 @@ class _Unrolling:
 
     `ask(d)` asks whether a state at depth d breaks an invariant. Steps only accumulate and
     depth d's violation is asked under an assumption, so one solver serves every depth and
-    what it learnt about the first steps at one depth serves the next (B1, docs/prove.md:
-    half the time of a fresh solver per depth). The shape and integer range depend on the
+    what it learnt about the first steps at one depth serves the next (B1's figures before
+    and after: docs/prove.md). The shape and integer range depend on the
     bound `depth`, not on d, so every process asks the same formula for a given d.
     """
 
     def __init__(self, config: Config, depth: int, names: tuple[str, ...]):
-        self.config, self.names = config, names
+        self.config = config
         # The partition epoch starts at 0 and grows by at most one per step (see int_range).
         self.shape = sym.make_shape(config, bounded=True, pe_limit=depth)
         self.table = sym.action_table(self.shape)
@@ -425,8 +423,7 @@ class _Unrolling:
                       *_int_bounds(post, self.low, self.high), *_int_bounds(a, self.low, self.high))
         violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
-        self.to_bv = _BitVectors.fitting(self.low, self.high, [*start, step, violation],
-                                         self._bounds)
+        self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds)
         self.step_vars = [self.to_bv(v) for v in _variables(pre, post, a, sel)]
         self.step = self.to_bv(step)
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
@@ -436,7 +433,6 @@ class _Unrolling:
         # mean of a few runs (docs/prove.md).
         self.solver.set("acce", True)
         self.solver.add(*(self.to_bv(c) for c in start))
-        self.bv_selectors: list = []
 
     def _extend(self) -> None:
         d, shape = len(self.selectors), self.shape
@@ -449,17 +445,15 @@ class _Unrolling:
         self.states.append(nxt)
         self.selectors.append(sel)
         self.args.append(a)
-        self.bv_selectors.append(self.to_bv(sel))
-        self.solver.add(*_normal_form(self.pairs, len(self.table), self.bv_selectors))
+        self.solver.add(*_normal_form(self.pairs, len(self.table),
+                                      [self.to_bv(x) for x in self.selectors]))
 
-    def _bounds(self, name: str) -> tuple[int, int] | None:
-        """The bounds a variable's own constraints give it where they are not [low, high]:
-        selectors pick an action instance, a fetch slot's error is an error code."""
+    def _bounds(self, name: str) -> tuple[int, int]:
+        """The range a variable's own constraints assert: a selector picks an action instance
+        (`0 <= sel < len(table)` in the step), every other integer has its `_leaf_range`."""
         if name == "t_act" or name.startswith("act"):
             return 0, len(self.table) - 1
-        if name.endswith(".error"):
-            return 0, max(sym.ERRORS.values())
-        return None
+        return _leaf_range(name, self.low, self.high)
 
     def _bv(self, *parts) -> list:
         return [self.to_bv(v) for v in _variables(*parts)]

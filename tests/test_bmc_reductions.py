@@ -132,13 +132,17 @@ def test_the_commutation_check_can_fail():
                if pair == (min(crash, fetch), max(crash, fetch)))
 
 
+def _one_range(name: str) -> tuple[int, int]:
+    return -1, 31
+
+
 def test_the_bit_vector_width_holds_every_term():
     # x, y in [-1, 31]: x + y reaches 62 and x - y -32, so 7 signed bits, and the sums and
     # differences a wrapped-around 6-bit translation would get wrong are found as integers.
     x, y = z3.Int("x"), z3.Int("y")
     ranges = [z3.And(-1 <= v, v <= 31) for v in (x, y)]
     for goal in (x + y == 62, x - y == -32, z3.And(x + y > 40, x < 20)):
-        to_bv = _BitVectors.fitting(-1, 31, [*ranges, goal])
+        to_bv = _BitVectors.fitting([*ranges, goal], _one_range)
         assert to_bv.width == 7
         solver = z3.SolverFor("QF_BV")
         solver.add(*(to_bv(c) for c in [*ranges, goal]))
@@ -149,7 +153,7 @@ def test_the_bit_vector_width_holds_every_term():
             (v, z3.IntVal(n)) for v, n in values.items()))))
     # -1 < 0 must stay true: a translation with unsigned comparisons would call it false.
     solver = z3.SolverFor("QF_BV")
-    to_bv = _BitVectors.fitting(-1, 31, [x < 0])
+    to_bv = _BitVectors.fitting([x < 0], _one_range)
     solver.add(to_bv(z3.And(x == -1, x < 0)))
     assert solver.check() == z3.sat
 
@@ -157,4 +161,4 @@ def test_the_bit_vector_width_holds_every_term():
 def test_a_term_that_may_not_fit_the_width_is_refused():
     x, y = z3.Int("x"), z3.Int("y")
     with pytest.raises(ValueError, match="6-bit range"):
-        _BitVectors(-1, 31, 6)(x + y == 62)
+        _BitVectors(6, _one_range)(x + y == 62)
