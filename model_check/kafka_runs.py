@@ -38,7 +38,7 @@ class KafkaRun:
 
 def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "all",
               cluster_args: tuple[str, ...] = (), seed: int = 1,
-              start_timeout_s: float = 60) -> KafkaRun:
+              start_timeout_s: float = 60, until_ms: int | None = None) -> KafkaRun:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
@@ -51,7 +51,8 @@ def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
     try:
         lines = _wait_for_bootstrap(proc, start_timeout_s, err_path)
-        told = [run_client(client, run_dir, (k + 1) * CLIENT_VALUE_BASE, count, acks)
+        told = [run_client(client, run_dir, (k + 1) * CLIENT_VALUE_BASE, count, acks,
+                           until_ms)
                 for k, client in enumerate(clients)]
     finally:
         if proc.poll() is None:

@@ -118,19 +118,28 @@ def test_three_clients_under_broker_crashes_lose_nothing(tmp_path):
 PARTITION_LEADER = ("--brokers", "3", "--partitions", "1", "--fault", "1000:partition:b0:4000")
 
 
+def _sends_during_partition(run_dir) -> int:
+    lines = [json.loads(line) for line in (run_dir / "kafka-python.ndjson").open()]
+    return sum(1 for r in lines if r.get("f") == "send" and r.get("type") == "invoke"
+               and 1_000 <= r["time_ms"] <= 5_000)
+
+
 @pytest.mark.slow
 def test_acks_1_loses_writes_to_a_partitioned_leader_and_acks_all_does_not(tmp_path):
     # Broker 0 leads p0 and is cut off from the other brokers and the metadata store for 4 s
     # (Kafka clients still reach it). It goes on acknowledging acks=1 writes while broker 1 is
-    # elected; when it learns, it truncates them (B10 in docs/protocol.md).
+    # elected; when it learns, it truncates them (B10 in docs/protocol.md). The sends are spread
+    # up to 3.5 s so that they overlap the partition on a fast machine and a loaded one alike.
     lossy = kafka_run(tmp_path / "acks1", ("kafka-python",), count=20_000, acks="1",
-                      cluster_args=(*PARTITION_LEADER, "--unclean"))
+                      cluster_args=(*PARTITION_LEADER, "--unclean"), until_ms=3_500)
+    assert _sends_during_partition(tmp_path / "acks1") > 0
     assert lossy.history.lost["1"] > 0
     assert lossy.history.counts["lost-write"] == lossy.history.lost["1"]
     assert lossy.replay.verdict == "accepted", lossy.replay.divergence
     assert "AckedWritesDurable" in {name for name, _ in lossy.replay.invariant_violations}
     safe = kafka_run(tmp_path / "acksall", ("kafka-python",), count=8_000, acks="all",
-                     cluster_args=PARTITION_LEADER)
+                     cluster_args=PARTITION_LEADER, until_ms=3_500)
+    assert _sends_during_partition(tmp_path / "acksall") > 0
     assert safe.history.acked["all"] > 0
     assert safe.history.lost == {"1": 0, "all": 0}
     assert safe.replay.verdict == "accepted", safe.replay.divergence

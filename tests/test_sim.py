@@ -17,6 +17,7 @@ from impl.protocol.messages import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
+    AlterIsr,
     AlterIsrResponse,
     Fetch,
     FetchResponse,
@@ -240,6 +241,29 @@ def test_ack_after_the_isr_shrank_below_min_isr_is_not_enough_replicas_after_app
         (Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND, {})]
     assert replies(effects, ProduceResponse)[0].results == (
         (7, 0, NOT_ENOUGH_REPLICAS_AFTER_APPEND),)
+
+
+def test_an_isr_change_lost_on_a_cut_link_is_sent_again_after_the_request_timeout():
+    # A partition drops frames without breaking the connection, so no disconnect tells the
+    # leader its AlterIsr is lost. Until the answer comes the partition defers every input, a
+    # client's writes included: without a retry it would wait forever.
+    core = leader_core(isr=(0, 1))
+    core.on_timer(1200)
+    alter = core.replicas[0].alter
+    assert alter is not None and alter.isr == (0,)
+    core.on_message(1300, "producer", "p:m1", Produce(0, (7,), (b"",), "1"))
+    assert core.replicas[0].leo == 0  # deferred behind the ISR change
+    timeout = ClusterConfig().request_timeout_ms
+    assert core.next_deadline() <= 1200 + timeout
+    assert [e for e in core.on_timer(1200 + timeout - 1) if isinstance(e, Send)
+            and isinstance(e.message, AlterIsr)] == []
+    resent = [e for e in core.on_timer(1200 + timeout) if isinstance(e, Send)
+              and isinstance(e.message, AlterIsr)]
+    assert [(e.dst, e.message) for e in resent] == [("meta", alter)]
+    effects = core.on_message(1200 + timeout + 5, "meta", "meta:m1", AlterIsrResponse(
+        alter.request_id, 0, "NONE", 0, 0, (0,), 1))
+    assert core.replicas[0].isr == (0,) and core.replicas[0].leo == 1
+    assert replies(effects, ProduceResponse)[0].results == ((7, 0, "NONE"),)
 
 
 @pytest.mark.parametrize("epoch, code", [(-1, FENCED_LEADER_EPOCH), (3, UNKNOWN_LEADER_EPOCH)])

@@ -2,11 +2,16 @@
 reads every partition from offset 0, and writes what it was told as a client history.
 
     python -m impl.kafka.clients CLIENT --run-dir DIR [--first V] [--count N] [--acks all|1]
+                                 [--until-ms T]
 
 CLIENT is kafka-python, confluent-kafka or aiokafka. The cluster is `isrlab cluster tcp` with
 Kafka served (its run directory holds `kafka.json`: bootstrap servers, topic, partitions and the
 run's time 0). The history goes to `DIR/<client>.ndjson` in the trace format (docs/traces.md),
 so `isrlab replay DIR` and the history checker read it beside the brokers' traces.
+
+With `--until-ms T` the sends are spread evenly up to time T of the run's clock (so writes
+overlap a scripted fault whatever the machine's speed); without it they go as fast as the client
+takes them.
 
 Record i carries the decimal value `first + i` (the broker takes a decimal value as the write's
 number, impl/kafka/door.py) and goes to partition `value % partitions`. An acknowledgement is
@@ -34,7 +39,7 @@ READ_IDLE_S = 3.0  # reading stops once nothing new came for this long (and ever
 class History:
     """History lines of one client process, timed on the run's clock."""
 
-    def __init__(self, run_dir: Path, client: str, acks: str):
+    def __init__(self, run_dir: Path, client: str, acks: str, until_ms: int | None = None):
         info = json.loads((run_dir / "kafka.json").read_text(encoding="utf-8"))
         self.info = info
         self.start_ms = info["start_ms"]
@@ -42,6 +47,19 @@ class History:
         self.process = client
         self.trace = FileTrace(client, info["header"], run_dir / f"{client}.ndjson")
         self.outcome: dict[int, str] = {}
+        self.until_ms = until_ms
+        self.first_send_ms: int | None = None
+
+    def wait_s(self, k: int, count: int) -> float:
+        """How long to wait before the k-th of `count` sends so that they spread evenly up to
+        `until_ms` (0 when not spreading, or when behind)."""
+        if self.until_ms is None:
+            return 0.0
+        now = self.now()
+        if self.first_send_ms is None:
+            self.first_send_ms = now
+        due = self.first_send_ms + (self.until_ms - self.first_send_ms) * k / count
+        return max(0.0, (due - now) / 1000)
 
     def now(self) -> int:
         return time.time_ns() // 1_000_000 - self.start_ms
@@ -95,7 +113,8 @@ def run_kafka_python(h: History, values: list[tuple[int, int]], topic: str) -> N
     producer = KafkaProducer(bootstrap_servers=servers, acks=-1 if h.acks == "all" else 1,
                              request_timeout_ms=10_000, retries=5, linger_ms=5)
     futures = []
-    for p, value in values:
+    for k, (p, value) in enumerate(values):
+        time.sleep(h.wait_s(k, len(values)))
         h.invoke(p, value)
         future = producer.send(topic, str(value).encode(), partition=p)
         futures.append((p, value, future))
@@ -140,7 +159,8 @@ def run_confluent_kafka(h: History, values: list[tuple[int, int]], topic: str) -
         else:
             h.done(msg.partition(), _value(msg.value()), None, str(err))
 
-    for p, value in values:
+    for k, (p, value) in enumerate(values):
+        time.sleep(h.wait_s(k, len(values)))
         h.invoke(p, value)
         while True:
             try:
@@ -179,7 +199,8 @@ async def _aiokafka(h: History, values: list[tuple[int, int]], topic: str) -> No
                                 request_timeout_ms=10_000, linger_ms=5)
     await producer.start()
     pending = []
-    for p, value in values:
+    for k, (p, value) in enumerate(values):
+        await asyncio.sleep(h.wait_s(k, len(values)))
         h.invoke(p, value)
         pending.append((p, value, await producer.send(topic, str(value).encode(), partition=p)))
     for p, value, future in pending:
@@ -208,13 +229,15 @@ RUNNERS = {"kafka-python": run_kafka_python, "confluent-kafka": run_confluent_ka
            "aiokafka": run_aiokafka}
 
 
-def run_client(client: str, run_dir: Path, first: int, count: int, acks: str) -> dict:
-    """Produce `count` values from `first`, read everything back, write the history; return
-    counts of what the client was told."""
+def run_client(client: str, run_dir: Path, first: int, count: int, acks: str,
+               until_ms: int | None = None) -> dict:
+    """Produce `count` values from `first` (spread up to `until_ms` on the run's clock, when
+    given), read everything back, write the history; return counts of what the client was
+    told."""
     # The clients log every retry under faults; what they were told is in the history.
     for name in ("kafka", "aiokafka"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    h = History(Path(run_dir), client, acks)
+    h = History(Path(run_dir), client, acks, until_ms)
     partitions = h.info["partitions"]
     values = [(v % partitions, v) for v in range(first, first + count)]
     try:
@@ -234,13 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=1_000_000)
     p.add_argument("--count", type=int, default=1_000)
     p.add_argument("--acks", choices=("all", "1"), default="all")
+    p.add_argument("--until-ms", type=int, default=None,
+                   help="spread the sends evenly up to this time of the run's clock")
     args = p.parse_args(argv)
     if not (Path(args.run_dir) / "kafka.json").is_file():
         print(f"impl.kafka.clients: {args.run_dir}/kafka.json: not found (start the cluster "
               "with isrlab cluster tcp --duration 0 first)", file=sys.stderr)
         return 2
     print(json.dumps(run_client(args.client, Path(args.run_dir), args.first, args.count,
-                                args.acks)))
+                                args.acks, args.until_ms)))
     return 0
 
 

@@ -699,7 +699,7 @@ class BrokerCore:
         if hw_moved:
             effects += self._after_hw_moved(r, now)
         if r.alter is None:
-            effects += self._maybe_expand_isr(r, follower)
+            effects += self._maybe_expand_isr(r, now, follower)
         return effects
 
     def _fetch_slice(self, r: Replica, offset: int) -> tuple:
@@ -770,7 +770,7 @@ class BrokerCore:
                 return self._alter_isr(r, now, isr, follower, expand=False)
         return []
 
-    def _maybe_expand_isr(self, r: Replica, follower: int) -> list:
+    def _maybe_expand_isr(self, r: Replica, now: int, follower: int) -> list:
         if follower in r.isr or r.leader != self.broker:
             return []
         remote = r.remote_leo[follower]
@@ -780,14 +780,17 @@ class BrokerCore:
             if remote < r.epoch_start(r.leader_epoch):
                 return []
         isr = tuple(sorted((*r.isr, follower)))
-        return self._alter_isr(r, 0, isr, follower, expand=True)
+        return self._alter_isr(r, now, isr, follower, expand=True)
 
     def _alter_isr(self, r: Replica, now: int, isr, follower: int, expand: bool) -> list:
         self._alter_seq = getattr(self, "_alter_seq", 0) + 1
         r.alter = AlterIsr(f"{self.node}/{self.broker_epoch}/{self._alter_seq}", r.partition,
                            self.broker, r.leader_epoch, r.partition_epoch, isr, follower,
                            r.remote_broker_epoch[follower], expand)
-        r.alter_retry_at = NEVER
+        # Sent again after a request timeout: a request dropped on a cut link breaks no
+        # connection, and the partition would wait for its answer forever. The store answers a
+        # request id it has committed with the same response, so a repeat changes nothing.
+        r.alter_retry_at = now + self.config.request_timeout_ms
         return [Send(META, r.alter)]
 
     def _handle_alter_response(self, r: Replica, now: int, m: AlterIsrResponse) -> list:
