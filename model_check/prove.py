@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,16 +155,19 @@ def _violation_any(shape: sym.Shape, names, s: sym.SState, w) -> z3.BoolRef:
 
 
 class _BitVectors:
-    """The BMC formula's integer terms as signed bit-vectors of one width, for an incremental
-    SAT-based solver (Z3's QF_BV solver keeps what it learnt at one depth for the next).
+    """The BMC formula's integer terms as signed bit-vectors, for an incremental SAT-based
+    solver (Z3's QF_BV solver keeps what it learnt at one depth for the next).
 
-    The translation is exact when no integer term can leave the width's range. Every integer
-    variable the formula mentions lies in a range its own constraints assert (`bounds`, by
-    name: `_leaf_range`, and the selectors'), so each term's interval follows from its
-    operands' (+, -, If); `fitting` finds the widest, and translating a term whose interval
-    does not fit raises instead of wrapping around. BMC translates one step and one violation
-    and renames them per depth: a renaming maps each variable to one with the same range, so
-    the intervals hold at every depth.
+    The translation is exact when no integer term can leave its bit-vector's range. Every
+    integer variable the formula mentions lies in a range its own constraints assert (`bounds`,
+    by name: `_leaf_range`, and the selectors'), so each term's interval follows from its
+    operands' (+, -, If), and each term gets the narrowest signed width that holds its interval:
+    a broker id needs 2 bits where an error code needs 8, and the SAT core sees a circuit that
+    small. Operands are sign-extended to a comparison's wider side; a sum is computed at its
+    own width (two's complement arithmetic is exact modulo 2^w, and the true sum fits). No
+    term may need more than `width` bits: one that might raises instead of wrapping around.
+    BMC translates one step and one violation and renames them per depth: a renaming maps each
+    variable to one with the same range, so the widths and intervals hold at every depth.
     """
 
     def __init__(self, width: int, bounds: Callable[[str], tuple[int, int]]):
@@ -174,13 +178,12 @@ class _BitVectors:
 
     @classmethod
     def fitting(cls, formulas: list, bounds: Callable[[str], tuple[int, int]]) -> _BitVectors:
-        """The narrowest translation whose width holds every integer term of `formulas`."""
+        """A translation whose `width` is the widest term of `formulas` needs."""
         probe = cls(64, bounds)
         for f in formulas:
             probe.intervals(f)
-        widest = max(max(-lo, hi) for _, _, (lo, hi) in
-                     (m for m in probe.memo.values() if m[2] is not None))
-        fitted = cls(widest.bit_length() + 1, bounds)
+        widest = max(_signed_width(m[2]) for m in probe.memo.values() if m[2] is not None)
+        fitted = cls(widest, bounds)
         fitted.memo = probe.memo  # the intervals stay valid; the translations follow
         return fitted
 
@@ -211,8 +214,7 @@ class _BitVectors:
             interval = self._interval(x, [p[2] for p in parts])
             if interval is not None and not -self.top - 1 <= interval[0] <= interval[1] <= self.top:
                 raise ValueError(f"BMC: {x} may leave the {self.width}-bit range")
-            memo[x.get_id()] = (x, self._build(x, [p[1] for p in parts]) if build else None,
-                                interval)
+            memo[x.get_id()] = (x, self._build(x, parts, interval) if build else None, interval)
         return memo[e.get_id()]
 
     def _interval(self, x, inner: list) -> tuple[int, int] | None:
@@ -234,23 +236,50 @@ class _BitVectors:
             return min(inner[1][0], inner[2][0]), max(inner[1][1], inner[2][1])
         raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
 
-    def _build(self, x, a: list):
+    def _build(self, x, parts: list, interval):
         kind = x.decl().kind()
+        width = None if interval is None else _signed_width(interval)
         if z3.is_int_value(x):
-            return z3.BitVecVal(x.as_long(), self.width)
+            return z3.BitVecVal(x.as_long(), width)
         if kind == z3.Z3_OP_UNINTERPRETED:
             name = x.decl().name()
             if name not in self.vars:
-                self.vars[name] = z3.BitVec(name, self.width) if z3.is_int(x) else x
+                self.vars[name] = z3.BitVec(name, width) if z3.is_int(x) else x
             return self.vars[name]
         if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
             return x
         build = _BUILDERS.get(kind)
         if build is None:
             raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
+        a = [p[1] for p in parts]
+        if kind in _ARITHMETIC:
+            a = [_resized(v, width) for v in a]  # modulo 2^width: exact, the result fits
+        elif kind == z3.Z3_OP_ITE and width is not None:
+            a = [a[0], _resized(a[1], width), _resized(a[2], width)]
+        elif parts and parts[0][2] is not None:  # a comparison of integers
+            common = max(v.size() for v in a)
+            a = [_resized(v, common) for v in a]
         return build(*a)
 
 
+def _signed_width(interval: tuple[int, int]) -> int:
+    """The fewest bits of a signed bit-vector that holds every value of `interval`."""
+    low, high = interval
+    return max((-low - 1).bit_length() if low < 0 else 0, high.bit_length() if high > 0 else 0) + 1
+
+
+def _resized(v, width: int):
+    """`v` sign-extended to `width` bits, or cut to its low `width` bits (used only where the
+    value is needed modulo 2^width)."""
+    size = v.size()
+    if size < width:
+        return z3.SignExt(width - size, v)
+    if size > width:
+        return z3.Extract(width - 1, 0, v)
+    return v
+
+
+_ARITHMETIC = frozenset({z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS})
 # Signed comparisons (z3's <, <= on bit-vectors are signed).
 _BUILDERS = {
     z3.Z3_OP_ADD: lambda *xs: functools.reduce(operator.add, xs),
@@ -301,20 +330,70 @@ def int_range(config: Config, depth: int) -> tuple[int, int]:
     return -1, (1 << top.bit_length()) - 1
 
 
-def _leaf_range(name: str, low: int, high: int) -> tuple[int, int]:
-    """The range BMC asserts for an integer variable of a state or step: a fetch slot's error
-    holds one of the encoding's error codes, every other integer lies in [low, high]."""
-    if name.endswith(".error"):
-        return 0, max(sym.ERRORS.values())
+# The kinds of a state's integer fields, by the field's name (without array index or slot
+# number): each kind holds values from a range of its own (`_leaf_range`).
+_FIELD_KINDS = {
+    **dict.fromkeys(("c_leader", "leader", "hist_leader", "produce"), "broker"),
+    **dict.fromkeys(("log_len", "hw", "flushed", "cache_start", "remote_leo", "fetch_offset",
+                     "high_watermark", "end_offset", "rec_count", "value_offset"), "offset"),
+    **dict.fromkeys(("log_value", "rec_value", "purgatory_value", "next_value"), "value"),
+    **dict.fromkeys(("c_epoch", "leader_epoch", "cache_epoch", "log_epoch", "rec_epoch",
+                     "hist_epoch", "last_fetched_epoch", "current_leader_epoch", "epoch"),
+                    "leader_epoch"),
+    **dict.fromkeys(("c_pe", "partition_epoch"), "partition_epoch"),
+    "crashes": "crashes", "expiries": "expiries", "drops": "drops", "ticks": "ticks",
+    "unclean": "unclean", "lag": "lag", "kind": "kind", "error": "error",
+    "cache_len": "cache_len",
+}
+_STATE_PREFIX = re.compile(r"^(s\d+|t|t')\.")
+_FIELD = re.compile(r"(\[[^]]*\]|\d+)$")
+
+
+def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, int]]:
+    """The range of each kind of state field in bounded mode, within [low, high].
+
+    - A broker id is one of the brokers, or -1 (no leader, no request).
+    - A log holds each value once and values are 1..max.records, so offsets, lengths and HWs
+      are at most max.records; the next value is max.records + 1 at most.
+    - Leader epochs stay below max.leader.epochs (the controller's guards); partition epochs
+      below the shape's count of them (see `Shape.cells`).
+    - The counters stop at their bounds; lag at replica.lag.time.max.ticks + 1; unclean
+      elections each start a leader epoch; a fetch slot's kind is < 7 and its error one of the
+      encoding's codes; an epoch cache has at most its slots.
+    Fields of other kinds (broker epochs, the step's arguments) keep [low, high]. A test checks
+    every state the explorer reaches at small bounds against these ranges."""
+    c = shape.config
+    raw = {
+        "broker": (-1, shape.n - 1), "offset": (-1, c.max_records),
+        "value": (-1, c.max_records + 1), "leader_epoch": (-1, c.max_leader_epochs - 1),
+        "partition_epoch": (-1, shape.cells("pe") - 1), "crashes": (0, c.max_crashes),
+        "expiries": (0, c.max_session_expiries), "drops": (0, c.max_message_drops),
+        "ticks": (0, c.max_ticks), "unclean": (0, c.max_leader_epochs),
+        "lag": (-1, c.replica_lag_time_max_ticks + 1), "kind": (0, 6),
+        "error": (0, max(sym.ERRORS.values())), "cache_len": (0, shape.cache_slots),
+    }
+    out = {kind: (max(lo, low), min(hi, high)) for kind, (lo, hi) in raw.items()}
+    out["error"] = raw["error"]  # codes, not quantities: Kafka's numbers
+    return out
+
+
+def _leaf_range(name: str, kinds: dict[str, tuple[int, int]], low: int,
+                high: int) -> tuple[int, int]:
+    """The range BMC asserts for an integer variable: a state field's kind's (`kind_ranges`),
+    [low, high] for anything else (a step's arguments)."""
+    if _STATE_PREFIX.match(name):
+        kind = _FIELD_KINDS.get(_FIELD.sub("", name.rsplit(".", 1)[-1]))
+        if kind is not None:
+            return kinds[kind]
     return low, high
 
 
-def _int_bounds(x, low: int, high: int) -> list[z3.BoolRef]:
+def _int_bounds(x, kinds: dict[str, tuple[int, int]], low: int, high: int) -> list[z3.BoolRef]:
     """Every integer leaf of `x` within its `_leaf_range`."""
     out = []
     for leaf in sym._leaves(x):
         if z3.is_int(leaf) and not z3.is_int_value(leaf):
-            lo, hi = _leaf_range(str(leaf), low, high)
+            lo, hi = _leaf_range(str(leaf), kinds, low, high)
             out.append(z3.And(lo <= leaf, leaf <= hi))
     return out
 
@@ -406,12 +485,13 @@ class _Unrolling:
         self.shape = sym.make_shape(config, bounded=True, pe_limit=depth)
         self.table = sym.action_table(self.shape)
         self.low, self.high = int_range(config, depth)
+        self.kinds = kind_ranges(self.shape, self.low, self.high)
         self.pairs = independent_pairs(self.shape, self.table)
         self.states = [sym.fresh_state(self.shape, "s0.")]
         self.selectors: list = []
         self.args: list = []
         start = [sym.initial(self.shape, self.states[0]),
-                 *_int_bounds(self.states[0], self.low, self.high)]
+                 *_int_bounds(self.states[0], self.kinds, self.low, self.high)]
         # A step and a violation are built once over placeholder variables, translated once,
         # and renamed per depth (Z3's substitute): building and translating them from the
         # action table per step was most of a small run's time.
@@ -420,7 +500,8 @@ class _Unrolling:
         w, broken = z3.Int("t_w"), z3.Bool("t_violation")
         step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
                       0 <= sel, sel < len(self.table),
-                      *_int_bounds(post, self.low, self.high), *_int_bounds(a, self.low, self.high))
+                      *_int_bounds(post, self.kinds, self.low, self.high),
+                      *_int_bounds(a, self.kinds, self.low, self.high))
         violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
         self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds)
@@ -453,7 +534,7 @@ class _Unrolling:
         (`0 <= sel < len(table)` in the step), every other integer has its `_leaf_range`."""
         if name == "t_act" or name.startswith("act"):
             return 0, len(self.table) - 1
-        return _leaf_range(name, self.low, self.high)
+        return _leaf_range(name, self.kinds, self.low, self.high)
 
     def _bv(self, *parts) -> list:
         return [self.to_bv(v) for v in _variables(*parts)]

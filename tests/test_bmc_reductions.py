@@ -2,6 +2,9 @@
 
 - `int_range`: every integer of every state within d steps lies in `int_range(config, d)`.
   The bit-vector translation is exact only then (a value outside would be cut off).
+- `kind_ranges`: every state reached has a symbolic representative whose fields lie in the
+  ranges of their kinds (a broker id in [-1, n-1], an offset in [-1, max.records], ...). BMC
+  asserts them of every state, so a reachable state outside them would be missed.
 - `independent_pairs`: two action instances called independent commute in the spec: from any
   state where both are enabled, either order is enabled and ends in the same state. The
   normal-form constraints drop every run that is not the smallest of its class, which keeps
@@ -22,7 +25,14 @@ import z3
 
 from model_check import symbolic as sym
 from model_check.model import state_to_json
-from model_check.prove import _BitVectors, _IntModel, independent_pairs, int_range
+from model_check.prove import (
+    _BitVectors,
+    _int_bounds,
+    _IntModel,
+    independent_pairs,
+    int_range,
+    kind_ranges,
+)
 from spec import VARIANTS, Config, initial_state, step
 from spec.actions import NotEnabled, successors
 
@@ -82,6 +92,72 @@ def test_the_range_check_can_fail():
     # -1 (no leader, unknown) occurs in every run, and counters pass 3 on long walks.
     bad = _out_of_range(CONFIGS["wide"], lambda config, depth: (0, 3))
     assert any(v == -1 for _, v in bad) and any(v > 3 for _, v in bad)
+
+
+def _reachable(config: Config, max_depth: int):
+    """(depth, state) for every state within `max_depth` steps, breadth first."""
+    seen = {initial_state(config)}
+    level, depth = list(seen), 0
+    while level and depth <= max_depth:
+        for state in level:
+            yield depth, state
+        nxt = []
+        for state in level:
+            for _, succ in successors(config, state):
+                if succ not in seen:
+                    seen.add(succ)
+                    nxt.append(succ)
+        level, depth = nxt, depth + 1
+
+
+def _outside_kinds(config: Config, states, adjust=lambda kinds: kinds) -> list:
+    """The states (depth, state) with no symbolic representative inside `kind_ranges` at
+    their depth (BMC to depth d asserts the ranges for d of every state)."""
+    solvers, bad = {}, []
+    for depth, state in states:
+        if depth not in solvers:
+            shape = sym.make_shape(config, bounded=True, pe_limit=max(depth, 1))
+            low, high = int_range(config, depth)
+            s = sym.fresh_state(shape, f"s{depth}.")
+            solver = z3.Solver()
+            solver.add(*_int_bounds(s, adjust(kind_ranges(shape, low, high)), low, high))
+            solvers[depth] = (shape, s, solver)
+        shape, s, solver = solvers[depth]
+        try:
+            stands_for = sym.represent(shape, state, s)
+        except sym.NotRepresentable:
+            continue
+        solver.push()
+        solver.add(stands_for)
+        if solver.check() != z3.sat:
+            bad.append((depth, state))
+        solver.pop()
+    return bad
+
+
+B1 = Config(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
+            log_flush_interval_messages=1, variant=VARIANTS["hw-truncation"])
+
+
+def test_every_reachable_state_lies_in_the_field_ranges():
+    # Every state B1's query reaches (the bench's BMC to depth 13: 6,225 states), and random
+    # walks of wider bounds.
+    states = list(_reachable(B1, 13))
+    assert len(states) == 6_225
+    assert _outside_kinds(B1, states) == []
+    for config in CONFIGS.values():
+        assert _outside_kinds(config, ((d, s) for d, s, _ in _walks(config, seed=7, walks=10,
+                                                                     steps=30))) == []
+
+
+def test_the_field_range_check_can_fail():
+    # Without -1 among broker ids no state has a representative (a value with no produce
+    # request in flight maps to -1); with offsets one short, a full log has none.
+    states = list(_reachable(B1, 5))
+    no_broker = _outside_kinds(B1, states, lambda k: {**k, "broker": (0, k["broker"][1])})
+    assert len(no_broker) == len(states)
+    full = _outside_kinds(B1, states, lambda k: {**k, "offset": (-1, k["offset"][1] - 1)})
+    assert any(len(s.replicas[0][0].log) == B1.max_records for _, s in full)
 
 
 def _commutes(config: Config, state, a, b) -> bool:
