@@ -3,7 +3,7 @@
 Both directions, so the two descriptions cannot drift apart silently:
 - accept: for a state s reached by a random walk and every enabled action a, the relation of
   a's instance, with a's arguments pinned, relates (a symbolic state representing) s to
-  step(s, a);
+  step(s, a), with every integer inside the ranges BMC asserts (`kind_ranges`, `int_range`);
 - reject: for s and a state s2 that is not a successor of s (another state of the walk or of
   another walk), no action instance relates s to s2.
 
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model_check import symbolic as sym
-from model_check.prove import _step_relation
+from model_check.prove import _int_bounds, _step_relation, int_range, kind_ranges
 from spec import VARIANTS, Config, initial_state
 from spec.actions import successors
 
@@ -73,6 +73,10 @@ def test_relation_agrees_with_step(config, rnd):
     table = sym.action_table(shape)
     pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
     a = sym.fresh_args(shape, "a.")
+    low, high = int_range(config, WALK_STEPS_MAX)
+    kinds = kind_ranges(shape, low, high)
+    in_range = [*_int_bounds(pre, kinds, low, high), *_int_bounds(post, kinds, low, high),
+                *_int_bounds(a, kinds, low, high)]
     walk = []
     while sum(len(succ) for _, succ in walk) < ACCEPTS_PER_EXAMPLE:
         walk += _walk(config, rnd, WALK_STEPS_MAX)  # walks can dead-end: take another
@@ -86,7 +90,7 @@ def test_relation_agrees_with_step(config, rnd):
             relations[key] = sym.relation(shape, inst, pre, post, a)
         solver = z3.Solver()
         solver.add(sym.represent(shape, s, pre), sym.represent(shape, nxt, post),
-                   *sym.pin_args(a, action), relations[key])
+                   *sym.pin_args(a, action), relations[key], *in_range)
         assert solver.check() == z3.sat, f"{config.variant.name}: relation rejects {action}"
         Counter.accepted += 1
     # Reject: pairs (s, s2) where s2 is a state of the walk that is not a successor of s.
