@@ -62,6 +62,24 @@ def test_bmc_finds_b10_at_the_explorers_depth_and_the_trace_replays(b10_found):
     assert [name for name, _ in violations(B10, state)] == ["AckedWritesDurable"]
 
 
+@pytest.mark.slow
+def test_bmc_finds_b1_at_the_explorers_depth():
+    # B1 (a follower truncates to its HW and loses a committed record), every write flushed:
+    # the explorer's shortest violation is 13 steps. The bit-vector widths and the ranges per
+    # kind of field BMC asserts must keep it (tests/test_bmc_reductions.py checks the ranges).
+    b1 = _config("hw-truncation", log_flush_interval_messages=1)
+    shortest = explore(KafkaModel(b1))
+    found = bmc(b1, 13)
+    assert (found.result, found.invariant) == ("violation", "NoCommittedDataLoss")
+    assert found.depth == shortest.depth == 13
+    assert [q.answer for q in found.queries] == ["unsat"] * 13 + ["sat"]
+    state = initial_state(b1)
+    for item in found.trace[1:]:
+        state = step(b1, state, actions.ACTIONS_BY_NAME[item.action](**item.args))
+        assert state == item.state
+    assert "NoCommittedDataLoss" in [name for name, _ in violations(b1, state)]
+
+
 def test_bmc_reports_no_violation_below_the_shortest_depth():
     found = bmc(B10, 4)
     assert (found.result, found.depth) == ("proved", 4)
