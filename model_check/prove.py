@@ -341,6 +341,7 @@ _FIELD_KINDS = {
                      "hist_epoch", "last_fetched_epoch", "current_leader_epoch", "epoch"),
                     "leader_epoch"),
     **dict.fromkeys(("c_pe", "partition_epoch"), "partition_epoch"),
+    **dict.fromkeys(("broker_epoch", "registered", "remote_be"), "broker_epoch"),
     "crashes": "crashes", "expiries": "expiries", "drops": "drops", "ticks": "ticks",
     "unclean": "unclean", "lag": "lag", "kind": "kind", "error": "error",
     "cache_len": "cache_len",
@@ -357,16 +358,20 @@ def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, i
       are at most max.records; the next value is max.records + 1 at most.
     - Leader epochs stay below max.leader.epochs (the controller's guards); partition epochs
       below the shape's count of them (see `Shape.cells`).
+    - A broker's epoch starts at 0 and grows at each registration after a failure, and every
+      failure is a crash or a session expiry; -1 is "unknown" or "not registered".
     - The counters stop at their bounds; lag at replica.lag.time.max.ticks + 1; unclean
       elections each start a leader epoch; a fetch slot's kind is < 7 and its error one of the
       encoding's codes; an epoch cache has at most its slots.
-    Fields of other kinds (broker epochs, the step's arguments) keep [low, high]. A test checks
-    every state the explorer reaches at small bounds against these ranges."""
+    The step's arguments keep [low, high]. A test checks every state the explorer reaches at
+    small bounds against these ranges."""
     c = shape.config
     raw = {
         "broker": (-1, shape.n - 1), "offset": (-1, c.max_records),
         "value": (-1, c.max_records + 1), "leader_epoch": (-1, c.max_leader_epochs - 1),
-        "partition_epoch": (-1, shape.cells("pe") - 1), "crashes": (0, c.max_crashes),
+        "partition_epoch": (-1, shape.cells("pe") - 1),
+        "broker_epoch": (-1, c.max_crashes + c.max_session_expiries),
+        "crashes": (0, c.max_crashes),
         "expiries": (0, c.max_session_expiries), "drops": (0, c.max_message_drops),
         "ticks": (0, c.max_ticks), "unclean": (0, c.max_leader_epochs),
         "lag": (-1, c.replica_lag_time_max_ticks + 1), "kind": (0, 6),
