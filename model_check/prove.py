@@ -347,6 +347,12 @@ _FIELD_KINDS = {
     "cache_len": "cache_len",
 }
 _STATE_PREFIX = re.compile(r"^(s\d+|t|t')\.")
+# A step's arguments (`sym.StepArgs`), named `a<d>.` per depth and `ta.` in the placeholder
+# step: the same kinds as the fields they are compared with or written to.
+_ARG_KINDS = {"leader_epoch": "leader_epoch", "partition_epoch": "partition_epoch",
+              "value": "value", "offset": "offset", "witness": "offset", "boundary": "offset",
+              "boundary_count": "cache_len"}
+_ARG_PREFIX = re.compile(r"^(a\d*|ta)\.")
 _FIELD = re.compile(r"(\[[^]]*\]|\d+)$")
 
 
@@ -363,8 +369,9 @@ def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, i
     - The counters stop at their bounds; lag at replica.lag.time.max.ticks + 1; unclean
       elections each start a leader epoch; a fetch slot's kind is < 7 and its error one of the
       encoding's codes; an epoch cache has at most its slots.
-    The step's arguments keep [low, high]. A test checks every state the explorer reaches at
-    small bounds against these ranges."""
+    A step's arguments take the kinds of the fields they stand for (`_ARG_KINDS`). A test
+    checks every state the explorer reaches at small bounds against these ranges, and the
+    differential test every transition it draws, arguments included."""
     c = shape.config
     raw = {
         "broker": (-1, shape.n - 1), "offset": (-1, c.max_records),
@@ -384,13 +391,12 @@ def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, i
 
 def _leaf_range(name: str, kinds: dict[str, tuple[int, int]], low: int,
                 high: int) -> tuple[int, int]:
-    """The range BMC asserts for an integer variable: a state field's kind's (`kind_ranges`),
-    [low, high] for anything else (a step's arguments)."""
-    if _STATE_PREFIX.match(name):
-        kind = _FIELD_KINDS.get(_FIELD.sub("", name.rsplit(".", 1)[-1]))
-        if kind is not None:
-            return kinds[kind]
-    return low, high
+    """The range BMC asserts for an integer variable: its kind's (`kind_ranges`) for a state's
+    field or a step's argument, [low, high] for anything else."""
+    table = (_FIELD_KINDS if _STATE_PREFIX.match(name) else
+             _ARG_KINDS if _ARG_PREFIX.match(name) else {})
+    kind = table.get(_FIELD.sub("", name.rsplit(".", 1)[-1]))
+    return kinds[kind] if kind is not None else (low, high)
 
 
 def _int_bounds(x, kinds: dict[str, tuple[int, int]], low: int, high: int) -> list[z3.BoolRef]:
