@@ -170,20 +170,22 @@ class _BitVectors:
     variable to one with the same range, so the widths and intervals hold at every depth.
     """
 
-    def __init__(self, width: int, bounds: Callable[[str], tuple[int, int]]):
-        self.width, self.bounds = width, bounds
+    def __init__(self, width: int, bounds: Callable[[str], tuple[int, int]],
+                 choices: Callable[[str], int | None] = lambda name: None):
+        self.width, self.bounds, self.choices = width, bounds, choices
         self.top = (1 << (width - 1)) - 1
         self.memo: dict[int, tuple] = {}  # term id -> (term: keeps the id alive, bv, interval)
         self.vars: dict[str, z3.ExprRef] = {}  # a variable's name -> its translation
 
     @classmethod
-    def fitting(cls, formulas: list, bounds: Callable[[str], tuple[int, int]]) -> _BitVectors:
+    def fitting(cls, formulas: list, bounds: Callable[[str], tuple[int, int]],
+                choices: Callable[[str], int | None] = lambda name: None) -> _BitVectors:
         """A translation whose `width` is the widest term of `formulas` needs."""
-        probe = cls(64, bounds)
+        probe = cls(64, bounds, choices)
         for f in formulas:
             probe.intervals(f)
         widest = max(_signed_width(m[2]) for m in probe.memo.values() if m[2] is not None)
-        fitted = cls(widest, bounds)
+        fitted = cls(widest, bounds, choices)
         fitted.memo = probe.memo  # the intervals stay valid; the translations follow
         return fitted
 
@@ -248,6 +250,10 @@ class _BitVectors:
             return self.vars[name]
         if kind in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
             return x
+        if kind in (z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT) and len(parts) == 2:
+            chosen = self._choice(x)
+            if chosen is not None:
+                return chosen if kind == z3.Z3_OP_EQ else z3.Not(chosen)
         build = _BUILDERS.get(kind)
         if build is None:
             raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
@@ -260,6 +266,27 @@ class _BitVectors:
             common = max(v.size() for v in a)
             a = [_resized(v, common) for v in a]
         return build(*a)
+
+
+    def _choice(self, x):
+        """`sel == k` (or `sel != k`) for a variable `choices` names (a step's selector): its
+        k-th Boolean, one per choice (exactly one of them holds, asserted by the caller)."""
+        left, right = x.children()
+        if z3.is_int_value(left):
+            left, right = right, left
+        if not (z3.is_int_value(right) and z3.is_const(left) and not z3.is_int_value(left)):
+            return None
+        name = left.decl().name()
+        count = self.choices(name)
+        if count is None:
+            return None
+        k = right.as_long()
+        return choice(name, k) if 0 <= k < count else z3.BoolVal(False)
+
+
+def choice(name: str, k: int) -> z3.BoolRef:
+    """The Boolean saying that selector `name` picks choice k."""
+    return z3.Bool(f"{name}={k}")
 
 
 def _signed_width(interval: tuple[int, int]) -> int:
@@ -307,6 +334,10 @@ class _IntModel:
         self.model, self.to_bv = model, to_bv
 
     def eval(self, x, model_completion: bool = True):
+        count = self.to_bv.choices(x.decl().name()) if z3.is_const(x) else None
+        if count is not None:  # a selector: the choice its Booleans make
+            return z3.IntVal(next(k for k in range(count) if z3.is_true(self.model.eval(
+                choice(x.decl().name(), k), model_completion=True))))
         value = self.model.eval(self.to_bv(x), model_completion=model_completion)
         return z3.IntVal(value.as_signed_long()) if z3.is_bv_value(value) else value
 
@@ -509,15 +540,17 @@ class _Unrolling:
         pre, post = sym.fresh_state(self.shape, "t."), sym.fresh_state(self.shape, "t'.")
         a, sel = sym.fresh_args(self.shape, "ta."), z3.Int("t_act")
         w, broken = z3.Int("t_w"), z3.Bool("t_violation")
+        # The selector is one Boolean per action instance (`_choices`), exactly one true: the
+        # step's `sel == i` tests become single literals for the SAT core.
         step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
-                      0 <= sel, sel < len(self.table),
                       *_int_bounds(post, self.kinds, self.low, self.high),
                       *_int_bounds(a, self.kinds, self.low, self.high))
         violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
-        self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds)
+        self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds, self._choices)
         self.step_vars = [self.to_bv(v) for v in _variables(pre, post, a, sel)]
-        self.step = self.to_bv(step)
+        self.step_vars += self._one_hot("t_act")
+        self.step = z3.And(self.to_bv(step), z3.PbEq([(b, 1) for b in self._one_hot("t_act")], 1))
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
         self.violation = self.to_bv(violation)
         self.solver = z3.SolverFor("QF_BV")
@@ -531,14 +564,22 @@ class _Unrolling:
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        renaming = zip(self.step_vars, self._bv(self.states[d], nxt, a, sel), strict=True)
+        renaming = zip(self.step_vars, [*self._bv(self.states[d], nxt, a, sel),
+                                        *self._one_hot(f"act{d}")], strict=True)
         # Added as separate constraints: one And per step made the deeper queries slower.
         self.solver.add(*z3.substitute(self.step, *renaming).children())
         self.states.append(nxt)
         self.selectors.append(sel)
         self.args.append(a)
-        self.solver.add(*_normal_form(self.pairs, len(self.table),
-                                      [self.to_bv(x) for x in self.selectors]))
+        self.solver.add(*(self.to_bv(c) for c in _normal_form(self.pairs, len(self.table),
+                                                                self.selectors)))
+
+    def _choices(self, name: str) -> int | None:
+        """How many choices a selector has (None: not a selector)."""
+        return len(self.table) if name == "t_act" or name.startswith("act") else None
+
+    def _one_hot(self, name: str) -> list:
+        return [choice(name, k) for k in range(len(self.table))]
 
     def _bounds(self, name: str) -> tuple[int, int]:
         """The range a variable's own constraints assert: a selector picks an action instance

@@ -29,6 +29,7 @@ from model_check.prove import (
     _BitVectors,
     _int_bounds,
     _IntModel,
+    choice,
     independent_pairs,
     int_range,
     kind_ranges,
@@ -238,3 +239,19 @@ def test_a_term_that_may_not_fit_the_width_is_refused():
     x, y = z3.Int("x"), z3.Int("y")
     with pytest.raises(ValueError, match="6-bit range"):
         _BitVectors(6, _one_range)(x + y == 62)
+
+
+def test_a_selector_is_one_boolean_per_choice():
+    # `sel == k` and `sel != k` become the k-th Boolean (a k outside the choices is false), and
+    # a model reads the selector back as the choice whose Boolean holds.
+    sel, x = z3.Int("act0"), z3.Int("x")
+    to_bv = _BitVectors.fitting([sel == 2], _one_range, lambda name: 4 if name == "act0" else None)
+    assert to_bv(sel == 2).eq(choice("act0", 2))
+    assert to_bv(sel != 1).eq(z3.Not(choice("act0", 1)))
+    assert z3.is_false(to_bv(sel == 7))
+    assert not z3.is_bool(to_bv(x == 2).children()[0])  # other variables stay bit-vectors
+    solver = z3.SolverFor("QF_BV")
+    solver.add(z3.PbEq([(choice("act0", k), 1) for k in range(4)], 1), to_bv(sel != 0),
+               to_bv(sel != 1), to_bv(sel != 3))
+    assert solver.check() == z3.sat
+    assert _IntModel(solver.model(), to_bv).eval(sel).as_long() == 2
