@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import z3
@@ -373,24 +373,28 @@ def filter_config(config: Config) -> Config:
                           max_session_expiries=1)
 
 
-def reachable_states(config: Config, limit: int) -> list[Cluster]:
-    """Breadth-first, up to `limit` states."""
+def breadth_first(config: Config) -> Iterator[tuple[int, Cluster]]:
+    """(depth, state) for every reachable state, in the order a breadth-first search finds
+    them (lazily: stop reading, and the search stops)."""
     start = initial_state(config)
     seen = {start}
-    frontier = [start]
-    while frontier and len(seen) < limit:
+    frontier, depth = [start], 0
+    yield depth, start
+    while frontier:
+        depth += 1
         nxt = []
         for s in frontier:
             for _, t in successors(config, s):
                 if t not in seen:
                     seen.add(t)
                     nxt.append(t)
-                    if len(seen) >= limit:
-                        break
-            if len(seen) >= limit:
-                break
+                    yield depth, t
         frontier = nxt
-    return list(seen)
+
+
+def reachable_states(config: Config, limit: int) -> list[Cluster]:
+    """Breadth-first, up to `limit` states."""
+    return [s for _, s in itertools.islice(breadth_first(config), limit)]
 
 
 def random_walks(config: Config, walks: int, steps: int, seed: int) -> list[Cluster]:

@@ -160,14 +160,16 @@ class _BitVectors:
 
     The translation is exact when no integer term can leave its bit-vector's range. Every
     integer variable the formula mentions lies in a range its own constraints assert (`bounds`,
-    by name: `_leaf_range`, and the selectors'), so each term's interval follows from its
+    by name: `_leaf_range`), so each term's interval follows from its
     operands' (+, -, If), and each term gets the narrowest signed width that holds its interval:
     a broker id needs 2 bits where an error code needs 8, and the SAT core sees a circuit that
     small. Operands are sign-extended to a comparison's wider side; a sum is computed at its
     own width (two's complement arithmetic is exact modulo 2^w, and the true sum fits). No
     term may need more than `width` bits: one that might raises instead of wrapping around.
-    BMC translates one step and one violation and renames them per depth: a renaming maps each
-    variable to one with the same range, so the widths and intervals hold at every depth.
+    A variable `choices` names (a step's selector) is one Boolean per choice instead: `sel == k`
+    becomes the k-th. BMC translates one step and one violation and renames them per depth: a
+    renaming maps each variable to one with the same range, so the widths and intervals hold at
+    every depth.
     """
 
     def __init__(self, width: int, bounds: Callable[[str], tuple[int, int]],
@@ -267,7 +269,6 @@ class _BitVectors:
             a = [_resized(v, common) for v in a]
         return build(*a)
 
-
     def _choice(self, x):
         """`sel == k` (or `sel != k`) for a variable `choices` names (a step's selector): its
         k-th Boolean, one per choice (exactly one of them holds, asserted by the caller)."""
@@ -361,8 +362,10 @@ def int_range(config: Config, depth: int) -> tuple[int, int]:
     return -1, (1 << top.bit_length()) - 1
 
 
-# The kinds of a state's integer fields, by the field's name (without array index or slot
-# number): each kind holds values from a range of its own (`_leaf_range`).
+# The kinds of the integer fields of a state (`sym.fresh_state`) and of a step's arguments
+# (`sym.StepArgs`), by the field's name without prefix, array index or slot number: each kind
+# holds values from a range of its own (`_leaf_range`). An argument has the kind of the fields
+# it is compared with or written to; no name means two kinds.
 _FIELD_KINDS = {
     **dict.fromkeys(("c_leader", "leader", "hist_leader", "produce"), "broker"),
     **dict.fromkeys(("log_len", "hw", "flushed", "cache_start", "remote_leo", "fetch_offset",
@@ -376,14 +379,10 @@ _FIELD_KINDS = {
     "crashes": "crashes", "expiries": "expiries", "drops": "drops", "ticks": "ticks",
     "unclean": "unclean", "lag": "lag", "kind": "kind", "error": "error",
     "cache_len": "cache_len",
+    # arguments only
+    "value": "value", "offset": "offset", "witness": "offset", "boundary": "offset",
+    "boundary_count": "cache_len",
 }
-_STATE_PREFIX = re.compile(r"^(s\d+|t|t')\.")
-# A step's arguments (`sym.StepArgs`), named `a<d>.` per depth and `ta.` in the placeholder
-# step: the same kinds as the fields they are compared with or written to.
-_ARG_KINDS = {"leader_epoch": "leader_epoch", "partition_epoch": "partition_epoch",
-              "value": "value", "offset": "offset", "witness": "offset", "boundary": "offset",
-              "boundary_count": "cache_len"}
-_ARG_PREFIX = re.compile(r"^(a\d*|ta)\.")
 _FIELD = re.compile(r"(\[[^]]*\]|\d+)$")
 
 
@@ -400,7 +399,7 @@ def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, i
     - The counters stop at their bounds; lag at replica.lag.time.max.ticks + 1; unclean
       elections each start a leader epoch; a fetch slot's kind is < 7 and its error one of the
       encoding's codes; an epoch cache has at most its slots.
-    A step's arguments take the kinds of the fields they stand for (`_ARG_KINDS`). A test
+    A step's arguments take the kinds of the fields they stand for (`_FIELD_KINDS`). A test
     checks every state the explorer reaches at small bounds against these ranges, and the
     differential test every transition it draws, arguments included."""
     c = shape.config
@@ -413,20 +412,18 @@ def kind_ranges(shape: sym.Shape, low: int, high: int) -> dict[str, tuple[int, i
         "expiries": (0, c.max_session_expiries), "drops": (0, c.max_message_drops),
         "ticks": (0, c.max_ticks), "unclean": (0, c.max_leader_epochs),
         "lag": (-1, c.replica_lag_time_max_ticks + 1), "kind": (0, 6),
-        "error": (0, max(sym.ERRORS.values())), "cache_len": (0, shape.cache_slots),
+        "cache_len": (0, shape.cache_slots),
     }
     out = {kind: (max(lo, low), min(hi, high)) for kind, (lo, hi) in raw.items()}
-    out["error"] = raw["error"]  # codes, not quantities: Kafka's numbers
+    out["error"] = (0, max(sym.ERRORS.values()))  # Kafka's codes, not quantities: not clipped
     return out
 
 
 def _leaf_range(name: str, kinds: dict[str, tuple[int, int]], low: int,
                 high: int) -> tuple[int, int]:
-    """The range BMC asserts for an integer variable: its kind's (`kind_ranges`) for a state's
-    field or a step's argument, [low, high] for anything else."""
-    table = (_FIELD_KINDS if _STATE_PREFIX.match(name) else
-             _ARG_KINDS if _ARG_PREFIX.match(name) else {})
-    kind = table.get(_FIELD.sub("", name.rsplit(".", 1)[-1]))
+    """The range BMC asserts for an integer variable: its kind's (`kind_ranges`) for a field of
+    a state or a step's arguments (`<prefix>.<field>`), [low, high] for anything else."""
+    kind = _FIELD_KINDS.get(_FIELD.sub("", name.rsplit(".", 1)[-1])) if "." in name else None
     return kinds[kind] if kind is not None else (low, high)
 
 
@@ -548,8 +545,7 @@ class _Unrolling:
         violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
         self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds, self._choices)
-        self.step_vars = [self.to_bv(v) for v in _variables(pre, post, a, sel)]
-        self.step_vars += self._one_hot("t_act")
+        self.step_vars = [*self._bv(pre, post, a), *self._one_hot("t_act")]
         self.step = z3.And(self.to_bv(step), z3.PbEq([(b, 1) for b in self._one_hot("t_act")], 1))
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
         self.violation = self.to_bv(violation)
@@ -564,7 +560,7 @@ class _Unrolling:
         nxt = sym.fresh_state(shape, f"s{d + 1}.")
         a = sym.fresh_args(shape, f"a{d}.")
         sel = z3.Int(f"act{d}")
-        renaming = zip(self.step_vars, [*self._bv(self.states[d], nxt, a, sel),
+        renaming = zip(self.step_vars, [*self._bv(self.states[d], nxt, a),
                                         *self._one_hot(f"act{d}")], strict=True)
         # Added as separate constraints: one And per step made the deeper queries slower.
         self.solver.add(*z3.substitute(self.step, *renaming).children())
@@ -582,10 +578,11 @@ class _Unrolling:
         return [choice(name, k) for k in range(len(self.table))]
 
     def _bounds(self, name: str) -> tuple[int, int]:
-        """The range a variable's own constraints assert: a selector picks an action instance
-        (`0 <= sel < len(table)` in the step), every other integer has its `_leaf_range`."""
-        if name == "t_act" or name.startswith("act"):
-            return 0, len(self.table) - 1
+        """The range a variable's own constraints assert: a selector picks one of its choices
+        (exactly one of its Booleans holds), every other integer has its `_leaf_range`."""
+        count = self._choices(name)
+        if count is not None:
+            return 0, count - 1
         return _leaf_range(name, self.kinds, self.low, self.high)
 
     def _bv(self, *parts) -> list:

@@ -18,12 +18,14 @@ width too narrow for a sum.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 import z3
 
 from model_check import symbolic as sym
+from model_check.houdini import breadth_first
 from model_check.model import state_to_json
 from model_check.prove import (
     _BitVectors,
@@ -95,20 +97,9 @@ def test_the_range_check_can_fail():
     assert any(v == -1 for _, v in bad) and any(v > 3 for _, v in bad)
 
 
-def _reachable(config: Config, max_depth: int):
-    """(depth, state) for every state within `max_depth` steps, breadth first."""
-    seen = {initial_state(config)}
-    level, depth = list(seen), 0
-    while level and depth <= max_depth:
-        for state in level:
-            yield depth, state
-        nxt = []
-        for state in level:
-            for _, succ in successors(config, state):
-                if succ not in seen:
-                    seen.add(succ)
-                    nxt.append(succ)
-        level, depth = nxt, depth + 1
+def _reachable(config: Config, max_depth: int) -> list:
+    """(depth, state) for every state within `max_depth` steps."""
+    return list(itertools.takewhile(lambda found: found[0] <= max_depth, breadth_first(config)))
 
 
 def _outside_kinds(config: Config, states, adjust=lambda kinds: kinds) -> list:
