@@ -24,7 +24,9 @@ What the mapping has to know about the implementation:
 - Messages the spec's state no longer holds ("phantoms"): a fetch sent to a leader that is
   already down (the spec's follower cannot send it), or a fetch whose connection the spec has
   already cleared (the follower became leader). Events that handle them are skipped, and the
-  replica's state is still compared.
+  replica's state is still compared. The exception is a fetch its follower abandoned on a
+  leader change that the old leader, not yet told, still answers: that answer can move the old
+  leader's HW, so the spec steps it on the request as if it had a connection of its own.
 - A produce sent with stale metadata goes to a broker that still believes it leads
   (`ProducerSend(broker=...)`); one sent to a broker that no longer believes so is refused.
 - Consumer reads from a leader the controller has replaced are checked against that broker's
@@ -48,7 +50,15 @@ from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
-from spec.state import NO_LEADER, Acked, GrowingLog, GrowingSet, replace
+from spec.state import (
+    NO_LEADER,
+    Acked,
+    EpochRequest,
+    FetchRequest,
+    GrowingLog,
+    GrowingSet,
+    replace,
+)
 from vocab.actions import ActionName as A
 from vocab.config import SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
@@ -481,6 +491,9 @@ class Replayer:
         self.spec_values: dict[int, list[int]] = {}
         self.refused: set[str] = set()  # produce ids the spec's producer could not address
         self.phantom: set[str] = set()
+        # fetch request id -> the spec's request, for requests a follower abandoned on a
+        # leader change (see _leader_handle_fetch)
+        self.abandoned: dict[str, object] = {}
         self.slot: dict[tuple[int, int], str] = {}  # (partition, follower) -> message id
         self.read_frontier: dict[int, int] = {}
         # (partition, broker) -> the epoch cache the broker's trace last showed, and the
@@ -779,7 +792,10 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
         # again).
         rp.step(S.NetworkDropFetch(p, b))
         rp.silent += 1
-        rp.phantom.add(rp.slot.pop((p, b), None))
+        gone = rp.slot.pop((p, b), None)
+        rp.phantom.add(gone)
+        if gone is not None and isinstance(old, FetchRequest | EpochRequest):
+            rp.abandoned[gone] = old  # the old leader may still answer it
     if r.leader not in (NO_LEADER, b) and not rp.state.alive[r.leader]:
         rp.phantom.add(mid)  # to a leader that is down: lost on the way
         rp.skipped += 1
@@ -792,6 +808,23 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
 def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
     p, b, f = _p(args), args["broker"], args["follower"]
     recv = body.get("recv")
+    request = rp.abandoned.pop(recv, None)
+    if request is not None:
+        # The follower gave up on this request when it moved to another leader, and the
+        # spec, with one connection per follower, dropped it; the old leader, not yet told of
+        # the change, still answered it, which moves its view of the follower's LEO and can
+        # move its HW. The spec's step runs on the request as if on a connection of its own:
+        # put back for the step, the connection's current content restored after. The step
+        # reads and writes only the leader's replica and that connection, so it commutes
+        # with everything the follower did since; the answer is lost to the follower.
+        held = rp.state.fetches[p][f]
+        rp.state = rp.state.with_fetch(p, f, request)
+        outcome = rp.step(S.LeaderHandleFetch(p, b, f))
+        rp.state = rp.state.with_fetch(p, f, held)
+        rp.phantom.update(body.get("send", ()))
+        _same_outcome("fetch", outcome, body, ("records", "fetch_offset", "epoch", "end_offset"))
+        rp.compare_replica(body.get("state"))
+        return
     if recv in rp.phantom:
         rp.phantom.update(body.get("send", ()))
         rp.skipped += 1

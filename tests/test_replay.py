@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from impl.config import ClusterConfig
-from impl.sim import SimOptions, simulate
+from impl.sim import SimOptions, header_config, simulate
 from isrlab.cli import main
-from model_check.replay import TraceError, load_run, merge, replay_paths
+from model_check.drive import DrivenCluster
+from model_check.replay import IncrementalReplay, TraceError, load_run, merge, replay_paths
 from vocab.trace import FORMAT
 
 pytestmark = pytest.mark.xdist_group("test_replay")  # one worker builds its shared fixtures
@@ -270,3 +271,72 @@ def test_replay_cli_exit_codes_and_json(run_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("divergence at") and "registered: spec" in out and "reproduce: isrlab cluster sim --seed 27" in out
     assert main(["replay", str(tmp_path / "nothing-here")]) == 2
+
+
+class _OverTcp(DrivenCluster):
+    """The driven cluster with TCP's delivery: a follower that moves to another leader cannot
+    take back a fetch already written to the old leader's socket (impl/tcp/node.py ignores
+    `Recall`; the simulator drops the request), so the old leader may still read it."""
+
+    def _recall(self, src, recall) -> None:
+        pass
+
+
+def _stale_fetch_journal() -> tuple[dict, list[dict]]:
+    """b0 leads with ISR {0,1,2}; b2's fetch at its new LEO is held on the way while b0 is cut
+    off from the controller, which moves the leadership to b1; b2 follows b1, and then b0,
+    not yet told, reads b2's old fetch, which moves its HW from 0 to 1. Returns the trace
+    header's config and the lines in the order they were written."""
+    c = _OverTcp(ClusterConfig(partitions=1, replica_lag_time_max_ms=10_000))
+
+    def settle(hold=frozenset()):
+        for _ in range(500):
+            links = [link for link in c.links() if link not in hold]
+            if not links:
+                return
+            c.deliver(min(links, key=lambda link: c.sent_order[next(iter(c.in_flight[link]))]))
+
+    c.run_healthy(1_500)
+    c.produce()
+    settle(hold={("b0", "b2"), ("b2", "b0")})
+    c.deliver(("b0", "b2"))  # b2 appends the write and fetches from offset 1: held
+    c.isolate("b0")
+    for _ in range(40):
+        c.advance(250)
+        settle(hold={("b2", "b0"), ("b0", "b2"), ("meta", "b0"), ("b0", "meta")})
+        if any(e.get("action") == "BecomeFollower" and e["args"]["broker"] == 2
+               for e in c.journal):
+            break
+    c.deliver(("b2", "b0"))
+    c.advance(300)
+    settle(hold={("meta", "b0"), ("b0", "meta")})
+    return header_config(c.config, c.options), [dict(e) for e in c.journal]
+
+
+def test_an_old_leader_answering_a_fetch_its_follower_abandoned_moves_the_spec_hw_too():
+    header, journal = _stale_fetch_journal()
+    moved = next(i for i, e in enumerate(journal) if e.get("action") == "BecomeFollower"
+                 and e["args"]["broker"] == 2 and e["outcome_args"]["leader"] == 1)
+    stale = next(i for i, e in enumerate(journal) if e.get("action") == "LeaderHandleFetch"
+                 and e["node"] == "b0" and e["args"]["follower"] == 2 and i > moved)
+    assert journal[stale]["outcome_args"]["high_watermark"] == 1
+    assert journal[stale]["outcome_args"]["answer_high_watermark"] == 0
+    # b0 then serves the record it now counts as committed.
+    assert any(e.get("action") == "ConsumerServe" and e["node"] == "b0" for e in journal[stale:])
+    replay = IncrementalReplay(header)
+    assert replay.feed(journal) is None
+    assert replay.replayer.state.replicas[0][0].high_watermark == 1
+    assert replay.replayer.state.replicas[0][1].leader == 1
+
+
+def test_an_abandoned_fetch_answered_with_a_different_hw_is_a_divergence():
+    header, journal = _stale_fetch_journal()
+    moved = next(i for i, e in enumerate(journal) if e.get("action") == "BecomeFollower"
+                 and e["args"]["broker"] == 2)
+    stale = next(i for i, e in enumerate(journal) if e.get("action") == "LeaderHandleFetch"
+                 and e["node"] == "b0" and i > moved)
+    journal[stale]["state"]["high_watermark"] = 0  # as if the fetch had not been read
+    replay = IncrementalReplay(header)
+    divergence = replay.feed(journal)
+    assert divergence is not None and divergence.event.action == "LeaderHandleFetch"
+    assert ("high_watermark", 1, 0) in divergence.differences

@@ -204,9 +204,9 @@ class Node:
             elif kind is History:
                 trace.other(effect.body)
             elif kind is Recall:
-                # Written to the socket already: the old leader may still read it (the
-                # simulator drops it; over TCP a late read is possible, and replay would
-                # report it as a divergence).
+                # Written to the socket already: the old leader may still read and answer
+                # it (the simulator drops it). Replay steps that late answer on the old
+                # leader as well (model_check/replay.py, abandoned fetches).
                 pass
             elif kind is DiskAppend:
                 if (append is not None and append[0] == effect.partition
