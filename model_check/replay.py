@@ -57,6 +57,7 @@ from spec.state import (
     FetchRequest,
     GrowingLog,
     GrowingSet,
+    LossLedger,
     replace,
 )
 from vocab.actions import ActionName as A
@@ -474,10 +475,9 @@ class Replayer:
         # Persistent ghost sets and logs: a long run appends, acknowledges and reads tens of
         # thousands of writes, and a copy per change would make replay quadratic.
         state = initial_state(config)
-        # (Crash losses stay a frozenset: they change only at a crash, by a whole log's worth,
-        # which a frozenset unions in C.)
         self.state = replace(
             state, acked=GrowingSet(), consumed=GrowingSet(),
+            crash_losses=LossLedger(state.crash_losses),
             replicas=tuple(tuple(replace(r, log=GrowingLog(r.log)) for r in row)
                            for row in state.replicas))
         self.steps = 0

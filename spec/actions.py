@@ -42,6 +42,7 @@ from spec.state import (
     FetchRequest,
     FetchResponse,
     LeaderAndIsr,
+    LossLedger,
     PartitionState,
     PendingProduce,
     ProduceRequest,
@@ -1420,13 +1421,13 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     before = s
     alive = s.alive[:b] + (False,) + s.alive[b + 1 :]
     rows = []
-    lost = []
+    losses = s.crash_losses
     # Only KIP-966's promise reads this ghost, and it promises something only for acks=all
     # with min ISR >= 2 (it tolerates min ISR - 1 losses): elsewhere the states stay as few.
     count_losses = config.acks == "all" and config.min_insync_replicas >= 2
     for row in s.replicas:
-        if count_losses:
-            lost += [(record.value, b) for record in row[b].log[row[b].flushed_offset:]]
+        if count_losses and row[b].flushed_offset < len(row[b].log):
+            losses = _with_losses(losses, b, row[b].log, row[b].flushed_offset)
         r = row[b].truncated_to(row[b].flushed_offset)
         # With `recovery_truncates_epoch_cache`, recovery also drops cache entries at or past
         # the recovered log end (Kafka's truncateFromEnd(LEO) on load).
@@ -1447,7 +1448,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
         s,
         alive=alive,
         crashes=s.crashes + 1,
-        crash_losses=s.crash_losses | frozenset(lost) if lost else s.crash_losses,
+        crash_losses=losses,
         replicas=tuple(rows),
         fetches=fetches,
         leader_and_isr=frozenset(m for m in s.leader_and_isr if m.broker != b),
@@ -1459,6 +1460,13 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     )
     s, lost = _excuse_lost_writes(config, before, s)
     return s, Outcome(Code.CRASHED, excused=lost)
+
+
+def _with_losses(losses, broker: int, log, start: int):
+    """`losses` with (value, broker) for each record of `log` from offset `start` on."""
+    if type(losses) is LossLedger:  # a replay's: the pairs are made when first read
+        return losses.lost(broker, log, start)
+    return losses | frozenset((record.value, broker) for record in log[start:])
 
 
 def _forget_controller_epoch(seen: tuple[int, ...], b: int) -> tuple[int, ...]:

@@ -1296,14 +1296,15 @@ def test_recovery_forgets_an_epoch_that_began_at_the_log_end_when_asked_to():
 
 
 def test_growing_sets_step_exactly_as_frozensets():
-    """Replay keeps the ghost sets in `GrowingSet`s; the spec must not tell the difference:
-    random walks from both starts reach equal states, with equal hashes, every step (crashes
-    with acks=all and min ISR 2 exercise the crash losses and the excused writes)."""
+    """Replay keeps the ghost sets in `GrowingSet`s (the crash losses in a `LossLedger`); the
+    spec must not tell the difference: random walks from both starts reach equal states, with
+    equal hashes, every step (crashes with acks=all and min ISR 2 exercise the crash losses
+    and the excused writes)."""
     import random
 
     from spec import VARIANTS, Config
     from spec.actions import successors
-    from spec.state import GrowingSet
+    from spec.state import GrowingSet, LossLedger
     from spec.state import replace as replace_state
 
     base = Config(brokers=3, min_insync_replicas=2, max_records=4, max_crashes=3,
@@ -1315,7 +1316,7 @@ def test_growing_sets_step_exactly_as_frozensets():
         rng = random.Random(seed)
         plain = initial_state(config)
         grown = replace_state(plain, acked=GrowingSet(), consumed=GrowingSet(),
-                              crash_losses=GrowingSet())
+                              crash_losses=LossLedger())
         for _ in range(80):
             options = list(successors(config, plain))
             if not options:
@@ -1323,7 +1324,7 @@ def test_growing_sets_step_exactly_as_frozensets():
             action, plain = options[rng.randrange(len(options))]
             grown = dict(successors(config, grown))[action]
             assert grown == plain and hash(grown) == hash(plain), action
-            assert type(grown.acked) is GrowingSet
+            assert type(grown.acked) is GrowingSet and type(grown.crash_losses) is LossLedger
         for name in reached:
             reached[name] += bool(getattr(plain, name))
     assert all(reached.values()), reached
@@ -1337,6 +1338,19 @@ def test_growing_set_is_a_set():
     assert {1, 2} <= g and not g <= {1, 2} and {4, 1} - g == frozenset({4})
     assert len(g) == 3 and 3 in g and 4 not in g and sorted(g) == [1, 2, 3]
     assert pickle.loads(pickle.dumps(g)) == g
+
+
+def test_a_loss_ledger_is_the_set_of_its_lost_pairs():
+    from spec.state import GrowingLog, LossLedger
+
+    log = GrowingLog([Record(0, 5), Record(0, 6), Record(1, 7)])
+    ledger = LossLedger({(1, 0)}).lost(2, log, 1).lost(0, log[:1], 0).lost(2, log, 2)
+    log + (Record(1, 8),)  # a later version of the log: the ledger keeps the one it was given
+    pairs = frozenset({(1, 0), (6, 2), (7, 2), (5, 0)})
+    assert ledger == pairs == ledger and hash(ledger) == hash(pairs) and len(ledger) == 4
+    assert (7, 2) in ledger and (8, 2) not in ledger and sorted(ledger) == sorted(pairs)
+    assert ledger | {(9, 1)} == pairs | {(9, 1)}
+    assert pickle.loads(pickle.dumps(ledger)) == pairs
 
 
 def test_growing_log_versions_do_not_see_each_others_appends():
