@@ -555,12 +555,16 @@ def _require(condition: bool, code: Refusal, **fields: object) -> None:
         raise NotEnabled(code, **fields)
 
 
+# Asked on every step (replay checks every argument a trace names): the fields of the refusal
+# are built only when it is raised.
 def _check_partition(config: Config, partition: int) -> None:
-    _require(0 <= partition < config.partitions, Refusal.NO_SUCH_PARTITION, partition=partition)
+    if not 0 <= partition < config.partitions:
+        raise NotEnabled(Refusal.NO_SUCH_PARTITION, partition=partition)
 
 
 def _check_broker(config: Config, broker: int) -> None:
-    _require(0 <= broker < config.brokers, Refusal.NO_SUCH_BROKER, broker=broker)
+    if not 0 <= broker < config.brokers:
+        raise NotEnabled(Refusal.NO_SUCH_BROKER, broker=broker)
 
 
 def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Replica:
@@ -1100,7 +1104,7 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     variant = config.variant
 
     def answer(response: FetchResponse, replica: Replica = r):
-        return s.with_replica(a.partition, a.broker, replica).with_fetch(a.partition, a.follower, response)
+        return s.with_replica_and_fetch(a.partition, a.broker, replica, a.follower, response)
 
     def error(code: str, **extra):
         response = FetchResponse(a.broker, r.leader_epoch, "error", error=code, **extra)
@@ -1176,25 +1180,28 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
     response = s.fetches[a.partition][a.broker]
     _require(isinstance(response, FetchResponse), Refusal.NO_RESPONSE_IN_FLIGHT)
     _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
-    s = s.with_fetch(a.partition, a.broker, None)
     r = s.replica(a.partition, a.broker)
 
+    # Every answer is taken off the connection; `done` also installs the changed replica.
+    def dropped(outcome: Outcome):
+        return s.with_fetch(a.partition, a.broker, None), outcome
+
     def done(replica: Replica, outcome: Outcome):
-        return s.with_replica(a.partition, a.broker, replica), outcome
+        return s.with_replica_and_fetch(a.partition, a.broker, replica, a.broker, None), outcome
 
     if response.leader != r.leader:
-        return s, Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=response.leader)
+        return dropped(Outcome(Code.DROPPED_NOT_FROM_LEADER, leader=response.leader))
     if config.variant.fencing and response.leader_epoch != r.leader_epoch:
-        return s, Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=response.leader_epoch,
-                          current_leader_epoch=r.leader_epoch)
+        return dropped(Outcome(Code.DROPPED_OTHER_EPOCH, leader_epoch=response.leader_epoch,
+                               current_leader_epoch=r.leader_epoch))
     if response.error == KafkaError.OFFSET_OUT_OF_RANGE:
         r = r.truncated_to(response.end_offset)
         return done(r, Outcome(Code.OUT_OF_RANGE_TRUNCATED, log_end_offset=r.log_end_offset))
     if response.kind == "error":
-        return s, Outcome(Code(response.error))
+        return dropped(Outcome(Code(response.error)))
     if response.kind == "epoch":
         if not r.truncation_pending:
-            return s, Outcome(Code.DROPPED_NO_TRUNCATION_DUE)
+            return dropped(Outcome(Code.DROPPED_NO_TRUNCATION_DUE))
         before = r.log_end_offset
         if config.variant.truncation == "epoch-end":
             end = response.end_offset if response.end_offset != UNKNOWN else r.high_watermark
@@ -1211,10 +1218,10 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
         r, _ = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
         return done(r, Outcome(Code.DIVERGED, before=before, after=r.log_end_offset))
     if r.truncation_pending:
-        return s, Outcome(Code.DROPPED_TRUNCATION_PENDING)
+        return dropped(Outcome(Code.DROPPED_TRUNCATION_PENDING))
     if response.fetch_offset != r.log_end_offset:
-        return s, Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=response.fetch_offset,
-                          log_end_offset=r.log_end_offset)
+        return dropped(Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=response.fetch_offset,
+                               log_end_offset=r.log_end_offset))
     r = r.appended(response.records, config.log_flush_interval_messages)
     r = replace(r, high_watermark=min(response.high_watermark, r.log_end_offset))
     return done(r, Outcome(Code.RECORDS_APPENDED, records=len(response.records),

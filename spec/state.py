@@ -101,6 +101,11 @@ class GrowingSet(Set):
         return len(self._items)
 
     def __or__(self, other: Iterable) -> GrowingSet:
+        if type(other) in (set, frozenset) and len(other) == 1:
+            # The spec's usual union (one acknowledgement, one read): a plain insert costs
+            # less than a mutation.
+            for item in other:
+                return GrowingSet._of(self._items.set(item, None))
         with self._items.mutate() as items:
             for item in other:
                 items.set(item, None)
@@ -652,6 +657,18 @@ class Cluster:
         row = row[:follower] + (message,) + row[follower + 1 :]
         return replace(
             self, fetches=self.fetches[:partition] + (row,) + self.fetches[partition + 1 :]
+        )
+
+    def with_replica_and_fetch(self, partition: int, broker: int, replica: Replica,
+                               follower: int, message: FetchMessage) -> Cluster:
+        """`with_replica` and `with_fetch` in one copy (a leader answering a fetch)."""
+        row = self.replicas[partition]
+        row = row[:broker] + (replica,) + row[broker + 1 :]
+        slots = self.fetches[partition]
+        slots = slots[:follower] + (message,) + slots[follower + 1 :]
+        return replace(
+            self, replicas=self.replicas[:partition] + (row,) + self.replicas[partition + 1 :],
+            fetches=self.fetches[:partition] + (slots,) + self.fetches[partition + 1 :],
         )
 
     def with_partition_state(self, partition: int, ps: PartitionState) -> Cluster:
