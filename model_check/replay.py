@@ -36,6 +36,7 @@ What the mapping has to know about the implementation:
 
 from __future__ import annotations
 
+import operator
 import sys
 import time
 from collections import deque
@@ -84,6 +85,7 @@ READ_GROWTH = 8
 # The replica fields a post-state line shows and replay compares with the spec's.
 REPLICA_KEYS = ("log_end_offset", "high_watermark", "flushed_offset", "last", "leader",
                 "leader_epoch", "isr", "partition_epoch")
+_REPLICA_VALUES = operator.itemgetter(*REPLICA_KEYS)
 
 
 class TraceError(ValueError):
@@ -557,15 +559,15 @@ class Replayer:
 
     # State comparison -------------------------------------------------------------------------
 
-    def _replica_values(self, partition: int, broker: int) -> list:
+    def _replica_values(self, partition: int, broker: int) -> tuple:
         """The spec replica's values of `REPLICA_KEYS`, in that order."""
         r = self.state.replicas[partition][broker]
         last = None
         if r.log:
             record = r.log[-1]
             last = [record.epoch, self.impl_value.get(record.value, -record.value)]
-        return [len(r.log), r.high_watermark, r.flushed_offset, last, r.leader, r.leader_epoch,
-                list(r.isr), r.partition_epoch]
+        return (len(r.log), r.high_watermark, r.flushed_offset, last, r.leader, r.leader_epoch,
+                list(r.isr), r.partition_epoch)
 
     def compare_replica(self, impl: dict | None) -> None:
         if impl is None:
@@ -578,7 +580,11 @@ class Replayer:
         # Compared as lists first (the replay's most frequent question): the differences
         # are listed only when there are some.
         values = self._replica_values(p, b)
-        diffs = [] if [impl.get(k) for k in REPLICA_KEYS] == values else [
+        try:
+            shown = _REPLICA_VALUES(impl)
+        except KeyError:
+            shown = None  # a key is missing: listed as a difference below
+        diffs = [] if shown == values else [
             (k, v, impl.get(k)) for k, v in zip(REPLICA_KEYS, values, strict=True)
             if impl.get(k) != v]
         # A line carries the epoch cache only when it changed since the broker last traced

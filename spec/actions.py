@@ -1672,9 +1672,18 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
             for w in r.purgatory:
                 yield LeaderAckProduce(p, b, w.offset)
             if r.leader == b and alive[b]:
+                # Most followers are neither lagging nor newly caught up: the remote LEO says
+                # so before a guard is asked (shrink needs it below the LEO, expand at or
+                # above the HW).
+                remote = r.remote_log_end_offset
                 for f in range(n):
-                    if f != b:
-                        yield LeaderShrinkIsr(p, b, f) if f in r.isr else LeaderExpandIsr(p, b, f)
+                    if f == b:
+                        continue
+                    if f in r.isr:
+                        if not remote or remote[f] < len(r.log):
+                            yield LeaderShrinkIsr(p, b, f)
+                    elif not remote or (remote[f] != UNKNOWN and remote[f] >= r.high_watermark):
+                        yield LeaderExpandIsr(p, b, f)
         for f in range(n):
             message = state.fetches[p][f]
             if message is None:
@@ -1688,7 +1697,9 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
                 yield NetworkDropFetch(p, f)
     crashes_left = state.crashes < config.max_crashes
     for p in parts:
-        yield ConsumerRead(p)
+        leader = state.controller.partitions[p].leader
+        if leader != NO_LEADER and state.replicas[p][leader].high_watermark > 0:
+            yield ConsumerRead(p)  # reads the leader's records below its HW: none, nothing new
         if crashes_left:
             for b in range(n):
                 if alive[b] and state.replicas[p][b].flushed_offset < len(state.replicas[p][b].log):

@@ -12,6 +12,7 @@ function: each rule is one field, and `step` consults the field where the rule a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,12 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+@functools.cache
+def _assignment(brokers: int, replication_factor: int | None, partition: int) -> tuple[int, ...]:
+    # Asked for every explored state (the preferred leader): computed once per partition.
+    return tuple((partition + j) % brokers for j in range(replication_factor or brokers))
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything `step` needs besides the state. Hashable, so it can key caches.
@@ -166,8 +173,7 @@ class Config:
         """Replica j < replication factor of partition i on broker (i + j) mod n: Kafka's
         rack-unaware assignment (AdminUtils) from start index 0, without its per-round shift
         (docs/protocol.md, "Placement and preferred leaders")."""
-        n = self.brokers
-        return tuple((partition + j) % n for j in range(self.replication_factor or n))
+        return _assignment(self.brokers, self.replication_factor, partition)
 
     def to_properties(self) -> dict[str, str]:
         """The config in Kafka's key names, as strings (for traces and reports)."""
