@@ -187,6 +187,12 @@ def EligibleReplicasWellFormed(config: Config, s: Cluster) -> str | None:
     is empty while the ISR has min ISR members, and both ELR fields stay empty with ELR off."""
     for p, ps in enumerate(s.controller.partitions):
         replicas = set(config.assignment(p))
+        if not ps.elr and not ps.last_known_elr:  # ELR off, or unused: the ISR alone
+            if not set(ps.isr) <= replicas:
+                return f"p{p}: ISR/ELR name a broker that holds no replica"
+            if len(set(ps.isr)) != len(ps.isr):
+                return f"p{p}: a broker is listed twice in ISR {list(ps.isr)} or ELR []"
+            continue
         if set(ps.elr) & set(ps.isr):
             return f"p{p}: ELR {list(ps.elr)} and ISR {list(ps.isr)} overlap"
         if not set(ps.elr) | set(ps.isr) | set(ps.last_known_elr) <= replicas:
@@ -225,17 +231,22 @@ def LeaderEpochMonotonic(config: Config, s: Cluster) -> str | None:
     """Leader epochs only grow: along every log, along every epoch cache (with non-decreasing
     start offsets), and no replica holds a record or view from an epoch the controller has not
     yet created."""
+    # Checked in every explored state: one pass per log, no lists built while it holds.
     for p, row in enumerate(s.replicas):
         current = s.controller.partitions[p].leader_epoch
         for b, r in enumerate(row):
-            epochs = [rec.epoch for rec in r.log]
-            if any(x > y for x, y in zip(epochs, epochs[1:], strict=False)):
-                return f"p{p} broker {b}: log epochs go down: {epochs}"
+            top = -1
+            for rec in r.log:
+                if rec.epoch < top:
+                    epochs = [x.epoch for x in r.log]
+                    return f"p{p} broker {b}: log epochs go down: {epochs}"
+                top = rec.epoch
             cache = r.epoch_cache
-            for (e1, o1), (e2, o2) in zip(cache, cache[1:], strict=False):
-                if e1 >= e2 or o1 > o2:
-                    return f"p{p} broker {b}: epoch cache not increasing: {list(cache)}"
-            if max(epochs + [r.leader_epoch], default=-1) > current:
+            if len(cache) > 1:
+                for (e1, o1), (e2, o2) in zip(cache, cache[1:], strict=False):
+                    if e1 >= e2 or o1 > o2:
+                        return f"p{p} broker {b}: epoch cache not increasing: {list(cache)}"
+            if top > current or r.leader_epoch > current:
                 return f"p{p} broker {b}: epoch beyond the controller's {current}"
     return None
 

@@ -184,6 +184,18 @@ def crafted_elr_beside_a_full_isr():
     return config, state.with_partition_state(0, PartitionState(0, 0, (0, 1), 1, elr=(2,)))
 
 
+def crafted_isr_listing_a_broker_twice():
+    """ELR off: the store's ISR names broker 1 twice."""
+    config = cfg("current", brokers=3)
+    return config, initial_state(config).with_partition_state(0, PartitionState(0, 0, (0, 1, 1), 1))
+
+
+def crafted_isr_outside_the_replicas():
+    """ELR off, replication factor 2: the ISR of p0 names broker 2, which holds no replica."""
+    config = cfg("current", brokers=3, replication_factor=2)
+    return config, initial_state(config).with_partition_state(0, PartitionState(0, 0, (0, 2), 1))
+
+
 def crafted_log_epochs_down():
     config = cfg(brokers=2)
     state = run(config, produce(1))
@@ -267,6 +279,9 @@ VIOLATED = {
     ],
     "EligibleReplicasWellFormed": [
         (crafted_elr_beside_a_full_isr, "p0: ELR [2] beside an ISR of min ISR size [0, 1]"),
+        (crafted_isr_listing_a_broker_twice,
+         "p0: a broker is listed twice in ISR [0, 1, 1] or ELR []"),
+        (crafted_isr_outside_the_replicas, "p0: ISR/ELR name a broker that holds no replica"),
     ],
     "ConsumerNeverSeesUncommitted": [
         (reached_unclean_election_loss, "p0: consumer read v1 at offset 0, leader 1 now has nothing"),
