@@ -137,25 +137,30 @@ class LossLedger(Set):
     frozenset of its pairs.
     """
 
-    __slots__ = ("_base", "_segments", "_items")
+    __slots__ = ("_parent", "_segment", "_items")
 
     def __init__(self, items: Iterable = ()):
-        self._base = frozenset(items)
-        self._segments: tuple = ()
-        self._items: frozenset | None = self._base
+        self._parent: LossLedger | None = None
+        self._segment: tuple | None = None
+        self._items: frozenset | None = frozenset(items)
 
     def lost(self, broker: int, log: Sequence, start: int) -> LossLedger:
         """This set with (record.value, broker) for every record of `log` from `start` on."""
         new = _new(LossLedger)
-        new._base = self._base
-        new._segments = (*self._segments, (broker, log, start))
-        new._items = None
+        new._parent, new._segment, new._items = self, (broker, log, start), None
         return new
 
     def _pairs(self) -> frozenset:
         if self._items is None:
-            items = set(self._base)
-            for broker, log, start in self._segments:
+            # Back to the nearest ledger whose pairs are made (only those read keep them: a
+            # set per crash would hold every pair again), then its segments since.
+            segments = []
+            ledger = self
+            while ledger._items is None:
+                segments.append(ledger._segment)
+                ledger = ledger._parent
+            items = set(ledger._items)
+            for broker, log, start in segments:
                 items.update((record.value, broker) for record in log[start:])
             self._items = frozenset(items)
         return self._items
