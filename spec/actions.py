@@ -1642,8 +1642,11 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
         ps = state.controller.partitions[p]
         if ps.leader == NO_LEADER:
             yield ControllerElectLeader(p)
-        elif ps.leader != config.assignment(p)[0]:
-            yield ControllerElectPreferredLeader(p)
+        else:
+            preferred = config.assignment(p)[0]
+            if (ps.leader != preferred and preferred in ps.isr
+                    and ps.leader_epoch + 1 < config.max_leader_epochs):
+                yield ControllerElectPreferredLeader(p)
     expiries_left = state.expiries < config.max_session_expiries
     for b in range(n):
         if registered[b] != UNKNOWN and (expiries_left or not alive[b]):
@@ -1667,20 +1670,27 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
         yield LeaderAppend(m.partition, m.broker, m.value)
     for p in parts:
         row = state.replicas[p]
+        ps = state.controller.partitions[p]
         for b in range(n):
             r = row[b]
             for w in r.purgatory:
-                yield LeaderAckProduce(p, b, w.offset)
+                if w.offset < r.high_watermark:
+                    yield LeaderAckProduce(p, b, w.offset)
             if r.leader == b and alive[b]:
-                # Most followers are neither lagging nor newly caught up: the remote LEO says
-                # so before a guard is asked (shrink needs it below the LEO, expand at or
-                # above the HW).
-                remote = r.remote_log_end_offset
+                # Most followers are neither lagging nor newly caught up: the remote LEO and
+                # the lag clock say so before a guard is asked (shrink needs the remote LEO
+                # below the LEO and a lag, expand needs it at or above the HW); a synchronous
+                # change also needs the leader's view at the controller's epochs.
+                remote, lag = r.remote_log_end_offset, r.lag_ticks
+                current = config.isr_changes_async or (
+                    (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch))
                 for f in range(n):
-                    if f == b:
+                    if f == b or not current:
                         continue
                     if f in r.isr:
-                        if not remote or remote[f] < len(r.log):
+                        if not remote or (remote[f] < len(r.log) and (
+                                not lag or lag[f] > config.replica_lag_time_max_ticks
+                                or config.replica_lag_max_messages is not None)):
                             yield LeaderShrinkIsr(p, b, f)
                     elif not remote or (remote[f] != UNKNOWN and remote[f] >= r.high_watermark):
                         yield LeaderExpandIsr(p, b, f)
