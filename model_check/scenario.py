@@ -172,7 +172,7 @@ class Runner:
         if all(n in values for n in required):
             return kind(**values)
         matching = [
-            a for a in candidates(self.config, self.state)
+            a for a in candidates(self.config, self.state, prune=False)
             if isinstance(a, kind) and all(getattr(a, k) == v for k, v in values.items())
         ]
         for action in matching:

@@ -1629,11 +1629,13 @@ def step(config: Config, state: Cluster, action: Action) -> Cluster:
     return step_with_outcome(config, state, action)[0]
 
 
-def candidates(config: Config, state: Cluster) -> Iterator[Action]:
+def candidates(config: Config, state: Cluster, prune: bool = True) -> Iterator[Action]:
     """Actions worth trying in `state`, in a fixed order; `successors` filters by guard.
 
     A cheap over-approximation: it skips actions whose guard obviously fails (saving the
-    explorer an exception each), and the handlers still check every guard.
+    explorer an exception each), and the handlers still check every guard. With `prune`
+    off it also offers the ISR changes, acknowledgements, reads and preferred elections that
+    the state already rules out (the scenario runner names an action's refused guard).
     """
     n, parts = config.brokers, range(config.partitions)
     alive = state.alive
@@ -1644,8 +1646,8 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
             yield ControllerElectLeader(p)
         else:
             preferred = config.assignment(p)[0]
-            if (ps.leader != preferred and preferred in ps.isr
-                    and ps.leader_epoch + 1 < config.max_leader_epochs):
+            if ps.leader != preferred and (not prune or (
+                    preferred in ps.isr and ps.leader_epoch + 1 < config.max_leader_epochs)):
                 yield ControllerElectPreferredLeader(p)
     expiries_left = state.expiries < config.max_session_expiries
     for b in range(n):
@@ -1674,7 +1676,7 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
         for b in range(n):
             r = row[b]
             for w in r.purgatory:
-                if w.offset < r.high_watermark:
+                if w.offset < r.high_watermark or not prune:
                     yield LeaderAckProduce(p, b, w.offset)
             if r.leader == b and alive[b]:
                 # Most followers are neither lagging nor newly caught up: the remote LEO and
@@ -1682,17 +1684,18 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
                 # below the LEO and a lag, expand needs it at or above the HW); a synchronous
                 # change also needs the leader's view at the controller's epochs.
                 remote, lag = r.remote_log_end_offset, r.lag_ticks
-                current = config.isr_changes_async or (
+                current = not prune or config.isr_changes_async or (
                     (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch))
                 for f in range(n):
                     if f == b or not current:
                         continue
                     if f in r.isr:
-                        if not remote or (remote[f] < len(r.log) and (
+                        if not prune or not remote or (remote[f] < len(r.log) and (
                                 not lag or lag[f] > config.replica_lag_time_max_ticks
                                 or config.replica_lag_max_messages is not None)):
                             yield LeaderShrinkIsr(p, b, f)
-                    elif not remote or (remote[f] != UNKNOWN and remote[f] >= r.high_watermark):
+                    elif not prune or not remote or (
+                            remote[f] != UNKNOWN and remote[f] >= r.high_watermark):
                         yield LeaderExpandIsr(p, b, f)
         for f in range(n):
             message = state.fetches[p][f]
@@ -1708,7 +1711,7 @@ def candidates(config: Config, state: Cluster) -> Iterator[Action]:
     crashes_left = state.crashes < config.max_crashes
     for p in parts:
         leader = state.controller.partitions[p].leader
-        if leader != NO_LEADER and state.replicas[p][leader].high_watermark > 0:
+        if not prune or (leader != NO_LEADER and state.replicas[p][leader].high_watermark > 0):
             yield ConsumerRead(p)  # reads the leader's records below its HW: none, nothing new
         if crashes_left:
             for b in range(n):

@@ -119,6 +119,28 @@ def missed_actions(config: Config, state: Cluster,
     return [action for action, _ in enabled if action not in yielded]
 
 
+def test_unpruned_candidates_offer_every_pruned_one_and_the_refused_ones():
+    """The scenario runner fills a step's arguments from unpruned candidates, so a step a
+    guard refuses is still named with that guard: on random walks, pruning only removes."""
+    more = 0
+    for seed, variant in enumerate(("current", "hw-truncation", "kip-320")):
+        config = Config(variant=VARIANTS[variant], brokers=3, max_records=2, max_leader_epochs=3,
+                        max_crashes=1)
+        rng = random.Random(seed)
+        for _ in range(20):
+            state = initial_state(config)
+            for _ in range(30):
+                pruned = set(actions.candidates(config, state))
+                full = set(actions.candidates(config, state, prune=False))
+                assert pruned <= full
+                more += len(full - pruned)
+                options = [nxt for _, nxt in actions.successors(config, state)]
+                if not options:
+                    break
+                state = rng.choice(options)
+    assert more > 0
+
+
 @dataclass
 class WalkReport:
     seed: int
