@@ -247,6 +247,8 @@ class _BitVectors:
             return z3.BitVecVal(x.as_long(), width)
         if kind == z3.Z3_OP_UNINTERPRETED:
             name = x.decl().name()
+            if self.choices(name) is not None:
+                return _SELECTOR  # only `sel == k` and `sel != k` read it (its Booleans)
             if name not in self.vars:
                 self.vars[name] = z3.BitVec(name, width) if z3.is_int(x) else x
             return self.vars[name]
@@ -260,6 +262,9 @@ class _BitVectors:
         if build is None:
             raise ValueError(f"BMC: no bit-vector translation for {x.decl()}")
         a = [p[1] for p in parts]
+        if any(v is _SELECTOR for v in a):
+            # A bit-vector for the selector would be free of its Booleans: unsound, so refused.
+            raise ValueError(f"BMC: a selector outside `sel == k`: {x}")
         if kind in _ARITHMETIC:
             a = [_resized(v, width) for v in a]  # modulo 2^width: exact, the result fits
         elif kind == z3.Z3_OP_ITE and width is not None:
@@ -283,6 +288,9 @@ class _BitVectors:
             return None
         k = right.as_long()
         return choice(name, k) if 0 <= k < count else z3.BoolVal(False)
+
+
+_SELECTOR = object()  # a selector's translation on its own: only its comparisons have one
 
 
 def choice(name: str, k: int) -> z3.BoolRef:

@@ -814,32 +814,29 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
 def _leader_handle_fetch(rp: Replayer, body: dict, args: dict) -> None:
     p, b, f = _p(args), args["broker"], args["follower"]
     recv = body.get("recv")
-    request = rp.abandoned.pop(recv, None)
-    if request is not None:
-        # The follower gave up on this request when it moved to another leader, and the
-        # spec, with one connection per follower, dropped it; the old leader, not yet told of
-        # the change, still answered it, which moves its view of the follower's LEO and can
-        # move its HW. The spec's step runs on the request as if on a connection of its own:
-        # put back for the step, the connection's current content restored after. The step
-        # reads and writes only the leader's replica and that connection, so it commutes
-        # with everything the follower did since; the answer is lost to the follower.
+    # A request the follower gave up on when it moved to another leader: the spec, with one
+    # connection per follower, dropped it, but the old leader, not yet told of the change,
+    # answered it, which moves its view of the follower's LEO and can move its HW. The step
+    # runs on it as if on a connection of its own (put back, the connection's current content
+    # restored after): it reads and writes only the leader's replica and that connection, so
+    # it commutes with everything the follower did since. The answer is lost to the follower.
+    abandoned = rp.abandoned.pop(recv, None)
+    if abandoned is None:
+        if recv in rp.phantom:
+            rp.phantom.update(body.get("send", ()))
+            rp.skipped += 1
+            return
+        if rp.slot.get((p, f)) != recv:
+            raise _Mismatch(f"handles fetch {recv!r}, but the spec's connection from {f} "
+                            f"holds {rp.slot.get((p, f))!r}")
+        outcome = rp.step(S.LeaderHandleFetch(p, b, f))
+        rp.slot[(p, f)] = body["send"][0]
+    else:
         held = rp.state.fetches[p][f]
-        rp.state = rp.state.with_fetch(p, f, request)
+        rp.state = rp.state.with_fetch(p, f, abandoned)
         outcome = rp.step(S.LeaderHandleFetch(p, b, f))
         rp.state = rp.state.with_fetch(p, f, held)
         rp.phantom.update(body.get("send", ()))
-        _same_outcome("fetch", outcome, body, ("records", "fetch_offset", "epoch", "end_offset"))
-        rp.compare_replica(body.get("state"))
-        return
-    if recv in rp.phantom:
-        rp.phantom.update(body.get("send", ()))
-        rp.skipped += 1
-        return
-    if rp.slot.get((p, f)) != recv:
-        raise _Mismatch(f"handles fetch {recv!r}, but the spec's connection from {f} holds "
-                        f"{rp.slot.get((p, f))!r}")
-    outcome = rp.step(S.LeaderHandleFetch(p, b, f))
-    rp.slot[(p, f)] = body["send"][0]
     _same_outcome("fetch", outcome, body, ("records", "fetch_offset", "epoch", "end_offset"))
     rp.compare_replica(body.get("state"))
 

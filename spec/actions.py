@@ -1259,17 +1259,21 @@ def _commit_isr(config, s: Cluster, a, r: Replica, ps: PartitionState, isr: tupl
     return s.with_partition_state(a.partition, new).with_replica(a.partition, a.broker, r)
 
 
+def _lagging(config: Config, r: Replica, follower: int) -> bool:
+    """Whether a leader counts `follower` as lagging: no fetch up to its LEO for longer than
+    replica.lag.time.max, or (if set) more than replica.lag.max.messages behind."""
+    if r.lag_ticks[follower] > config.replica_lag_time_max_ticks:
+        return True
+    remote, max_messages = r.remote_log_end_offset[follower], config.replica_lag_max_messages
+    return max_messages is not None and remote != UNKNOWN and r.log_end_offset - remote > max_messages
+
+
 def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
     r, ps = _leader_isr_change_guard(config, s, a)
     _require(a.follower in r.isr, Refusal.NOT_IN_ISR, follower=a.follower)
     remote = r.remote_log_end_offset[a.follower]
     _require(remote < r.log_end_offset, Refusal.CAUGHT_UP, follower=a.follower)
-    lagging_time = r.lag_ticks[a.follower] > config.replica_lag_time_max_ticks
-    max_messages = config.replica_lag_max_messages
-    lagging_messages = (
-        max_messages is not None and remote != UNKNOWN and r.log_end_offset - remote > max_messages
-    )
-    _require(lagging_time or lagging_messages, Refusal.NOT_LAGGING, follower=a.follower)
+    _require(_lagging(config, r, a.follower), Refusal.NOT_LAGGING, follower=a.follower)
     isr = tuple(b for b in r.isr if b != a.follower)
     if config.isr_changes_async:
         return _request_isr(config, s, a, r, isr, UNKNOWN)
@@ -1683,16 +1687,15 @@ def candidates(config: Config, state: Cluster, prune: bool = True) -> Iterator[A
                 # the lag clock say so before a guard is asked (shrink needs the remote LEO
                 # below the LEO and a lag, expand needs it at or above the HW); a synchronous
                 # change also needs the leader's view at the controller's epochs.
-                remote, lag = r.remote_log_end_offset, r.lag_ticks
-                current = not prune or config.isr_changes_async or (
+                remote = r.remote_log_end_offset
+                view_current = not prune or config.isr_changes_async or (
                     (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch))
                 for f in range(n):
-                    if f == b or not current:
+                    if f == b or not view_current:
                         continue
                     if f in r.isr:
-                        if not prune or not remote or (remote[f] < len(r.log) and (
-                                not lag or lag[f] > config.replica_lag_time_max_ticks
-                                or config.replica_lag_max_messages is not None)):
+                        if not prune or not remote or (
+                                remote[f] < len(r.log) and _lagging(config, r, f)):
                             yield LeaderShrinkIsr(p, b, f)
                     elif not prune or not remote or (
                             remote[f] != UNKNOWN and remote[f] >= r.high_watermark):

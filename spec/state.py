@@ -133,7 +133,8 @@ class LossLedger(Set):
     Without a flush policy every machine crash loses a broker's whole log: on a long run that
     is tens of thousands of records a crash, mostly the same ones again, and listing them at
     each crash was a tenth of the replay's time. Logs are `GrowingLog` versions, which never
-    change, so a segment can be kept as (broker, log, start). Equal to, and hashed as, the
+    change, so a segment can be kept as (broker, log, start): the ledger holds those lost
+    versions (their record lists, not copies) until it is read. Equal to, and hashed as, the
     frozenset of its pairs.
     """
 

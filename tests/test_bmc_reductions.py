@@ -246,3 +246,7 @@ def test_a_selector_is_one_boolean_per_choice():
                to_bv(sel != 1), to_bv(sel != 3))
     assert solver.check() == z3.sat
     assert _IntModel(solver.model(), to_bv).eval(sel).as_long() == 2
+    # Anywhere else the selector would be a bit-vector its Booleans do not bind: refused.
+    for misuse in (sel < 2, sel >= 1, sel == z3.Int("act1")):
+        with pytest.raises(ValueError, match="selector outside"):
+            to_bv(misuse)

@@ -328,36 +328,22 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     def must_wait(rank: int) -> bool:
         return bool(awaited(rank))
 
-    def ready_entry(rank: int) -> tuple[Any, int] | None:
-        """The heap entry of `rank`'s next line if it is ready; else None (it waits for its
-        message, or the node has no lines left)."""
+    def offer(rank: int) -> None:
         i = heads[rank]
         if i < len(lists[rank]):
             mid = recvs[rank][i]
             if mid is not None and mid in traced and mid not in sent:
                 waiting.setdefault(mid, []).append(rank)
             else:
-                return keys[rank][i], rank
-        return None
-
-    def offer(rank: int) -> None:
-        e = ready_entry(rank)
-        if e is not None:
-            heapq.heappush(ready, e)
+                heapq.heappush(ready, (keys[rank][i], rank))
 
     for rank in range(len(lists)):
         offer(rank)
     sender = {mid: rank for rank, per in enumerate(sendl) for ids in per
               for mid in ids} if holds else {}
     order: list[T] = []
-    # The node just taken is offered again as `carry`: a node often has several lines in a row
-    # before any other's, and heappushpop hands its entry straight back in that case.
-    carry = None
-    while ready or held or carry is not None:
+    while ready or held:
         rank = None
-        if held and carry is not None:
-            heapq.heappush(ready, carry)
-            carry = None
         if held:
             # While a crash is held, only the nodes that receive what its node sent go on, up
             # to those receives; when none of them can, the crash goes.
@@ -372,11 +358,7 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
             else:
                 rank = held.pop(0)
         else:
-            if carry is None:
-                _, rank = heapq.heappop(ready)
-            else:
-                _, rank = heapq.heappushpop(ready, carry) if ready else carry
-                carry = None
+            _, rank = heapq.heappop(ready)
             if must_wait(rank):
                 held.append(rank)
                 continue
@@ -396,7 +378,7 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
                 unreceived[rank].add(mid)
             for other in waiting.pop(mid, ()):
                 offer(other)
-        carry = ready_entry(rank)
+        offer(rank)
     if len(order) < sum(map(len, lists)):
         raise _cycle(lists, heads, sends, recv, key)
     return order
