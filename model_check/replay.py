@@ -97,9 +97,9 @@ class Event:
     the causal merge needs (the message ids it sends and receives).
 
     An event line read from a trace keeps only where its text is, and its body (the parsed
-    JSON) is decoded when asked and dropped again by `release()`: a million parsed lines held
-    at once cost several times more to allocate than to parse, and made long replays slower
-    per line."""
+    JSON) is decoded anew each time it is asked for (replay asks once per line): a million
+    parsed lines held at once cost several times more to allocate than to parse, and made long
+    replays slower per line."""
 
     __slots__ = ("node", "seq", "time_ms", "kind", "action", "send", "recv", "_body",
                  "_where", "_text", "_start", "_end", "_number")
@@ -126,14 +126,9 @@ class Event:
 
     @property
     def body(self) -> dict:
-        if self._body is None:
-            self._body = _decode(self._text[self._start:self._end])
-        return self._body
-
-    def release(self) -> None:
-        """Drop the decoded body of a lazily read line (it is decoded again if asked)."""
-        if self._text is not None:
-            self._body = None
+        if self._text is None:
+            return self._body
+        return _decode(self._text[self._start:self._end])
 
     @property
     def where(self) -> str:
@@ -354,7 +349,7 @@ def _parse_lines(path: str, text) -> list[Event]:
     events: list[Event] = []
     for number, start, end in _spans(text):
         raw = text[start:end]
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
         line = None
         if len(raw) <= MAX_LINE_BYTES:
@@ -390,16 +385,9 @@ def _parse_lines(path: str, text) -> list[Event]:
     return events
 
 
-def _sends(e: Event):
-    return e.send
-
-
-def _recv(e: Event) -> str | None:
-    return e.recv
-
-
-def _time(e: Event) -> int:
-    return e.time_ms
+_sends = operator.attrgetter("send")
+_recv = operator.attrgetter("recv")
+_time = operator.attrgetter("time_ms")
 
 
 # How long after a crash (ms) a peer may still read what the crashed process had sent.
@@ -632,21 +620,23 @@ class Replayer:
 
     def apply(self, e: Event) -> None:
         if e.kind == "history":
-            if (e.node not in _OWN_CLIENTS and e.body.get("f") == "send"
-                    and e.body.get("type") in ("ok", "fail")):
+            body = e.body
+            if (e.node not in _OWN_CLIENTS and body.get("f") == "send"
+                    and body.get("type") in ("ok", "fail")):
                 # A Kafka client's answer has no message linking it to the broker's event,
                 # and the broker's clock may run a few ms ahead of the client's, so it is
                 # checked at the end, against the spec's acknowledged set (which only grows).
-                self.deferred_answers.append((e.body, e.where))
+                self.deferred_answers.append((body, e.where))
                 return
-            self._history(e.body, e.where)
+            self._history(body, e.where)
             return
         if e.kind != "event":
             return
         handler = _HANDLERS.get(e.action)
         if handler is None:
             raise _Mismatch(f"no spec counterpart for implementation action {e.action!r}")
-        state = e.body.get("state")
+        body = e.body
+        state = body.get("state")
         if state is None and e.action not in _STATELESS:
             raise _Mismatch(f"{e.action} event without its post-state: nothing to compare")
         if state is not None:
@@ -656,7 +646,7 @@ class Replayer:
                     self.shown_cache[key] = shown["epoch_cache"]
                     self.verified_cache.pop(key, None)
         try:
-            handler(self, e.body, e.body.get("args", {}))
+            handler(self, body, body.get("args", {}))
         except (KeyError, TypeError, IndexError, ValueError) as error:
             raise _Mismatch(f"malformed {e.action} event: {error!r}") from None
 
@@ -1127,7 +1117,6 @@ def replay_run(run: Run, check_invariants: bool = True, visited: set | None = No
             divergence = Divergence(e, mismatch.reason, mismatch.differences,
                                     [_describe(x) for x in recent])
             break
-        e.release()
         recent.append(e)
     if divergence is None:
         try:

@@ -203,7 +203,7 @@ def _first_event(text: str, change) -> str:
     (lambda text: _first_event(text, lambda b: b.update(send=["b0:m1"])), 2,
      "sends 'b0:m1', an id of another node than b2"),
     (lambda text: _first_event(text, lambda b: b.update(outcome="fetch from 0")), 2,
-     "event line: Expected `str` matching regex"),
+     "event line: outcome 'fetch from 0' does not match"),
     (lambda text: _first_event(text, lambda b: b.update(gossip=1)), 2,
      "event line: Object contains unknown field `gossip`"),
     (lambda text: _first_event(text, lambda b: b["args"].update(partition=True)), 2,

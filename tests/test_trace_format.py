@@ -65,7 +65,11 @@ def test_check_accepts_the_structs_and_rejects_with_one_line():
     cases = [
         ({**event, "recv": "producer:2"}, "bad message id 'producer:2' (expected <node>:m<k>)"),
         ({**event, "send": ["b1:m1"]}, "sends 'b1:m1', an id of another node than b0"),
-        ({**event, "outcome": "appended at 0"}, "event line: Expected `str` matching regex"),
+        ({**event, "outcome": "appended at 0"},
+         "event line: outcome 'appended at 0' does not match '^[A-Z][A-Z0-9_]*$' - at `$.outcome`"),
+        # Well-formed names are remembered per field: an action name is no outcome code.
+        ({**event, "outcome": "LeaderAppend"}, "event line: outcome 'LeaderAppend' does not"),
+        ({**event, "action": "LeaderAppend\n"}, "event line: action 'LeaderAppend\\n' does not"),
         ({**event, "time_ms": 1.5}, "event line: Expected `int`, got `float` - at `$.time_ms`"),
         ({**event, "args": {"partition": 0, "colour": 1}},
          "event line: Object contains unknown field `colour` - at `$.args`"),
@@ -141,7 +145,10 @@ def struct_rows(cls: type) -> list[tuple[str, str, str]]:
     """(field, type, required) of a struct, as docs/traces.md spells them."""
     info = msgspec.inspect.type_info(cls)
     rows = [(f"`{info.tag_field}`", f"`{info.tag}`", "yes")] if info.tag_field else []
-    return rows + [(f"`{f.encode_name}`", _type_text(f.type), "yes" if f.required else "no")
+    # An event's strings that `check_struct` matches against a pattern (not msgspec's type).
+    patterns = T.EVENT_PATTERNS if issubclass(cls, T.EventLine) else {}
+    return rows + [(f"`{f.encode_name}`", f"string `{patterns[f.name]}`" if f.name in patterns
+                    else _type_text(f.type), "yes" if f.required else "no")
                    for f in info.fields]
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from itertools import chain, repeat
+from typing import Any, Literal, NoReturn, TypeVar
 
 import msgspec
 
@@ -51,10 +52,14 @@ def parse_message_id(text: object) -> tuple[str, int]:
 # The line schema --------------------------------------------------------------------------------
 
 # Outcome codes are UPPER_SNAKE (vocab.outcomes.Code); action names CamelCase (vocab.actions).
+# Checked by `check_struct`, not by a `msgspec.Meta` pattern: msgspec runs the regex on every
+# line, which was a third of a validating decode, and a trace repeats a few dozen names.
 CODE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 ACTION_PATTERN = r"^[A-Z][A-Za-z]*$"
-Code = Annotated[str, msgspec.Meta(pattern=CODE_PATTERN)]
-Action = Annotated[str, msgspec.Meta(pattern=ACTION_PATTERN)]
+EVENT_PATTERNS = {"action": ACTION_PATTERN, "outcome": CODE_PATTERN}  # EventLine's strings
+_NAME_CHECKS = tuple((name, re.compile(pattern), set()) for name, pattern in EVENT_PATTERNS.items())
+_SEEN_ACTIONS, _SEEN_CODES = (seen for _, _, seen in _NAME_CHECKS)
+_NAMES_KEPT = 1024  # well-formed names remembered per field (a hostile trace has no end of them)
 # Free-form objects (an outcome's fields, implementation detail): Spark keeps their JSON text.
 Object = dict[str, Any]
 
@@ -160,9 +165,9 @@ class EventLine(msgspec.Struct, tag="event", tag_field="kind", kw_only=True,
     node: str
     seq: int
     time_ms: int
-    action: Action
+    action: str  # ACTION_PATTERN
     args: Args
-    outcome: Code
+    outcome: str  # CODE_PATTERN
     outcome_args: Object | None = None
     send: list[str]
     recv: str | None = None
@@ -235,21 +240,42 @@ decode_line = msgspec.json.Decoder(Line).decode
 
 
 def check_struct(line: Line) -> None:
-    """What types cannot say: a header names this format, and an event's message ids are well
-    formed, its sends made by its own node."""
+    """What types cannot say: a header names this format, and an event's action name and
+    outcome code are well formed, its message ids too, and its sends made by its own node."""
     cls = type(line)
     if cls is HeaderLine:
         if line.format != FORMAT:
             raise LineError(f"format {line.format!r}, expected {FORMAT!r}")
     elif cls is EventLine:
-        try:
-            for mid in line.send:
-                if parse_message_id(mid)[0] != line.node:
-                    raise ValueError(f"sends {mid!r}, an id of another node than {line.node}")
-            if line.recv is not None:
-                parse_message_id(line.recv)
-        except ValueError as error:
-            raise LineError(str(error)) from None
+        if line.action not in _SEEN_ACTIONS or line.outcome not in _SEEN_CODES:
+            _check_names(line)
+        node = line.node
+        for mid in line.send:
+            match = _MESSAGE_ID.fullmatch(mid)
+            if match is None or match.group(1) != node:
+                _bad_id(mid, f"sends {mid!r}, an id of another node than {node}")
+        if line.recv is not None and _MESSAGE_ID.fullmatch(line.recv) is None:
+            _bad_id(line.recv, "")
+
+
+def _check_names(line: EventLine) -> None:
+    for name, pattern, seen in _NAME_CHECKS:
+        text = getattr(line, name)
+        if text not in seen:
+            if pattern.fullmatch(text) is None:
+                raise LineError(f"event line: {name} {text!r} does not match "
+                                f"{pattern.pattern!r} - at `$.{name}`")
+            if len(seen) < _NAMES_KEPT:
+                seen.add(text)
+
+
+def _bad_id(mid: str, otherwise: str) -> NoReturn:
+    """Raise the LineError of a message id that is malformed, or else `otherwise`."""
+    try:
+        parse_message_id(mid)
+    except ValueError as error:
+        raise LineError(str(error)) from None
+    raise LineError(otherwise)
 
 
 # The causal merge ------------------------------------------------------------------------------
@@ -290,10 +316,10 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
     """
     names = sorted(streams, key=str)
     lists = [streams[name] for name in names]
-    # Each line's sends, receive and key, asked once.
-    sendl = [[sends(item) for item in items] for items in lists]
-    recvs = [[recv(item) for item in items] for items in lists]
-    traced = {mid for per in sendl for ids in per for mid in ids}
+    # Each line's sends, receive and key, asked once (`map`: the callers pass attribute getters).
+    sendl = [list(map(sends, items)) for items in lists]
+    recvs = [list(map(recv, items)) for items in lists]
+    traced = set(chain.from_iterable(chain.from_iterable(sendl)))
     receives = traced and any(mid in traced for per in recvs for mid in per)
     if not receives:
         # Nothing waits: a k-way merge by key (one sort when every node's keys are in order).
@@ -305,25 +331,30 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
         else:
             merged = heapq.merge(*streams_by_key)
         return [lists[rank][n] for _, rank, n in merged]
-    keys = [[key(item) for item in items] for items in lists]
+    keys = [list(map(key, items)) for items in lists]
     heads = [0] * len(lists)
     sent: set[str] = set()
     waiting: dict[str, list[int]] = {}
     ready: list[tuple[Any, int]] = []
-    recv_key = {mid: k for per, ks in zip(recvs, keys, strict=True)
-                for mid, k in zip(per, ks, strict=True) if mid in traced} if holds else {}
-    receiver = {mid: rank for rank, per in enumerate(recvs) for mid in per
-                if mid in traced} if holds else {}
-    unreceived: list[set[str]] = [set() for _ in lists]  # per node: sent, still to be received
+    # What holding a crash needs: each line's window or None; where each message is received
+    # (rank, key); and, per node, the messages it sent that are still to be received.
+    windows = [list(map(holds, items)) for items in lists] if holds else None
+    recv_at: dict[str | None, tuple[int, Any]] = {}
+    if holds:
+        for rank, (per, ks) in enumerate(zip(recvs, keys, strict=True)):
+            recv_at.update(zip(per, zip(repeat(rank), ks, strict=False), strict=True))
+        recv_at.pop(None, None)
+    unreceived: list[set[str]] = [set() for _ in lists]
+    in_flight: dict[str, int] = {}  # those messages -> the rank of their sender
     held: list[int] = []
 
     def awaited(rank: int) -> list[str]:
         """The messages whose receives the crash line at `rank`'s head waits for."""
-        item = lists[rank][heads[rank]]
-        window = holds(item) if holds and unreceived[rank] else None
+        window = windows[rank][heads[rank]] if windows and unreceived[rank] else None
         if window is None:
             return []
-        return [m for m in unreceived[rank] if recv_key[m] <= keys[rank][heads[rank]] + window]
+        until = keys[rank][heads[rank]] + window
+        return [m for m in unreceived[rank] if recv_at[m][1] <= until]
 
     def must_wait(rank: int) -> bool:
         return bool(awaited(rank))
@@ -339,8 +370,6 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
 
     for rank in range(len(lists)):
         offer(rank)
-    sender = {mid: rank for rank, per in enumerate(sendl) for ids in per
-              for mid in ids} if holds else {}
     order: list[T] = []
     while ready or held:
         rank = None
@@ -348,7 +377,7 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
             # While a crash is held, only the nodes that receive what its node sent go on, up
             # to those receives; when none of them can, the crash goes.
             first = held[0]
-            receivers = {receiver[m] for m in awaited(first)}
+            receivers = {recv_at[m][0] for m in awaited(first)}
             mine = [entry for entry in ready if entry[1] in receivers]
             if mine:
                 entry = min(mine)
@@ -359,23 +388,24 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
                 rank = held.pop(0)
         else:
             _, rank = heapq.heappop(ready)
-            if must_wait(rank):
+            if windows and windows[rank][heads[rank]] is not None and must_wait(rank):
                 held.append(rank)
                 continue
         i = heads[rank]
         heads[rank] += 1
         order.append(lists[rank][i])
         mid = recvs[rank][i]
-        if holds and mid in sender:
-            origin = sender[mid]
+        origin = in_flight.pop(mid, None) if mid is not None else None
+        if origin is not None:
             unreceived[origin].discard(mid)
             if origin in held and not must_wait(origin):
                 held.remove(origin)
                 heapq.heappush(ready, (keys[origin][heads[origin]], origin))
         for mid in sendl[rank][i]:
             sent.add(mid)
-            if holds and mid in recv_key:
+            if mid in recv_at:
                 unreceived[rank].add(mid)
+                in_flight[mid] = rank
             for other in waiting.pop(mid, ()):
                 offer(other)
         offer(rank)
