@@ -1106,8 +1106,10 @@ def replay_run(run: Run, check_invariants: bool = True, visited: set | None = No
         _check_counts(run, order)
     rp = Replayer(config)
     rp.visited, rp.taken = visited, taken
-    rp.received = {e.recv for e in order if e.recv is not None and e.action not in _DROPS}
-    rp.dropped = {e.recv for e in order if e.recv is not None and e.action in _DROPS}
+    rp.received, rp.dropped = set(), set()
+    for e in order:
+        if e.recv is not None:
+            (rp.dropped if e.action in _DROPS else rp.received).add(e.recv)
     recent: deque[Event] = deque(maxlen=HISTORY_TAIL)
     divergence = None
     for e in order:

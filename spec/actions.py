@@ -573,24 +573,27 @@ def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Re
     Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR; KIP-966
     requires that rule, so ELR turns it on in every variant.
     """
+    hw = _advanced_high_watermark(config, replica, broker, replica.remote_log_end_offset)
+    return replica if hw == replica.high_watermark else replace(replica, high_watermark=hw)
+
+
+def _advanced_high_watermark(config: Config, replica: Replica, broker: int,
+                             remote: tuple[int, ...]) -> int:
+    """The HW `_advance_high_watermark` gives `replica`, with `remote` as the followers' LEOs
+    (a fetch changes them and the HW in one copy of the replica)."""
     if replica.leader != broker:
-        return replica
+        return replica.high_watermark
     strict = config.variant.hw_requires_min_isr or config.eligible_leader_replicas_enable
     if strict and len(replica.isr) < config.min_insync_replicas:
-        return replica
+        return replica.high_watermark
     isr = replica.isr
     if replica.pending_isr is not None:
         # KIP-497: the maximal ISR (members and requested additions) while a change is
         # pending; B6 counts only the requested one.
         isr = (replica.pending_isr if config.hw_over_requested_isr
                else tuple(sorted(set(isr) | set(replica.pending_isr))))
-    candidate = min(
-        replica.log_end_offset if b == broker else replica.remote_log_end_offset[b]
-        for b in isr
-    )
-    if candidate > replica.high_watermark:
-        return replace(replica, high_watermark=candidate)
-    return replica
+    candidate = min(replica.log_end_offset if b == broker else remote[b] for b in isr)
+    return max(candidate, replica.high_watermark)
 
 
 def _send_leader_and_isr(
@@ -1146,9 +1149,10 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     # so a follower learns of a commit one fetch round trip after the leader (docs/protocol.md,
     # "Fetch and the high watermark").
     high_watermark = r.high_watermark
-    r = replace(r, remote_log_end_offset=tuple(remote), remote_broker_epoch=tuple(broker_epochs),
-                lag_ticks=tuple(lag))
-    r = _advance_high_watermark(config, r, a.broker)
+    remote = tuple(remote)
+    r = replace(r, remote_log_end_offset=remote, remote_broker_epoch=tuple(broker_epochs),
+                lag_ticks=tuple(lag),
+                high_watermark=_advanced_high_watermark(config, r, a.broker, remote))
     records = r.log[offset:]
     response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
                              high_watermark=high_watermark, fetch_offset=offset)
@@ -1222,8 +1226,8 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
     if response.fetch_offset != r.log_end_offset:
         return dropped(Outcome(Code.DROPPED_STALE_OFFSET, fetch_offset=response.fetch_offset,
                                log_end_offset=r.log_end_offset))
-    r = r.appended(response.records, config.log_flush_interval_messages)
-    r = replace(r, high_watermark=min(response.high_watermark, r.log_end_offset))
+    r = r.appended(response.records, config.log_flush_interval_messages,
+                   high_watermark=response.high_watermark)
     return done(r, Outcome(Code.RECORDS_APPENDED, records=len(response.records),
                            high_watermark=r.high_watermark))
 

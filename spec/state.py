@@ -410,8 +410,10 @@ class Replica:
             epoch_cache=tuple(e for e in self.epoch_cache if e[1] < offset),
         )
 
-    def appended(self, records: tuple[Record, ...], flush_interval: int | None) -> Replica:
-        """The replica with `records` appended, epoch cache and flush policy applied."""
+    def appended(self, records: tuple[Record, ...], flush_interval: int | None,
+                 high_watermark: int | None = None) -> Replica:
+        """The replica with `records` appended, epoch cache and flush policy applied, and its
+        HW set to `high_watermark` (a follower's, capped at the new LEO) when given."""
         cache = self.epoch_cache
         offset = self.log_end_offset
         epoch = None
@@ -425,7 +427,10 @@ class Replica:
         flushed = self.flushed_offset
         if flush_interval is not None and len(log) - flushed >= flush_interval:
             flushed = len(log)
-        return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed)
+        if high_watermark is None:
+            return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed)
+        return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed,
+                       high_watermark=min(high_watermark, len(log)))
 
 
 def assign_epoch(
