@@ -607,13 +607,23 @@ def _event_dict(row) -> dict:
     """An event line as the dict the broker wrote: its raw text when kept, else its columns."""
     if row["raw"] is not None:
         return json.loads(row["raw"])
-    event = {k: v for k, v in row.asDict(recursive=True).items() if v is not None}
+    event = _without_nulls(row.asDict(recursive=True))
     for name in ("raw", "file", "line"):
         event.pop(name, None)
     for name in ("outcome_args", "detail"):  # kept as JSON text
         if name in event:
             event[name] = json.loads(event[name])
     return event
+
+
+def _without_nulls(value):
+    """A row's fields without the nulls Spark fills in for keys a line does not have (a
+    broker writes an action's arguments and a post-state's fields only where they exist)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def replay_one(fn: ReplayFn, run: str, rows: Iterable,

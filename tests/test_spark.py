@@ -583,3 +583,42 @@ def test_a_campaign_with_a_bad_spark_master_is_one_line_and_exit_2(tmp_path):
     assert errors == ["isrlab campaign: error: --spark nonsense: not a Spark master (local, "
                       "local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"]
     assert "Traceback" not in done.stderr
+
+
+def test_replay_from_columns_gives_the_verdicts_of_the_raw_lines(spark, tmp_path):
+    """A dataset stored without each event's JSON text (`--no-raw`) replays as one that keeps
+    it: the same verdicts, and a run whose trace was tampered with (one post-state's HW)
+    diverges at the same line for the same reason."""
+    from impl.config import ClusterConfig
+    from impl.sim import SimOptions, simulate
+    from model_check.replay import replay_events
+    from pyspark_harness.ingest import ingest
+
+    corpus = tmp_path / "corpus"
+    for seed in (3, 4):
+        simulate(ClusterConfig(), SimOptions(seed=seed, duration_ms=4_000,
+                                             nemesis=("crash", "partition"))).write(
+            corpus / f"run-{seed}")
+    path = corpus / "run-4" / "b1.ndjson"
+    text = path.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(text) if i > 40 and '"high_watermark"' in line
+              and '"replicas"' not in line)
+    body = json.loads(text[at])
+    body["state"]["high_watermark"] += 7
+    text[at] = json.dumps(body)
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+
+    verdicts = {}
+    for keep_raw in (True, False):
+        dataset = str(tmp_path / f"raw-{keep_raw}")
+        ingest(spark, find_trace_files([str(corpus)]), dataset, keep_raw=keep_raw)
+        tables = J.load(spark, dataset)
+        assert (tables.events.where(F.col("raw").isNotNull()).count() > 0) is keep_raw
+        configs = {r["run"]: json.loads(r["config"]) for r in tables.headers.selectExpr(
+            "run", "to_json(config) AS config").dropDuplicates(["run"]).collect()}
+        verdicts[keep_raw] = sorted(tuple(r) for r in J.distributed_replay(
+            tables.events, replay_events, configs).collect())
+    assert verdicts[False] == verdicts[True]
+    (_, accepted, _, _), (_, diverged, _, detail) = verdicts[True]
+    assert (accepted, diverged) == ("accepted", "divergence")
+    assert detail.endswith("replica p0 of broker 1 differs"), detail
