@@ -371,10 +371,11 @@ def _parse_lines(path: str, text) -> list[Event]:
             raise TraceError(f"{where}: first line must be a {FORMAT} header")
         if events and kind == "header":
             raise TraceError(f"{where}: a second header in one file")
-        try:
-            check(body)
-        except LineError as error:
-            raise TraceError(f"{where}: {error}") from None
+        if line is None:  # else the one-pass decode above has checked it
+            try:
+                check(body)
+            except LineError as error:
+                raise TraceError(f"{where}: {error}") from None
         if kind == "header":
             events.append(Event(body["node"], -1, 0, "header", body, where))
             continue
