@@ -254,14 +254,6 @@ def colliding_runs(spark: SparkSession, files: list[str]) -> dict[tuple[str, str
             if len(idents) > 1 for ident in idents}
 
 
-def shares_run_ids(stored: DataFrame) -> bool:
-    """Whether some run id of a stored dataset names more than one run (see `_identity`)."""
-    headers = stored.where(F.col("table") == "headers")
-    identity = _identity(F.col("file"), F.struct("run", "seed", "mode", "commit", "config"))
-    return bool(headers.groupBy("run").agg(F.countDistinct(identity).alias("n"))
-                .where(F.col("n") > 1).limit(1).collect())
-
-
 def parse_lines(spark: SparkSession, files: list[str], keep_raw: bool = True,
                 renamed: dict[tuple[str, str], str] | None = None) -> DataFrame:
     """One row per line of `files`, in the columns of `schemas.STORED` (not yet written)."""
@@ -380,15 +372,8 @@ def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = Tru
     if not files:
         raise InputError("no trace files to ingest")
     start = time.perf_counter()
-    # Written under the run ids as they are, then checked on the stored headers (a small
-    # table): only when an id names several runs are the files read again to tell them
-    # apart and written again. A pass over every file for the header lines first was a
-    # tenth of an ingest, for runs that almost never share an id.
-    write_dataset(parse_lines(spark, files, keep_raw), out)
-    renamed: dict[tuple[str, str], str] = {}
-    if shares_run_ids(read_stored(spark, out)):
-        renamed = colliding_runs(spark, files)
-        write_dataset(parse_lines(spark, files, keep_raw, renamed), out)
+    renamed = colliding_runs(spark, files)
+    write_dataset(parse_lines(spark, files, keep_raw, renamed), out)
     seconds = time.perf_counter() - start
     stored = read_stored(spark, out)
     counts = {r["table"]: r["count"] for r in stored.groupBy("table").count().collect()}
