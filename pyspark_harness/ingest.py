@@ -138,10 +138,10 @@ def _event_reason(p: Column) -> Column:
     field, an action name or outcome code of the wrong form, a bad message id, or a send id of
     another node."""
     def bad(field: str, pattern: str, what: str) -> Column:
-        return F.when(~p[field].rlike(pattern),
+        return F.when(~p[field].rlike(_whole(pattern)),
                       F.concat(F.lit(f"field {field}: {what} "), p[field]))
 
-    bad_sends = F.filter(p["send"], lambda mid: ~mid.rlike(T.MESSAGE_ID_PATTERN))
+    bad_sends = F.filter(p["send"], lambda mid: ~mid.rlike(_whole(T.MESSAGE_ID_PATTERN)))
     foreign = F.filter(p["send"], lambda mid: F.substring_index(mid, ":", 1) != p["node"])
     return F.coalesce(
         _missing(p, S.REQUIRED["event"]),
@@ -153,6 +153,12 @@ def _event_reason(p: Column) -> Column:
         F.when(F.size(foreign) > 0,
                F.concat(F.lit("field send: an id of another node: "), foreign[0])),
     )
+
+
+def _whole(pattern: str) -> str:
+    r"""A `^...$` pattern of `vocab.trace` for Java's regex: `$` there also matches before a
+    final line terminator, which Python's `fullmatch` does not accept; `\z` is the end."""
+    return pattern[:-1] + r"\z" if pattern.endswith("$") else pattern
 
 
 def _kind_reason(p: Column) -> Column:

@@ -604,7 +604,9 @@ def _time(event: dict) -> int:
 
 
 def _event_dict(row) -> dict:
-    """An event line as the dict the broker wrote: its raw text when kept, else its columns."""
+    """An event line as the dict the broker wrote: its raw text when kept, else its columns
+    without nulls (also those the broker wrote, as an empty log's `last`: replay reads an
+    absent field and a null one alike)."""
     if row["raw"] is not None:
         return json.loads(row["raw"])
     event = _without_nulls(row.asDict(recursive=True))

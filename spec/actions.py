@@ -573,12 +573,12 @@ def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Re
     Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR; KIP-966
     requires that rule, so ELR turns it on in every variant.
     """
-    hw = _advanced_high_watermark(config, replica, broker, replica.remote_log_end_offset)
+    hw = _next_high_watermark(config, replica, broker, replica.remote_log_end_offset)
     return replica if hw == replica.high_watermark else replace(replica, high_watermark=hw)
 
 
-def _advanced_high_watermark(config: Config, replica: Replica, broker: int,
-                             remote: tuple[int, ...]) -> int:
+def _next_high_watermark(config: Config, replica: Replica, broker: int,
+                         remote: tuple[int, ...]) -> int:
     """The HW `_advance_high_watermark` gives `replica`, with `remote` as the followers' LEOs
     (a fetch changes them and the HW in one copy of the replica)."""
     if replica.leader != broker:
@@ -1152,7 +1152,7 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     remote = tuple(remote)
     r = replace(r, remote_log_end_offset=remote, remote_broker_epoch=tuple(broker_epochs),
                 lag_ticks=tuple(lag),
-                high_watermark=_advanced_high_watermark(config, r, a.broker, remote))
+                high_watermark=_next_high_watermark(config, r, a.broker, remote))
     records = r.log[offset:]
     response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
                              high_watermark=high_watermark, fetch_offset=offset)

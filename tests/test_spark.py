@@ -156,6 +156,10 @@ def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_p
         ({**fetch, "send": ["b1:7"]}, "field send: bad message id b1:7"),
         ({**fetch, "send": ["b2:m7"]}, "field send: an id of another node: b2:m7"),
         ({**fetch, "outcome": "fetch from 0"}, "field outcome: not an outcome code: fetch from 0"),
+        # A final line terminator: Java's `$` passes it, Python's fullmatch does not.
+        ({**fetch, "action": "LeaderHandleFetch\n"},
+         "field action: not an action name: LeaderHandleFetch\n"),
+        ({**fetch, "recv": "b0:m7\r"}, "field recv: bad message id b0:m7\r"),
         ({**fetch, "seq": "3"}, "field seq: wrong type"),
         ({k: v for k, v in fetch.items() if k != "send"}, "field send: missing"),
         ({**read, "type": "maybe"}, "field type: unknown value maybe"),

@@ -70,6 +70,8 @@ def test_check_accepts_the_structs_and_rejects_with_one_line():
         # Well-formed names are remembered per field: an action name is no outcome code.
         ({**event, "outcome": "LeaderAppend"}, "event line: outcome 'LeaderAppend' does not"),
         ({**event, "action": "LeaderAppend\n"}, "event line: action 'LeaderAppend\\n' does not"),
+        ({**event, "outcome": "x" * 5000},
+         f"event line: outcome {'x' * 80!r}... (5,000 chars) does not match"),
         ({**event, "time_ms": 1.5}, "event line: Expected `int`, got `float` - at `$.time_ms`"),
         ({**event, "args": {"partition": 0, "colour": 1}},
          "event line: Object contains unknown field `colour` - at `$.args`"),
@@ -209,3 +211,24 @@ def test_a_held_crash_goes_first_when_the_receive_needs_it():
     }
     assert _merge_holding(streams, 100) == [
         "b2 answers", "b2 crashes", "meta: b2 is gone", "b0 learns", "b0 reads the answer"]
+
+
+def test_a_held_crash_waits_for_each_awaited_receive_within_its_window():
+    # b2 sent two answers before it was killed; b0 reads m1 (and later logs it dropped too,
+    # a second receive of one id), b1 reads m2.
+    streams = {
+        "b2": [(5, ["b2:m1", "b2:m2"], None, "b2 answers"), (10, [], None, "b2 crashes")],
+        "b0": [(20, [], "b2:m1", "b0 reads m1"), (21, [], "b2:m1", "b0 logs m1 dropped"),
+               (50, [], None, "b0 appends")],
+        "b1": [(30, [], "b2:m2", "b1 reads m2"), (60, [], None, "b1 appends")],
+    }
+    # Both receives within the window: the crash goes once both are read.
+    assert _merge_holding(streams, 100) == [
+        "b2 answers", "b0 reads m1", "b1 reads m2", "b2 crashes", "b0 logs m1 dropped",
+        "b0 appends", "b1 appends"]
+    # m2 is read after the window: the crash waits for m1's first receive only.
+    assert _merge_holding(streams, 15) == [
+        "b2 answers", "b0 reads m1", "b2 crashes", "b0 logs m1 dropped", "b1 reads m2",
+        "b0 appends", "b1 appends"]
+    # A window of 0 holds the crash for nothing keyed after it.
+    assert _merge_holding(streams, 0) == _merge(streams)

@@ -52,14 +52,17 @@ def parse_message_id(text: object) -> tuple[str, int]:
 # The line schema --------------------------------------------------------------------------------
 
 # Outcome codes are UPPER_SNAKE (vocab.outcomes.Code); action names CamelCase (vocab.actions).
-# Checked by `check_struct`, not by a `msgspec.Meta` pattern: msgspec runs the regex on every
-# line, which was a third of a validating decode, and a trace repeats a few dozen names.
+# Matched by `check_struct`, once per distinct name, not by a `msgspec.Meta` pattern: msgspec
+# runs the regex on every line, and a trace repeats a few dozen names. Whole-string matches
+# (`fullmatch` here, `\z` in Spark): a `$` would also pass a name ending in a newline.
 CODE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 ACTION_PATTERN = r"^[A-Z][A-Za-z]*$"
 EVENT_PATTERNS = {"action": ACTION_PATTERN, "outcome": CODE_PATTERN}  # EventLine's strings
 _NAME_CHECKS = tuple((name, re.compile(pattern), set()) for name, pattern in EVENT_PATTERNS.items())
-_SEEN_ACTIONS, _SEEN_CODES = (seen for _, _, seen in _NAME_CHECKS)
-_NAMES_KEPT = 1024  # well-formed names remembered per field (a hostile trace has no end of them)
+_SEEN = {name: seen for name, _, seen in _NAME_CHECKS}
+_SEEN_ACTIONS, _SEEN_CODES = _SEEN["action"], _SEEN["outcome"]
+# Names remembered well formed, per field: a hostile trace has no end of them.
+_NAMES_KEPT, _NAME_KEPT_CHARS = 1024, 64
 # Free-form objects (an outcome's fields, implementation detail): Spark keeps their JSON text.
 Object = dict[str, Any]
 
@@ -255,7 +258,7 @@ def check_struct(line: Line) -> None:
             if match is None or match.group(1) != node:
                 _bad_id(mid, f"sends {mid!r}, an id of another node than {node}")
         if line.recv is not None and _MESSAGE_ID.fullmatch(line.recv) is None:
-            _bad_id(line.recv, "")
+            _bad_id(line.recv)
 
 
 def _check_names(line: EventLine) -> None:
@@ -263,19 +266,20 @@ def _check_names(line: EventLine) -> None:
         text = getattr(line, name)
         if text not in seen:
             if pattern.fullmatch(text) is None:
-                raise LineError(f"event line: {name} {text!r} does not match "
+                shown = repr(text) if len(text) <= 80 else f"{text[:80]!r}... ({len(text):,} chars)"
+                raise LineError(f"event line: {name} {shown} does not match "
                                 f"{pattern.pattern!r} - at `$.{name}`")
-            if len(seen) < _NAMES_KEPT:
+            if len(seen) < _NAMES_KEPT and len(text) <= _NAME_KEPT_CHARS:
                 seen.add(text)
 
 
-def _bad_id(mid: str, otherwise: str) -> NoReturn:
+def _bad_id(mid: str, otherwise: str | None = None) -> NoReturn:
     """Raise the LineError of a message id that is malformed, or else `otherwise`."""
     try:
         parse_message_id(mid)
     except ValueError as error:
         raise LineError(str(error)) from None
-    raise LineError(otherwise)
+    raise LineError(otherwise or f"message id {mid!r}")
 
 
 # The causal merge ------------------------------------------------------------------------------
