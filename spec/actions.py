@@ -1272,6 +1272,12 @@ def _lagging(config: Config, r: Replica, follower: int) -> bool:
     return max_messages is not None and remote != UNKNOWN and r.log_end_offset - remote > max_messages
 
 
+def _up_to_high_watermark(r: Replica, follower: int) -> bool:
+    """Whether a leader has seen `follower` fetch from its HW or beyond (ISR expansion)."""
+    remote = r.remote_log_end_offset[follower]
+    return remote != UNKNOWN and remote >= r.high_watermark
+
+
 def _leader_shrink_isr(config: Config, s: Cluster, a: LeaderShrinkIsr):
     r, ps = _leader_isr_change_guard(config, s, a)
     _require(a.follower in r.isr, Refusal.NOT_IN_ISR, follower=a.follower)
@@ -1288,7 +1294,7 @@ def _leader_expand_isr(config: Config, s: Cluster, a: LeaderExpandIsr):
     r, ps = _leader_isr_change_guard(config, s, a)
     _require(a.follower not in r.isr, Refusal.ALREADY_IN_ISR, follower=a.follower)
     remote = r.remote_log_end_offset[a.follower]
-    _require(remote >= r.high_watermark and remote != UNKNOWN, Refusal.BELOW_HIGH_WATERMARK,
+    _require(_up_to_high_watermark(r, a.follower), Refusal.BELOW_HIGH_WATERMARK,
              follower=a.follower)
     if config.variant.expand_requires_epoch_start:
         start = r.epoch_start_offset(r.leader_epoch)
@@ -1686,23 +1692,20 @@ def candidates(config: Config, state: Cluster, prune: bool = True) -> Iterator[A
             for w in r.purgatory:
                 if w.offset < r.high_watermark or not prune:
                     yield LeaderAckProduce(p, b, w.offset)
-            if r.leader == b and alive[b]:
-                # Most followers are neither lagging nor newly caught up: the remote LEO and
-                # the lag clock say so before a guard is asked (shrink needs the remote LEO
-                # below the LEO and a lag, expand needs it at or above the HW); a synchronous
-                # change also needs the leader's view at the controller's epochs.
-                remote = r.remote_log_end_offset
-                view_current = not prune or config.isr_changes_async or (
-                    (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch))
+            # Most followers are neither lagging nor newly caught up: the remote LEO and the
+            # lag clock say so before a guard is asked (shrink needs the remote LEO below the
+            # LEO and a lag, expand needs it at or above the HW); a synchronous change also
+            # needs the leader's view at the controller's epochs.
+            if r.leader == b and alive[b] and (not prune or config.isr_changes_async or (
+                    (r.leader_epoch, r.partition_epoch) == (ps.leader_epoch, ps.partition_epoch))):
                 for f in range(n):
-                    if f == b or not view_current:
+                    if f == b:
                         continue
                     if f in r.isr:
-                        if not prune or not remote or (
-                                remote[f] < len(r.log) and _lagging(config, r, f)):
+                        if not prune or (r.remote_log_end_offset[f] < len(r.log)
+                                         and _lagging(config, r, f)):
                             yield LeaderShrinkIsr(p, b, f)
-                    elif not prune or not remote or (
-                            remote[f] != UNKNOWN and remote[f] >= r.high_watermark):
+                    elif not prune or _up_to_high_watermark(r, f):
                         yield LeaderExpandIsr(p, b, f)
         for f in range(n):
             message = state.fetches[p][f]

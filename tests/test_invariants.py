@@ -184,6 +184,14 @@ def crafted_elr_beside_a_full_isr():
     return config, state.with_partition_state(0, PartitionState(0, 0, (0, 1), 1, elr=(2,)))
 
 
+def crafted_elr_overlapping_the_isr():
+    """ELR on: broker 1 is in both the ISR and the ELR."""
+    config = cfg("current", brokers=3, min_insync_replicas=2,
+                 eligible_leader_replicas_enable=True)
+    state = initial_state(config)
+    return config, state.with_partition_state(0, PartitionState(0, 0, (0, 1), 1, elr=(1,)))
+
+
 def crafted_isr_listing_a_broker_twice():
     """ELR off: the store's ISR names broker 1 twice."""
     config = cfg("current", brokers=3)
@@ -279,6 +287,7 @@ VIOLATED = {
     ],
     "EligibleReplicasWellFormed": [
         (crafted_elr_beside_a_full_isr, "p0: ELR [2] beside an ISR of min ISR size [0, 1]"),
+        (crafted_elr_overlapping_the_isr, "p0: ELR [1] and ISR [0, 1] overlap"),
         (crafted_isr_listing_a_broker_twice,
          "p0: a broker is listed twice in ISR [0, 1, 1] or ELR []"),
         (crafted_isr_outside_the_replicas, "p0: ISR/ELR name a broker that holds no replica"),
