@@ -59,6 +59,9 @@ def register(sub) -> None:
     check.add_argument("--no-symmetry", action="store_true")
     check.add_argument("--workers", type=WORKERS, default=1,
                        help="worker processes (at most 4 per core)")
+    check.add_argument("--por", action="store_true",
+                       help="partial-order reduction: the same states, fewer transitions "
+                       "computed (kafka model, one partition, one worker)")
     check.add_argument("--max-states", type=integer(1), metavar="N")
     check.add_argument("--max-depth", type=integer(1), metavar="N")
     search = check.add_mutually_exclusive_group()
@@ -141,6 +144,17 @@ def run(args: argparse.Namespace) -> int:
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
+    if args.por:
+        from model_check.por import problem
+
+        if args.model != "kafka" or args.guided or args.simulate:
+            raise UsageError("--por: only the kafka model's breadth-first search")
+        if args.workers != 1:
+            raise UsageError("--por: one worker only (each state's steps must all be seen "
+                             "by one process)")
+        why = problem(model.config)
+        if why is not None:
+            raise UsageError(f"--por: {why}")
     if args.guided:
         from model_check.guided import guided_search
 
@@ -157,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
         with Progress("states", total=args.max_states, quiet=args.json) as progress:
             result = explore(model, max_states=args.max_states, max_depth=args.max_depth,
                              workers=args.workers, symmetry=not args.no_symmetry,
-                             check_invariants=bool(names), progress=search_progress(progress))
+                             check_invariants=bool(names), progress=search_progress(progress),
+                             reduce=args.por)
     if args.itf and result.violation:
         with open(args.itf, "w", encoding="utf-8") as out:
             json.dump(itf_trace(model, result), out, indent=1)

@@ -64,6 +64,7 @@ class Result:
     collision_probability: float = 0.0
     symmetry: bool = False
     workers: int = 1
+    reduction: bool = False  # partial-order reduction (model_check.por)
     seed: int | None = None
     traces: int = 0
     stored_bytes: int = 0  # the visited set and the parent tree (an exhaustive search's)
@@ -168,10 +169,14 @@ class _Expander:
     States travel with their position in the coordinator's tree (`_Tree`): positions follow
     fingerprint order within a level, so ordering by position is ordering by fingerprint."""
 
-    def __init__(self, model: Model, symmetry: bool, check: bool):
+    def __init__(self, model: Model, symmetry: bool, check: bool, reduction=None):
         self.model = model
         self.symmetry = symmetry
         self.check = check
+        # Partial-order reduction (model_check.por): per state of the next level, the
+        # instances every step into it rules out, as a bit mask.
+        self.reduction = reduction
+        self.ruled_out: dict[int, int] = {}
         self.pending: dict[int, Any] = {}
         # Every fingerprint this worker reported in an earlier level is visited by now (it was
         # either new and accepted, or already visited), so it can be skipped at once.
@@ -236,7 +241,10 @@ class _Expander:
                     if detail is not None:
                         violations.append((order, pos, name, detail))
                         break
-        if expand and not violations:
+        if expand and not violations and self.reduction is not None:
+            generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
+            self.previous = level
+        elif expand and not violations:
             canonical = self.model.canonical if self.symmetry else None
             seen = self.seen
             successors = model.successors
@@ -282,6 +290,59 @@ class _Expander:
             self.previous = level
         return violations, (list(pending), parents, indices), kinds, generated
 
+    def _expand_reduced(self, frontier, held, level, parents, indices, kinds) -> int:
+        """`expand`'s successor loop under partial-order reduction (one worker, no symmetry):
+        each state skips the steps every step into it ruled out, and a new state's mask is
+        the intersection over the steps from this level that reach it. Successor indices are
+        candidate positions (`Reduction.successor_at` rebuilds a trace from them)."""
+        reduction = self.reduction
+        after = reduction.after
+        seen, previous, pending = self.seen, self.previous, self.pending
+        ruled_out, self.ruled_out = self.ruled_out, {}
+        masks = self.ruled_out
+        successors = reduction.successors
+        labels: list = []
+        batch: list[tuple[int, int, int, Any, int]] = []
+        generated = 0
+
+        def flush():
+            known = seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
+            for (fp, parent, index, nxt, mask), old in zip(batch, known.tolist(), strict=True):
+                if old:
+                    continue
+                if fp in pending:
+                    masks[fp] &= mask
+                else:
+                    pending[fp] = nxt
+                    masks[fp] = mask
+                    parents.append(parent)
+                    indices.append(index)
+            batch.clear()
+
+        for pos, fp in frontier:
+            state = held.pop(fp)
+            before = ruled_out.pop(fp, 0)
+            for label, k, index, nxt in successors(state, before):
+                labels.append(label)
+                generated += 1
+                nfp = hash(nxt)
+                if nfp in level or nfp in previous:
+                    continue
+                mask = after(before, k)
+                if nfp in pending:
+                    masks[nfp] &= mask
+                else:
+                    batch.append((nfp, pos, index, nxt, mask))
+            if len(batch) >= _BATCH:
+                flush()
+            if len(labels) > 4096:
+                kinds.update(map(_label_kind, labels))
+                labels.clear()
+        flush()
+        kinds.update(map(_label_kind, labels))
+        seen.add(pending)
+        return generated
+
 
 def die_with_parent(parent: int | None = None) -> None:
     """Make this (forked or spawned worker) process die when its parent does: Linux's
@@ -317,10 +378,11 @@ def _worker_main(conn, model, symmetry, check, parent):
 class _Pool:
     """Forked workers speaking a tiny protocol over pipes; or one in-process expander."""
 
-    def __init__(self, model: Model, workers: int, symmetry: bool, check: bool):
+    def __init__(self, model: Model, workers: int, symmetry: bool, check: bool,
+                 reduction=None):
         self.workers = workers
         if workers == 1:
-            self.local = _Expander(model, symmetry, check)
+            self.local = _Expander(model, symmetry, check, reduction)
             return
         ctx = multiprocessing.get_context("fork")  # shares the hash secret: same fingerprints
         self.conns = []
@@ -422,13 +484,24 @@ def explore(
     symmetry: bool | None = None,
     check_invariants: bool = True,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    reduce: bool = False,
 ) -> Result:
-    """Breadth-first search of every reachable state; see the module docstring."""
+    """Breadth-first search of every reachable state; see the module docstring. `reduce`:
+    partial-order reduction (model_check.por): the same states, fewer transitions computed;
+    one worker only. Raises ValueError when the model or config does not allow it."""
     started = time.perf_counter()
     use_symmetry = model.symmetric() if symmetry is None else (symmetry and model.symmetric())
     check = check_invariants and bool(model.invariants)
     workers = max(1, workers)
-    pool = _Pool(model, workers, use_symmetry, check)
+    reduction = None
+    if reduce:
+        if workers != 1 or use_symmetry:
+            raise ValueError("partial-order reduction runs on one worker, without symmetry")
+        make = getattr(model, "reduction", None)
+        if make is None:
+            raise ValueError(f"partial-order reduction: the {model.name} model has none")
+        reduction = make()
+    pool = _Pool(model, workers, use_symmetry, check, reduction)
     # With one worker its own record of what it reported is exactly the visited set: shared.
     tree = _Tree(pool.local.seen if workers == 1 else None)
     coverage: Counter = Counter()
@@ -449,7 +522,7 @@ def explore(
             found = sorted(v for reply in replies for v in reply[0])
             if found:
                 _, pos, name, detail = found[0]
-                trace = _rebuild(model, use_symmetry, tree, init_states, pos)
+                trace = _rebuild(model, use_symmetry, tree, init_states, pos, reduction)
                 violation = Violation(name, detail, trace)
                 result = "violation"
                 break
@@ -485,16 +558,23 @@ def explore(
         stored_bytes=tree.nbytes(),
         symmetry=use_symmetry,
         workers=workers,
+        reduction=reduction is not None,
     )
 
 
-def _rebuild(model, symmetry, tree: _Tree, init_states, position: int) -> list[tuple[Any, Any]]:
+def _rebuild(model, symmetry, tree: _Tree, init_states, position: int,
+             reduction=None) -> list[tuple[Any, Any]]:
     """Replay the successor indices on the parent chain from the initial state."""
     init, chain = tree.chain(position)
     state = init_states[init]
     if symmetry:
         state = model.canonical(state)
     trace = [(None, state)]
+    if reduction is not None:  # the indices are candidate positions
+        for index in chain:
+            label, state = reduction.successor_at(state, index)
+            trace.append((label, state))
+        return trace
     for index in chain:
         for i, (label, nxt) in enumerate(model.successors(state)):
             if i == index:

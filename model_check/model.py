@@ -101,6 +101,12 @@ class KafkaModel:
     def canonical(self, state):
         return state
 
+    def reduction(self):
+        """The partial-order reduction for this config (model_check.por); ValueError if none."""
+        from model_check.por import Reduction
+
+        return Reduction(self.config)
+
     def config_json(self) -> dict[str, Any]:
         # Every field, the model switches and variant rules included: a reader of the report
         # sees exactly which model was checked (replay checks runs against the same one).

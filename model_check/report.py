@@ -23,6 +23,7 @@ def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "states_per_second": round(result.states_per_second, 1),
         "symmetry": result.symmetry,
+        "partial_order_reduction": result.reduction,
         "workers": result.workers,
         "fingerprint_collision_probability": result.collision_probability,
         "coverage": dict(sorted(result.coverage.items())),
@@ -80,7 +81,7 @@ def summary(model: Model, variant: str, result: Result) -> str:
     lines = [
         head,
         f"model {model.name}, variant {variant}, symmetry {'on' if result.symmetry else 'off'}, "
-        f"workers {result.workers}",
+        f"workers {result.workers}" + (", partial-order reduction" if result.reduction else ""),
         f"{result.distinct_states:,} distinct states, {result.generated_states:,} generated, "
         f"depth {result.depth}, {result.seconds:.2f} s ({result.states_per_second:,.0f} distinct/s)",
         f"fingerprint collision probability <= {result.collision_probability:.1e}",

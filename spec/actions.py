@@ -49,6 +49,7 @@ from spec.state import (
     Record,
     Replica,
     assign_epoch,
+    fast_init,
     leader_side_state,
     replace,
 )
@@ -542,6 +543,8 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     Tick,
 )
 ASYNC_ISR_ACTIONS = (ControllerHandleAlterPartition, LeaderHandleAlterPartitionResponse)
+for _type in ACTION_TYPES:
+    fast_init(_type)
 ACTIONS_BY_NAME: dict[str, type[Action]] = {t.__name__: t for t in ACTION_TYPES}
 ACTIONS_BY_COMMAND: dict[str, type[Action]] = {t.command(): t for t in ACTION_TYPES}
 
@@ -1617,25 +1620,33 @@ assert set(_HANDLERS) == set(ACTION_TYPES), "every action needs exactly one hand
 def step_with_outcome(config: Config, state: Cluster, action: Action) -> tuple[Cluster, Outcome]:
     """Apply `action`; return the next state and its outcome (a code and fields; `str()` is
     the English)."""
-    handler = _HANDLERS.get(type(action))
-    if handler is None:
+    checked = _CHECKED_HANDLERS.get(type(action))
+    if checked is None:
         raise TypeError(f"not an action: {action!r}")
-    partitions, brokers = _ARGUMENTS[type(action)]
-    for name in partitions:
-        _check_partition(config, getattr(action, name))
-    for name in brokers:
-        value = getattr(action, name)
-        if not (type(action) is ProducerSend and value == NO_LEADER):  # the default target
-            _check_broker(config, value)
-    return handler(config, state, action)
+    return checked(config, state, action)
 
 
-# Per action type, the fields naming a partition and those naming a broker (range-checked).
-_ARGUMENTS = {
-    t: (tuple(f.name for f in fields(t) if f.name == "partition"),
-        tuple(f.name for f in fields(t) if f.name in ("broker", "follower")))
-    for t in ACTION_TYPES
-}
+def _checked_handler(t: type[Action]):
+    """The handler of `t` behind a range check of the fields naming a partition or a broker,
+    as straight-line code (replay steps a million actions)."""
+    lines = ["def checked(config, state, a):"]
+    for f in fields(t):
+        if f.name == "partition":
+            lines.append("    if not 0 <= a.partition < config.partitions:\n"
+                         "        bad_partition(config, a.partition)")
+        elif f.name in ("broker", "follower"):
+            # ProducerSend's broker is NO_LEADER for the default (untargeted) send.
+            unless = f" and a.{f.name} != NO_LEADER" if t is ProducerSend else ""
+            lines.append(f"    if not 0 <= a.{f.name} < config.brokers{unless}:\n"
+                         f"        bad_broker(config, a.{f.name})")
+    lines.append("    return handler(config, state, a)")
+    namespace = {"handler": _HANDLERS[t], "bad_partition": _check_partition,
+                 "bad_broker": _check_broker, "NO_LEADER": NO_LEADER}
+    exec("\n".join(lines), namespace)
+    return namespace["checked"]
+
+
+_CHECKED_HANDLERS = {t: _checked_handler(t) for t in ACTION_TYPES}
 
 
 def step(config: Config, state: Cluster, action: Action) -> Cluster:

@@ -1,0 +1,159 @@
+"""Partial-order reduction for the explorer: fewer transitions computed, the same states found.
+
+Two action instances (an action with its broker ids fixed, `symbolic.action_table`) are
+independent when neither writes a state field the other reads or writes; the relation is read
+off the Z3 builders (`prove.independent_pairs`, also what BMC's normal form uses). From any
+state where both are enabled, either order is enabled and ends in the same state, so runs
+that differ only by swapping independent neighbours reach the same states.
+
+The reduction. Number the instances in table order. After a step by instance k, a next step
+by an instance j < k independent of k is not taken: the run with the two swapped reaches the
+same state and has the smaller instance first. A state reached by several steps from the level
+above keeps only what every one of them rules out (the intersection), and an initial state
+rules out nothing.
+
+Why no state is lost, and each is found at its own depth (so BFS's shortest counterexamples
+stay shortest). Take a state t at distance d and a shortest run to it; among the runs equal to
+it up to swaps of independent neighbours, take the lexicographically smallest, w (same length,
+same last state). No step of w follows a larger instance it is independent of, or swapping the
+two would give a smaller run. Every prefix of w is a shortest run to its own last state (a
+prefix of a shortest run is one). By induction on the prefix length k: the state after k steps
+of w is found at depth k, and one of the steps that find it is w's k-th; what that step rules
+out is every smaller instance independent of it, which w's next step is not; the intersection
+rules out no more than that, so w's next step is taken. Only steps from one level to the next
+are recorded: a state's depth is its distance, so a step into it from deeper is not on a
+shortest run. The argument needs every step's instance to be a function of the step, every
+pair called independent to commute in the explorer's own transition relation, and one process
+to see every step into a state (`explore` runs the reduction with one worker).
+
+The explorer offers two kinds of step the Z3 encoding does not describe as it does, and both
+are made dependent on everything they could interact with:
+- a produce addressed by stale metadata (`ProducerSend` with a broker) is not encoded: it is
+  independent of nothing;
+- `BrokerFlush` is offered only while crashes remain (a flush matters only to a later crash),
+  a condition outside its guard that `BrokerCrash` changes: the two are dependent.
+The encoding has one partition and none of the KIP-966 (ELR), controller-failover or
+asynchronous-ISR rules, and its named variants only; other configs are refused (`problem`).
+`tests/test_por.py` checks that the reduced search visits exactly the states of the full one
+on several configs, and that a wrong independence (a crash and a flush made independent) is
+caught by that check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from spec import VARIANTS, Config
+from spec.actions import (
+    ConsumerRead,
+    LeaderExpandIsr,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    NetworkDropFetch,
+    ProducerSend,
+    candidates,
+)
+from spec.state import Cluster
+
+# Pairs of instance names the explorer makes dependent whatever the encoding says (see above).
+EXPLORER_DEPENDENT = (("BrokerCrash", "BrokerFlush"),)
+
+_PAIRED = {LeaderHandleFetch, LeaderShrinkIsr, LeaderExpandIsr}
+
+
+def problem(config: Config) -> str | None:
+    """Why the reduction cannot be used for `config`, or None when it can."""
+    if config.partitions != 1:
+        return "one partition only (the Z3 encoding it is derived from has one)"
+    if config.replication_factor not in (None, config.brokers):
+        return "every broker must hold a replica (replication factor = brokers)"
+    if config.eligible_leader_replicas_enable:
+        return "not with eligible.leader.replicas.enable (KIP-966 is not in the Z3 encoding)"
+    if config.max_controller_failovers:
+        return "not with controller failovers (not in the Z3 encoding)"
+    if config.isr_changes_async or config.hw_over_requested_isr:
+        return "not with isr.changes.async (not in the Z3 encoding)"
+    if VARIANTS.get(config.variant.name) != config.variant:
+        return f"variant {config.variant.name!r} is not one of the named variants"
+    return None
+
+
+class Reduction:
+    """The independence relation of one config's action instances, as bit masks."""
+
+    def __init__(self, config: Config, dependent: tuple[tuple[str, str], ...] = EXPLORER_DEPENDENT):
+        why = problem(config)
+        if why is not None:
+            raise ValueError(f"partial-order reduction: {why}")
+        # Imported here: Z3 is needed only when the reduction is asked for.
+        from model_check import symbolic as sym
+        from model_check.prove import independent_pairs
+
+        shape = sym.make_shape(config, bounded=True)
+        table = sym.action_table(shape)
+        names = [inst.name for inst in table]
+        pairs = {(i, j) for i, j in independent_pairs(shape, table)
+                 if (names[i], names[j]) not in dependent
+                 and (names[j], names[i]) not in dependent}
+        self.config = config
+        self.size = len(table)
+        self.index = {(inst.name, inst.brokers): k for k, inst in enumerate(table)}
+        # independent[k]: the instances independent of k; below[k]: those numbered below k.
+        self.independent = [0] * self.size
+        for i, j in pairs:
+            self.independent[i] |= 1 << j
+            self.independent[j] |= 1 << i
+        self.below = [(1 << k) - 1 for k in range(self.size)]
+        self.pairs = frozenset(pairs)
+
+    def after(self, ruled_out: int, k: int) -> int:
+        """What a step by instance k rules out next, given what was ruled out before it: the
+        smaller instances independent of k, and whatever was ruled out that is independent of
+        k (it could still have been moved in front of k's step and the ones before)."""
+        if k < 0:
+            return 0
+        return (ruled_out | self.below[k]) & self.independent[k]
+
+    def instance(self, state: Cluster, action: Any) -> int:
+        """The instance index of a step, or -1 for one the encoding lacks (dependent on all)."""
+        t = type(action)
+        if t in _PAIRED:
+            key = (action.broker, action.follower)
+        elif t is NetworkDropFetch:
+            key = (action.follower,)
+        elif t is ConsumerRead:
+            key = (state.controller.partitions[0].leader,)
+        elif t is ProducerSend:
+            if action.broker != -1:
+                return -1
+            key = ()
+        else:
+            broker = getattr(action, "broker", None)
+            key = () if broker is None else (broker,)
+        return self.index.get((t.__name__, key), -1)
+
+    def successors(self, state: Cluster, ruled_out: int) -> Iterator[tuple[Any, int, int, Cluster]]:
+        """(action, instance, candidate index, next state) of each enabled step not ruled out."""
+        config = self.config
+        from spec.actions import _HANDLERS, NotEnabled
+
+        instance = self.instance
+        for position, action in enumerate(candidates(config, state)):
+            k = instance(state, action)
+            if k >= 0 and ruled_out >> k & 1:
+                continue
+            try:
+                nxt = _HANDLERS[type(action)](config, state, action)[0]
+            except NotEnabled:
+                continue
+            yield action, k, position, nxt
+
+    def successor_at(self, state: Cluster, position: int) -> tuple[Any, Cluster]:
+        """The step of `state`'s candidate number `position` (how a trace is rebuilt)."""
+        from spec.actions import _HANDLERS
+
+        for i, action in enumerate(candidates(self.config, state)):
+            if i == position:
+                return action, _HANDLERS[type(action)](self.config, state, action)[0]
+        raise IndexError(f"no candidate {position}")
