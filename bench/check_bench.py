@@ -1,6 +1,7 @@
 """Benchmark of the explorer: prints its figures and, where TLC is available, the ratio to TLC.
 
-    python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2
+    python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2,
+                                           # and partial-order reduction (--por) beside them
     python bench/check_bench.py --million  # also a one-million-state run of the default model
     python bench/check_bench.py --pair  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
     python bench/check_bench.py --memory  # bytes per state: tla-compat Kip320 3/2/2/3, symmetry
@@ -114,14 +115,21 @@ def main() -> int:
     line("kafka hw-truncation 2 brokers, shortest cex", result,
          f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps")
     b1_3 = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2, max_leader_epochs=3)
-    result = explore(KafkaModel(b1_3), max_states=2_000_000)
-    extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
-             if result.violation else "")
-    line("kafka hw-truncation 3 brokers (B1), shortest", result, extra)
+    for reduce in (False, True):
+        cpu = time.process_time()
+        result = explore(KafkaModel(b1_3), max_states=2_000_000, reduce=reduce)
+        extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
+                 if result.violation else "")
+        line(f"kafka hw-truncation 3 brokers (B1), shortest{', POR' if reduce else ''}", result,
+             f"{extra}, {result.generated_states:,} generated, cpu {time.process_time() - cpu:.1f} s")
 
     size = 150_000
     one = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=1, check_invariants=True)
     line(f"kafka current 2/2/3/crash 1, {size:,} states, w1", one)
+    por = explore(KafkaModel(KAFKA_CONFIG), max_states=size, reduce=True)
+    line(f"kafka current 2/2/3/crash 1, {size:,} states, POR", por,
+         f"speed-up {one.seconds / por.seconds:.2f}x, generated {one.generated_states:,} -> "
+         f"{por.generated_states:,}")
     two = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=2, check_invariants=True)
     line(f"kafka current 2/2/3/crash 1, {size:,} states, w2", two,
          f"speed-up {one.seconds / two.seconds:.2f}x")

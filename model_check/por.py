@@ -7,21 +7,26 @@ state where both are enabled, either order is enabled and ends in the same state
 that differ only by swapping independent neighbours reach the same states.
 
 The reduction. Number the instances in table order. After a step by instance k, a next step
-by an instance j < k independent of k is not taken: the run with the two swapped reaches the
-same state and has the smaller instance first. A state reached by several steps from the level
-above keeps only what every one of them rules out (the intersection), and an initial state
-rules out nothing.
+by an instance j is not taken when j is independent of k and either j < k, or j was already
+ruled out before k's step (then j is independent of k and of every step since the larger
+instance that ruled it out): in each case j's step could be moved in front of those steps,
+giving a run that reaches the same state with a smaller instance earlier. A state reached by
+several steps from the level above keeps only what every one of them rules out (the
+intersection), and an initial state rules out nothing.
 
 Why no state is lost, and each is found at its own depth (so BFS's shortest counterexamples
 stay shortest). Take a state t at distance d and a shortest run to it; among the runs equal to
 it up to swaps of independent neighbours, take the lexicographically smallest, w (same length,
-same last state). No step of w follows a larger instance it is independent of, or swapping the
-two would give a smaller run. Every prefix of w is a shortest run to its own last state (a
-prefix of a shortest run is one). By induction on the prefix length k: the state after k steps
-of w is found at depth k, and one of the steps that find it is w's k-th; what that step rules
-out is every smaller instance independent of it, which w's next step is not; the intersection
-rules out no more than that, so w's next step is taken. Only steps from one level to the next
-are recorded: a state's depth is its distance, so a step into it from deeper is not on a
+same last state). No step of w comes after a larger instance it is independent of, together
+with every step between them, or moving it in front would give a smaller run (this is what
+makes a run the smallest of its class: Anisimov and Knuth's characterisation of lexicographic
+normal forms). Every prefix of w is a shortest run to its own last state (a prefix of a shortest
+run is one). By induction on the prefix length k: the state after k steps of w is found at
+depth k, and one of the steps that find it is w's k-th, taken from the state after k - 1 steps;
+along w, what is ruled out after k steps is exactly the instances that w's condition forbids
+next, and what the search keeps is a subset of it (an intersection, and the rule is monotone
+in what was ruled out before), so w's next step is taken. Only steps from one level to the
+next are recorded: a state's depth is its distance, so a step into it from deeper is not on a
 shortest run. The argument needs every step's instance to be a function of the step, every
 pair called independent to commute in the explorer's own transition relation, and one process
 to see every step into a state (`explore` runs the reduction with one worker).

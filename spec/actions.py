@@ -1639,8 +1639,9 @@ def _checked_handler(t: type[Action]):
             unless = f" and a.{f.name} != NO_LEADER" if t is ProducerSend else ""
             lines.append(f"    if not 0 <= a.{f.name} < config.brokers{unless}:\n"
                          f"        bad_broker(config, a.{f.name})")
-    lines.append("    return handler(config, state, a)")
-    namespace = {"handler": _HANDLERS[t], "bad_partition": _check_partition,
+    # The handler is looked up per call, so a test that swaps one in `_HANDLERS` is heard.
+    lines.append("    return handlers[t](config, state, a)")
+    namespace = {"handlers": _HANDLERS, "t": t, "bad_partition": _check_partition,
                  "bad_broker": _check_broker, "NO_LEADER": NO_LEADER}
     exec("\n".join(lines), namespace)
     return namespace["checked"]
