@@ -72,8 +72,10 @@ def fast_init(cls: type) -> type:
     descriptor: the generated one calls `object.__setattr__` per field, which made creating a
     state, message or action (millions in a search or a replay) cost half again as much. Same
     signature, defaults and values; the class keeps every other generated method."""
-    params, body, namespace = [], [], {}
+    params, body, namespace = [], [], {"__name__": cls.__module__}
+    assert not hasattr(cls, "__post_init__"), f"{cls.__name__}: __post_init__ is not run"
     for f in fields(cls):
+        assert f.init and not f.kw_only and f.default_factory is MISSING, f"{cls.__name__}.{f.name}"
         if f.default is MISSING:
             params.append(f.name)
         else:
