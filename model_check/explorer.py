@@ -205,11 +205,16 @@ class _Expander:
         return [self.pending.pop(fp) for fp in fps]
 
     def expand(self, accepted: tuple[np.ndarray, np.ndarray],
-               imported: list[tuple[int, int, Any]], expand: bool):
+               imported: list[tuple[int, int, Any]], expand: bool,
+               ruled_out: dict[int, int] | None = None):
         """Check and expand the accepted states, given as (positions, fingerprints), both
         ascending, and the imported ones, (position, fingerprint, state). Return the violations
         as (invariant order, position, name, detail), the new states as (fingerprints, parent
-        positions, successor indices), the action counts and the number of successors."""
+        positions, successor indices), the action counts, the number of successors, and under
+        the reduction each new state's mask (uint64, in the new states' order; else None).
+        `ruled_out`: with several workers, the coordinator's masks of the states given."""
+        if ruled_out is not None:
+            self.ruled_out = ruled_out
         held, self.pending = self.pending, {}
         positions, fps = accepted
         level = set(fps.tolist())
@@ -288,10 +293,14 @@ class _Expander:
             kinds.update(map(_label_kind, labels_seen))
             seen.add(pending)
             self.previous = level
-        return violations, (list(pending), parents, indices), kinds, generated
+        masks = None
+        if self.reduction is not None:
+            masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
+                                len(pending))
+        return violations, (list(pending), parents, indices), kinds, generated, masks
 
     def _expand_reduced(self, frontier, held, level, parents, indices, kinds) -> int:
-        """`expand`'s successor loop under partial-order reduction (one worker, no symmetry):
+        """`expand`'s successor loop under partial-order reduction (no symmetry):
         each state skips the steps every step into it ruled out, and a new state's mask is
         the intersection over the steps from this level that reach it. Successor indices are
         candidate positions (`Reduction.successor_at` rebuilds a trace from them)."""
@@ -356,9 +365,9 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
-def _worker_main(conn, model, symmetry, check, parent):
+def _worker_main(conn, model, symmetry, check, parent, reduction=None):
     die_with_parent(parent)
-    expander = _Expander(model, symmetry, check)
+    expander = _Expander(model, symmetry, check, reduction)
     while True:
         try:
             message = conn.recv()
@@ -372,7 +381,7 @@ def _worker_main(conn, model, symmetry, check, parent):
         elif kind == "export":
             conn.send(expander.export(message[1]))
         elif kind == "expand":
-            conn.send(expander.expand(message[1], message[2], message[3]))
+            conn.send(expander.expand(message[1], message[2], message[3], message[4]))
 
 
 class _Pool:
@@ -390,7 +399,8 @@ class _Pool:
         for _ in range(workers):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_worker_main,
-                               args=(child, model, symmetry, check, os.getpid()), daemon=True)
+                               args=(child, model, symmetry, check, os.getpid(), reduction),
+                               daemon=True)
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
@@ -401,9 +411,11 @@ class _Pool:
         self.conns[0].send(("seed", states))
         return self.conns[0].recv()
 
-    def expand(self, groups: list[tuple[np.ndarray, np.ndarray]], expand: bool):
+    def expand(self, groups: list[tuple[np.ndarray, np.ndarray]], expand: bool,
+               masks: dict[int, int] | None = None):
         """Expand the next level, `groups[w]` being the states worker w found, as (position,
-        fingerprint).
+        fingerprint); `masks`: under the reduction with several workers, every state's mask
+        (each worker gets those of the states it expands).
 
         Workers that found more than their share first hand the excess over (only new states
         ever travel, once), so the level is split evenly whoever discovered it.
@@ -423,7 +435,10 @@ class _Pool:
             room = share - len(keep[w][1])
             imports[w], moved = moved[:room], moved[room:]
         for conn, own, extra in zip(self.conns, keep, imports, strict=True):
-            conn.send(("expand", own, extra, expand))
+            given = None if masks is None else {
+                fp: masks[fp] for fp in [*own[1].tolist(), *(fp for _, fp, _ in extra)]
+                if fp in masks}
+            conn.send(("expand", own, extra, expand, given))
         return [conn.recv() for conn in self.conns]
 
     def close(self) -> None:
@@ -451,11 +466,23 @@ def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> lis
     return [(positions[owner == w], fps[owner == w]) for w in range(workers)]
 
 
-def _merge_level(tree: _Tree, replies) -> tuple[np.ndarray, ...]:
+def _merge_masks(replies, fresh: np.ndarray, order: np.ndarray, first: np.ndarray) -> dict:
+    """Under the reduction: each new state's mask, the AND of every worker's mask for it."""
+    masks = np.concatenate([r[4] for r in replies])[fresh][order]
+    fps = np.concatenate([np.array(r[1][0], dtype=np.int64) for r in replies])[fresh][order]
+    starts = np.flatnonzero(first)
+    if not len(starts):
+        return {}
+    return dict(zip(fps[starts].tolist(),
+                    np.bitwise_and.reduceat(masks, starts).tolist(), strict=True))
+
+
+def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.ndarray, ...]:
     """The next level from the workers' replies, in fingerprint order: (fingerprints, parent
     positions, successor indices, owning worker). A state two workers found goes to the one
     with the smaller (parent position, index), so the tree does not depend on the number of
-    workers; states already visited (another worker's, or older) are dropped."""
+    workers; states already visited (another worker's, or older) are dropped. Under the
+    reduction with several workers, `masks` is filled with the new states' masks."""
     fps = np.concatenate([np.array(r[1][0], dtype=np.int64) for r in replies])
     parent = np.concatenate([np.frombuffer(r[1][1], dtype=np.int64) for r in replies])
     index = np.concatenate([np.frombuffer(r[1][2], dtype=np.uint16) for r in replies])
@@ -469,6 +496,8 @@ def _merge_level(tree: _Tree, replies) -> tuple[np.ndarray, ...]:
         fps, parent, index, owner = fps[order], parent[order], index[order], owner[order]
         first = np.ones(len(fps), dtype=bool)
         first[1:] = fps[1:] != fps[:-1]
+        if masks is not None:
+            masks.update(_merge_masks(replies, fresh, order, first))
         return fps[first], parent[first], index[first], owner[first]
     order = np.argsort(fps, kind="stable")
     return fps[order], parent[order], index[order], owner[order]
@@ -488,19 +517,26 @@ def explore(
 ) -> Result:
     """Breadth-first search of every reachable state; see the module docstring. `reduce`:
     partial-order reduction (model_check.por): the same states, fewer transitions computed;
-    one worker only. Raises ValueError when the model or config does not allow it."""
+    with several workers the coordinator intersects the masks of a state more than one
+    found. Raises ValueError when the model or config does not allow it."""
     started = time.perf_counter()
     use_symmetry = model.symmetric() if symmetry is None else (symmetry and model.symmetric())
     check = check_invariants and bool(model.invariants)
     workers = max(1, workers)
     reduction = None
     if reduce:
-        if workers != 1 or use_symmetry:
-            raise ValueError("partial-order reduction runs on one worker, without symmetry")
+        if use_symmetry:
+            raise ValueError("partial-order reduction runs without symmetry")
         make = getattr(model, "reduction", None)
         if make is None:
             raise ValueError(f"partial-order reduction: the {model.name} model has none")
         reduction = make()
+        if workers > 1 and reduction.size > 64:
+            raise ValueError("partial-order reduction with several workers: at most 64 action "
+                             f"instances (this config has {reduction.size}); use one worker")
+    # With several workers under the reduction, the coordinator ANDs the masks of a state
+    # that more than one worker found, and hands them to the worker that expands it.
+    level_masks: dict[int, int] | None = {} if reduction is not None and workers > 1 else None
     pool = _Pool(model, workers, use_symmetry, check, reduction)
     # With one worker its own record of what it reported is exactly the visited set: shared.
     tree = _Tree(pool.local.seen if workers == 1 else None)
@@ -518,7 +554,7 @@ def explore(
         groups = _groups(workers, start, fps, np.zeros(len(fps), dtype=np.int32))
         while len(fps):
             last_level = max_depth is not None and depth >= max_depth
-            replies = pool.expand(groups, expand=not last_level)
+            replies = pool.expand(groups, expand=not last_level, masks=level_masks)
             found = sorted(v for reply in replies for v in reply[0])
             if found:
                 _, pos, name, detail = found[0]
@@ -529,7 +565,9 @@ def explore(
             for reply in replies:
                 coverage.update(reply[2])
                 generated += reply[3]
-            fps, parent_pos, index, owner = _merge_level(tree, replies)
+            next_masks = None if level_masks is None else {}
+            fps, parent_pos, index, owner = _merge_level(tree, replies, next_masks)
+            level_masks = next_masks
             if max_states is not None and tree.count + len(fps) > max_states:
                 room = max(0, max_states - tree.count)
                 fps, parent_pos, index, owner = fps[:room], parent_pos[:room], index[:room], \

@@ -28,8 +28,9 @@ next, and what the search keeps is a subset of it (an intersection, and the rule
 in what was ruled out before), so w's next step is taken. Only steps from one level to the
 next are recorded: a state's depth is its distance, so a step into it from deeper is not on a
 shortest run. The argument needs every step's instance to be a function of the step, every
-pair called independent to commute in the explorer's own transition relation, and one process
-to see every step into a state (`explore` runs the reduction with one worker).
+pair called independent to commute in the explorer's own transition relation, and every step
+into a state to count: with several workers, each reports its own intersection and the
+coordinator ANDs them before the state is expanded (`explore`).
 
 A produce addressed by stale metadata (`ProducerSend` with a broker), which the explorer
 offers, is not in the encoding: it is made independent of nothing. Everything else the
