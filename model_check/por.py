@@ -55,11 +55,13 @@ from typing import Any
 
 from spec import VARIANTS, Config
 from spec.actions import (
+    _HANDLERS,
     ConsumerRead,
     LeaderExpandIsr,
     LeaderHandleFetch,
     LeaderShrinkIsr,
     NetworkDropFetch,
+    NotEnabled,
     ProducerSend,
     candidates,
 )
@@ -138,24 +140,19 @@ class Reduction:
 
     def successors(self, state: Cluster, ruled_out: int) -> Iterator[tuple[Any, int, int, Cluster]]:
         """(action, instance, candidate index, next state) of each enabled step not ruled out."""
-        config = self.config
-        from spec.actions import _HANDLERS, NotEnabled
-
-        instance = self.instance
+        config, instance, handlers = self.config, self.instance, _HANDLERS
         for position, action in enumerate(candidates(config, state)):
             k = instance(state, action)
             if k >= 0 and ruled_out >> k & 1:
                 continue
             try:
-                nxt = _HANDLERS[type(action)](config, state, action)[0]
+                nxt = handlers[type(action)](config, state, action)[0]
             except NotEnabled:
                 continue
             yield action, k, position, nxt
 
     def successor_at(self, state: Cluster, position: int) -> tuple[Any, Cluster]:
         """The step of `state`'s candidate number `position` (how a trace is rebuilt)."""
-        from spec.actions import _HANDLERS
-
         for i, action in enumerate(candidates(self.config, state)):
             if i == position:
                 return action, _HANDLERS[type(action)](self.config, state, action)[0]
