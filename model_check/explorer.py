@@ -177,6 +177,9 @@ class _Expander:
         # instances every step into it rules out, as a bit mask.
         self.reduction = reduction
         self.ruled_out: dict[int, int] = {}
+        # A forked worker hands its new states' masks to the coordinator, which ANDs those of
+        # a state several workers found; the in-process expander keeps its own.
+        self.reports_masks = False
         self.pending: dict[int, Any] = {}
         # Every fingerprint this worker reported in an earlier level is visited by now (it was
         # either new and accepted, or already visited), so it can be skipped at once.
@@ -255,23 +258,11 @@ class _Expander:
             successors = model.successors
             labels_seen: list = []
             kind_of = labels_seen.append
-            batch: list[tuple[int, int, int, Any]] = []
+            batch: list[tuple[int, int, int, Any, int]] = []
             fresh = batch.append
             # Most successors are states of this level or the last: those are looked up in a
             # set of the two frontiers, and only the rest in the sorted array.
             previous = self.previous
-
-            def flush():
-                # In ascending position order the first discovery of a state within this
-                # worker is its smallest (parent, index); batches keep that order.
-                known = seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
-                for (fp, parent, index, nxt), old in zip(batch, known.tolist(), strict=True):
-                    if not old and fp not in pending:
-                        pending[fp] = nxt
-                        parents.append(parent)
-                        indices.append(index)
-                batch.clear()
-
             for pos, fp in frontier():
                 state = held.pop(fp)
                 index = 0
@@ -281,23 +272,45 @@ class _Expander:
                         nxt = canonical(nxt)
                     fp = hash(nxt)
                     if fp not in pending and fp not in level and fp not in previous:
-                        fresh((fp, pos, index, nxt))
+                        fresh((fp, pos, index, nxt, 0))
                     index += 1
                 generated += index
                 if len(batch) >= _BATCH:
-                    flush()
+                    self._accept(batch, parents, indices)
                 if len(labels_seen) > 4096:
                     kinds.update(map(_label_kind, labels_seen))
                     labels_seen.clear()
-            flush()
+            self._accept(batch, parents, indices)
             kinds.update(map(_label_kind, labels_seen))
             seen.add(pending)
             self.previous = level
         masks = None
-        if self.reduction is not None:
+        if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
                                 len(pending))
         return violations, (list(pending), parents, indices), kinds, generated, masks
+
+    def _accept(self, batch: list, parents: array, indices: array,
+                masks: dict[int, int] | None = None) -> None:
+        """Take the batch's (fingerprint, parent position, index, state, mask) successors that
+        no earlier level visited into `pending`, recording parent and index of the first; with
+        `masks` (the reduction), AND each step's mask into its state's. In ascending position
+        order the first discovery of a state within this worker is its smallest (parent,
+        index); batches keep that order."""
+        pending = self.pending
+        known = self.seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
+        for (fp, parent, index, nxt, mask), old in zip(batch, known.tolist(), strict=True):
+            if old:
+                continue
+            if fp not in pending:
+                pending[fp] = nxt
+                parents.append(parent)
+                indices.append(index)
+                if masks is not None:
+                    masks[fp] = mask
+            elif masks is not None:
+                masks[fp] &= mask
+        batch.clear()
 
     def _expand_reduced(self, frontier, held, level, parents, indices, kinds) -> int:
         """`expand`'s successor loop under partial-order reduction (no symmetry):
@@ -306,28 +319,13 @@ class _Expander:
         candidate positions (`Reduction.successor_at` rebuilds a trace from them)."""
         reduction = self.reduction
         after = reduction.after
-        seen, previous, pending = self.seen, self.previous, self.pending
+        previous, pending = self.previous, self.pending
         ruled_out, self.ruled_out = self.ruled_out, {}
         masks = self.ruled_out
         successors = reduction.successors
         labels: list = []
         batch: list[tuple[int, int, int, Any, int]] = []
         generated = 0
-
-        def flush():
-            known = seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
-            for (fp, parent, index, nxt, mask), old in zip(batch, known.tolist(), strict=True):
-                if old:
-                    continue
-                if fp in pending:
-                    masks[fp] &= mask
-                else:
-                    pending[fp] = nxt
-                    masks[fp] = mask
-                    parents.append(parent)
-                    indices.append(index)
-            batch.clear()
-
         for pos, fp in frontier:
             state = held.pop(fp)
             before = ruled_out.pop(fp, 0)
@@ -343,13 +341,13 @@ class _Expander:
                 else:
                     batch.append((nfp, pos, index, nxt, mask))
             if len(batch) >= _BATCH:
-                flush()
+                self._accept(batch, parents, indices, masks)
             if len(labels) > 4096:
                 kinds.update(map(_label_kind, labels))
                 labels.clear()
-        flush()
+        self._accept(batch, parents, indices, masks)
         kinds.update(map(_label_kind, labels))
-        seen.add(pending)
+        self.seen.add(pending)
         return generated
 
 
@@ -368,6 +366,7 @@ def die_with_parent(parent: int | None = None) -> None:
 def _worker_main(conn, model, symmetry, check, parent, reduction=None):
     die_with_parent(parent)
     expander = _Expander(model, symmetry, check, reduction)
+    expander.reports_masks = reduction is not None
     while True:
         try:
             message = conn.recv()
@@ -466,17 +465,6 @@ def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> lis
     return [(positions[owner == w], fps[owner == w]) for w in range(workers)]
 
 
-def _merge_masks(replies, fresh: np.ndarray, order: np.ndarray, first: np.ndarray) -> dict:
-    """Under the reduction: each new state's mask, the AND of every worker's mask for it."""
-    masks = np.concatenate([r[4] for r in replies])[fresh][order]
-    fps = np.concatenate([np.array(r[1][0], dtype=np.int64) for r in replies])[fresh][order]
-    starts = np.flatnonzero(first)
-    if not len(starts):
-        return {}
-    return dict(zip(fps[starts].tolist(),
-                    np.bitwise_and.reduceat(masks, starts).tolist(), strict=True))
-
-
 def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.ndarray, ...]:
     """The next level from the workers' replies, in fingerprint order: (fingerprints, parent
     positions, successor indices, owning worker). A state two workers found goes to the one
@@ -497,7 +485,11 @@ def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.nd
         first = np.ones(len(fps), dtype=bool)
         first[1:] = fps[1:] != fps[:-1]
         if masks is not None:
-            masks.update(_merge_masks(replies, fresh, order, first))
+            # Each new state's mask: the AND of every worker's mask for it.
+            found = np.concatenate([r[4] for r in replies])[fresh][order]
+            masks.update(zip(fps[first].tolist(),
+                             np.bitwise_and.reduceat(found, np.flatnonzero(first)).tolist(),
+                             strict=True))
         return fps[first], parent[first], index[first], owner[first]
     order = np.argsort(fps, kind="stable")
     return fps[order], parent[order], index[order], owner[order]

@@ -41,7 +41,8 @@ the KIP-966 (ELR), controller-failover or asynchronous-ISR rules, and its named 
 other configs are refused (`problem`). `tests/test_por.py` checks that the reduced search
 visits exactly the states of the full one, depth by depth, on several configs; that a wrong
 independence (a fetch request and its handling) is caught by that comparison; that a step's
-instance is the one `symbolic.instance_for` names; and that a counterexample is the full
+instance is the one `symbolic.instance_for` names (both read it with `symbolic.instance_key`,
+which the differential test checks against the spec); and that a counterexample is the full
 search's.
 
 A step's count in the coverage table is the steps taken, so it is lower than without the
@@ -54,20 +55,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from spec import VARIANTS, Config
-from spec.actions import (
-    _HANDLERS,
-    ConsumerRead,
-    LeaderExpandIsr,
-    LeaderHandleFetch,
-    LeaderShrinkIsr,
-    NetworkDropFetch,
-    NotEnabled,
-    ProducerSend,
-    candidates,
-)
+from spec.actions import _HANDLERS, NotEnabled, candidates
 from spec.state import Cluster
-
-_PAIRED = {LeaderHandleFetch, LeaderShrinkIsr, LeaderExpandIsr}
 
 
 def problem(config: Config) -> str | None:
@@ -104,6 +93,7 @@ class Reduction:
         self.config = config
         self.size = len(table)
         self.index = {(inst.name, inst.brokers): k for k, inst in enumerate(table)}
+        self._key = sym.instance_key
         # independent[k]: the instances independent of k; below[k]: those numbered below k.
         self.independent = [0] * self.size
         for i, j in pairs:
@@ -122,21 +112,7 @@ class Reduction:
 
     def instance(self, state: Cluster, action: Any) -> int:
         """The instance index of a step, or -1 for one the encoding lacks (dependent on all)."""
-        t = type(action)
-        if t in _PAIRED:
-            key = (action.broker, action.follower)
-        elif t is NetworkDropFetch:
-            key = (action.follower,)
-        elif t is ConsumerRead:
-            key = (state.controller.partitions[0].leader,)
-        elif t is ProducerSend:
-            if action.broker != -1:
-                return -1
-            key = ()
-        else:
-            broker = getattr(action, "broker", None)
-            key = () if broker is None else (broker,)
-        return self.index.get((t.__name__, key), -1)
+        return self.index.get(self._key(action, state), -1)
 
     def successors(self, state: Cluster, ruled_out: int) -> Iterator[tuple[Any, int, int, Cluster]]:
         """(action, instance, candidate index, next state) of each enabled step not ruled out."""

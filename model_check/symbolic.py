@@ -1149,20 +1149,27 @@ def encoded(action) -> bool:
     return not (action.name == "ProducerSend" and "broker" in action.args())
 
 
+def instance_key(action, state: Cluster) -> tuple[str, tuple] | None:
+    """(name, broker ids) of the action instance standing for a spec action in `state`, as
+    `action_table` names it; None for a step the encoding lacks (see `encoded`). Read from
+    the action's fields, not `args()`: the explorer's reduction asks it of every candidate."""
+    name = type(action).__name__
+    if name == "ConsumerRead":
+        return name, (state.controller.partitions[0].leader,)
+    if name in ("LeaderHandleFetch", "LeaderShrinkIsr", "LeaderExpandIsr"):
+        return name, (action.broker, action.follower)
+    if name == "NetworkDropFetch":
+        return name, (action.follower,)
+    broker = getattr(action, "broker", None)
+    if name == "ProducerSend":
+        return (name, ()) if broker == -1 else None
+    return name, (() if broker is None else (broker,))
+
+
 def instance_for(table: list, action, state: Cluster):
     """The symbolic action instance standing for a spec action in `state`."""
-    name, args = action.name, action.args()
-    if name == "ConsumerRead":
-        key = (state.controller.partitions[0].leader,)
-    elif name in ("LeaderHandleFetch", "LeaderShrinkIsr", "LeaderExpandIsr"):
-        key = (args["broker"], args["follower"])
-    elif name == "NetworkDropFetch":
-        key = (args["follower"],)
-    elif "broker" in args:
-        key = (args["broker"],)
-    else:
-        key = ()
-    (inst,) = [i for i in table if i.name == name and i.brokers == key]
+    key = instance_key(action, state)
+    (inst,) = [i for i in table if (i.name, i.brokers) == key]
     return inst
 
 
