@@ -1,0 +1,1037 @@
+"""The default model in a flat encoding: states as plain nested tuples, one successor function.
+
+The explorer spends its time making and hashing states. The reference spec (`spec/`) makes them
+as frozen dataclasses, readable and checked everywhere else; this module makes the same states
+as tuples of small ints, tuples and frozensets, which Python builds and hashes several times
+faster. It is a second description of the same transition system, not a new one:
+`tests/test_flat.py` walks both on random paths of several configs and asserts, state by
+state, the same enabled actions in the same order, the same next states (`decode` maps a flat
+state back to a `Cluster`) and the same invariant verdicts, and shows a mutant failing that.
+
+It covers the configs the explorer spends most time on: one partition replicated on every
+broker, no controller failover, no KIP-966 and synchronous ISR changes. `problem(config)`
+names what is outside; `KafkaModel` is used there. The state's layout (indices below):
+
+    state   = (replicas, alive, broker_epochs, c_leader, c_leader_epoch, c_isr,
+               c_partition_epoch, registered, unclean_elections, leader_and_isr, fetches,
+               produce_requests, acked, consumed, excused, crash_losses, next_value, crashes,
+               expiries, drops, ticks)
+    replica = (log, high_watermark, flushed_offset, epoch_cache, leader, leader_epoch, isr,
+               partition_epoch, truncation_pending, remote_leo, remote_broker_epoch,
+               lag_ticks, purgatory)
+    log: ((epoch, value), ...)             purgatory: ((offset, value), ...)
+    leader_and_isr: frozenset of (broker, leader, leader_epoch, isr, partition_epoch)
+    produce_requests: frozenset of (broker, value); acked, consumed: of (offset, value)
+    crash_losses: frozenset of (value, broker); excused: frozenset of values
+    fetches[f]: None, (FETCH, leader, fetch_offset, last_fetched_epoch, current_leader_epoch,
+               broker_epoch), (EPOCH, leader, epoch, current_leader_epoch) or
+               (RESPONSE, leader, leader_epoch, kind, records, high_watermark, fetch_offset,
+               epoch, end_offset, error)
+
+The partition, the controller's id and epoch, ELR fields, pending ISR changes, AlterPartition
+requests and seen controller epochs are constant in these configs, so they are left out and
+put back by `decode`. Each handler below follows the spec function of the same name; where
+the spec refuses an action the handler returns None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from spec.actions import (
+    BecomeFollower,
+    BecomeLeader,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerRegister,
+    BrokerRestart,
+    ConsumerRead,
+    ControllerElectLeader,
+    ControllerElectPreferredLeader,
+    ControllerHandleBrokerFailure,
+    FollowerHandleFetchResponse,
+    FollowerSendFetch,
+    LeaderAckProduce,
+    LeaderAppend,
+    LeaderExpandIsr,
+    LeaderHandleFetch,
+    LeaderShrinkIsr,
+    NetworkDropFetch,
+    NetworkDropLeaderAndIsr,
+    ProducerSend,
+    Tick,
+)
+from spec.config import Config
+from spec.invariants import INVARIANTS
+from spec.state import (
+    Acked,
+    Cluster,
+    Controller,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    PartitionState,
+    PendingProduce,
+    ProduceRequest,
+    Record,
+    Replica,
+)
+
+# State fields.
+(REPLICAS, ALIVE, BROKER_EPOCHS, C_LEADER, C_EPOCH, C_ISR, C_PE, REGISTERED, UNCLEAN, LAI,
+ FETCHES, PRODUCE, ACKED, CONSUMED, EXCUSED, LOSSES, NEXT_VALUE, CRASHES, EXPIRIES, DROPS,
+ TICKS) = range(21)
+# Replica fields.
+(LOG, HW, FLUSHED, CACHE, LEADER, LEPOCH, ISR, PEPOCH, TRUNC, RLEO, RBE, LAG, PURG) = range(13)
+# Fetch message kinds (the first field; the second is always the leader it is to or from).
+FETCH, EPOCH, RESPONSE = 0, 1, 2
+
+_EMPTY_REPLICA = ((), 0, 0, (), -1, -1, (), -1, False, (), (), (), ())
+_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+
+
+def problem(config: Config) -> str | None:
+    """Why the flat encoding does not cover `config` (then the explorer uses the reference
+    spec), or None when it does."""
+    if config.partitions != 1:
+        return "more than one partition"
+    if config.replication_factor not in (None, config.brokers):
+        return "a replication factor below the broker count"
+    if config.max_controller_failovers:
+        return "controller failovers"
+    if config.eligible_leader_replicas_enable:
+        return "eligible leader replicas (KIP-966)"
+    if config.isr_changes_async or config.hw_over_requested_isr:
+        return "asynchronous ISR changes (KIP-497)"
+    if config.variant.truncation not in ("high-watermark", "epoch-end", "epoch-end-279",
+                                         "diverging-epoch"):
+        return f"truncation rule {config.variant.truncation!r}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# Replica helpers (spec/state.py's Replica methods on tuples)
+
+
+def _truncated(r: tuple, offset: int) -> tuple:
+    log = r[LOG]
+    if offset >= len(log):
+        return r
+    x = list(r)
+    x[LOG] = log[:offset]
+    if r[HW] > offset:
+        x[HW] = offset
+    if r[FLUSHED] > offset:
+        x[FLUSHED] = offset
+    x[CACHE] = tuple(e for e in r[CACHE] if e[1] < offset)
+    return tuple(x)
+
+
+def _assign_epoch(cache: tuple, epoch: int, start: int) -> tuple:
+    if cache and cache[-1][0] == epoch and start >= cache[-1][1]:
+        return cache
+    end = len(cache)
+    while end and (cache[end - 1][0] >= epoch or cache[end - 1][1] >= start):
+        end -= 1
+    return (*cache[:end], (epoch, start))
+
+
+def _end_offset_for_epoch(r: tuple, epoch: int) -> tuple[int, int]:
+    cache = r[CACHE]
+    if epoch == -1 or not cache:
+        return -1, -1
+    if cache[-1][0] == epoch:
+        return epoch, len(r[LOG])
+    for index, (cached, start) in enumerate(cache):
+        if cached > epoch:
+            return (epoch if index == 0 else cache[index - 1][0]), start
+    return -1, -1
+
+
+def _start_offset_after_epoch(r: tuple, epoch: int) -> int:
+    cache = r[CACHE]
+    if not cache or epoch < cache[0][0]:
+        return -1
+    if cache[-1][0] == epoch:
+        return len(r[LOG])
+    for cached, start in cache:
+        if cached > epoch:
+            return start
+    return -1
+
+
+def _truncate_to_epoch_answer(r: tuple, leader_epoch: int, leader_end: int) -> tuple[tuple, bool]:
+    if leader_epoch == -1:
+        return _truncated(r, r[HW]), True
+    own_epoch, own_end = _end_offset_for_epoch(r, leader_epoch)
+    if own_epoch == -1:
+        return _truncated(r, min(leader_end, len(r[LOG]))), True
+    if own_epoch != leader_epoch:
+        return _truncated(r, own_end), False
+    return _truncated(r, min(leader_end, own_end)), True
+
+
+def _put(t: tuple, i: int, v: Any) -> tuple:
+    return t[:i] + (v,) + t[i + 1:]
+
+
+# ------------------------------------------------------------------------------------------
+# Conversion
+
+
+def encode(config: Config, s: Cluster) -> tuple:
+    """The flat state of a `Cluster` (of a config `problem` accepts)."""
+    ps = s.controller.partitions[0]
+    replicas = tuple(
+        (tuple((rec.epoch, rec.value) for rec in r.log), r.high_watermark, r.flushed_offset,
+         tuple(r.epoch_cache), r.leader, r.leader_epoch, tuple(r.isr), r.partition_epoch,
+         r.truncation_pending, tuple(r.remote_log_end_offset), tuple(r.remote_broker_epoch),
+         tuple(r.lag_ticks), tuple((w.offset, w.value) for w in r.purgatory))
+        for r in s.replicas[0])
+
+    def message(m):
+        if m is None:
+            return None
+        if type(m) is FetchRequest:
+            return (FETCH, m.leader, m.fetch_offset, m.last_fetched_epoch, m.current_leader_epoch,
+                    m.broker_epoch)
+        if type(m) is EpochRequest:
+            return (EPOCH, m.leader, m.epoch, m.current_leader_epoch)
+        return (RESPONSE, m.leader, m.leader_epoch, m.kind,
+                tuple((rec.epoch, rec.value) for rec in m.records), m.high_watermark,
+                m.fetch_offset, m.epoch, m.end_offset, str(m.error))
+
+    return (
+        replicas, tuple(s.alive), tuple(s.broker_epochs), ps.leader, ps.leader_epoch,
+        tuple(ps.isr), ps.partition_epoch, tuple(s.controller.registered),
+        s.controller.unclean_elections,
+        frozenset((m.broker, m.leader, m.leader_epoch, tuple(m.isr), m.partition_epoch)
+                  for m in s.leader_and_isr),
+        tuple(message(m) for m in s.fetches[0]),
+        frozenset((m.broker, m.value) for m in s.produce_requests),
+        frozenset((w.offset, w.value) for w in s.acked),
+        frozenset((w.offset, w.value) for w in s.consumed),
+        frozenset(s.excused), frozenset(s.crash_losses), s.next_value, s.crashes, s.expiries,
+        s.drops, s.ticks,
+    )
+
+
+def decode(s: tuple) -> Cluster:
+    """The `Cluster` a flat state stands for."""
+    rows = tuple(
+        Replica(log=tuple(Record(e, v) for e, v in r[LOG]), high_watermark=r[HW],
+                flushed_offset=r[FLUSHED], epoch_cache=r[CACHE], leader=r[LEADER],
+                leader_epoch=r[LEPOCH], isr=r[ISR], partition_epoch=r[PEPOCH],
+                truncation_pending=r[TRUNC], remote_log_end_offset=r[RLEO],
+                remote_broker_epoch=r[RBE], lag_ticks=r[LAG],
+                purgatory=tuple(PendingProduce(o, v) for o, v in r[PURG]))
+        for r in s[REPLICAS])
+
+    def message(m):
+        if m is None:
+            return None
+        if m[0] == FETCH:
+            return FetchRequest(*m[1:])
+        if m[0] == EPOCH:
+            return EpochRequest(*m[1:])
+        _, leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
+        return FetchResponse(leader, epoch, kind, tuple(Record(a, b) for a, b in records), hw,
+                             fetch_offset, e, end, error)
+
+    return Cluster(
+        replicas=(rows,),
+        alive=s[ALIVE],
+        broker_epochs=s[BROKER_EPOCHS],
+        controller=Controller((PartitionState(s[C_LEADER], s[C_EPOCH], s[C_ISR], s[C_PE]),),
+                              registered=s[REGISTERED], unclean_elections=s[UNCLEAN]),
+        leader_and_isr=frozenset(LeaderAndIsr(b, 0, leader, epoch, isr, pe)
+                                 for b, leader, epoch, isr, pe in s[LAI]),
+        fetches=(tuple(message(m) for m in s[FETCHES]),),
+        produce_requests=frozenset(ProduceRequest(0, b, v) for b, v in s[PRODUCE]),
+        acked=frozenset(Acked(0, o, v) for o, v in s[ACKED]),
+        consumed=frozenset(Acked(0, o, v) for o, v in s[CONSUMED]),
+        excused=s[EXCUSED],
+        crash_losses=s[LOSSES],
+        next_value=s[NEXT_VALUE],
+        crashes=s[CRASHES],
+        expiries=s[EXPIRIES],
+        drops=s[DROPS],
+        ticks=s[TICKS],
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# The transition system
+
+
+class FlatKafka:
+    """`spec.actions.successors` and the invariants of `spec.invariants` for one config, on
+    flat states."""
+
+    def __init__(self, config: Config):
+        why = problem(config)
+        if why is not None:
+            raise ValueError(f"the flat encoding does not cover this config: {why}")
+        self.config = config
+        self.n = config.brokers
+        v = config.variant
+        self.truncation = v.truncation
+        self.fencing = v.fencing
+        self.expand_requires_epoch_start = v.expand_requires_epoch_start
+        self.broker_epochs = v.broker_epochs
+        self.strict_hw = v.hw_requires_min_isr
+        self.shrink_bumps = v.isr_shrink_bumps_leader_epoch
+        self.min_isr = config.min_insync_replicas
+        self.acks_all = config.acks == "all"
+        self.acks_one = config.acks == "1"
+        self.unclean = config.unclean_leader_election_enable
+        self.lag_ticks_max = config.replica_lag_time_max_ticks
+        self.lag_cap = config.replica_lag_time_max_ticks + 1
+        self.lag_messages = config.replica_lag_max_messages
+        self.flush_interval = config.log_flush_interval_messages
+        self.count_losses = self.acks_all and self.min_isr >= 2
+        self.all_brokers = tuple(range(self.n))
+
+    # -- shared rules ---------------------------------------------------------------------
+
+    def initial(self, s: Cluster) -> tuple:
+        return encode(self.config, s)
+
+    def _next_hw(self, r: tuple, broker: int, remote: tuple) -> int:
+        hw = r[HW]
+        if r[LEADER] != broker:
+            return hw
+        isr = r[ISR]
+        if self.strict_hw and len(isr) < self.min_isr:
+            return hw
+        leo = len(r[LOG])
+        candidate = min(leo if b == broker else remote[b] for b in isr)
+        return candidate if candidate > hw else hw
+
+    def _advance_hw(self, r: tuple, broker: int) -> tuple:
+        hw = self._next_hw(r, broker, r[RLEO])
+        return r if hw == r[HW] else _put(r, HW, hw)
+
+    def _appended(self, r: tuple, records: tuple, hw: int | None = None) -> tuple:
+        cache = r[CACHE]
+        offset = len(r[LOG])
+        epoch = None
+        for record in records:
+            if record[0] != epoch:
+                epoch = record[0]
+                cache = _assign_epoch(cache, epoch, offset)
+            offset += 1
+        log = r[LOG] + records
+        flushed = r[FLUSHED]
+        if self.flush_interval is not None and len(log) - flushed >= self.flush_interval:
+            flushed = len(log)
+        x = list(r)
+        x[LOG] = log
+        x[CACHE] = cache
+        x[FLUSHED] = flushed
+        if hw is not None:
+            x[HW] = min(hw, len(log))
+        return tuple(x)
+
+    def _send(self, s: tuple, leader: int, epoch: int, isr: tuple, pe: int,
+              registered: tuple) -> frozenset:
+        """_send_leader_and_isr to every replica: live brokers with a session."""
+        alive = s[ALIVE]
+        new = [(b, leader, epoch, isr, pe) for b in self.all_brokers
+               if registered[b] != -1 and alive[b]]
+        return s[LAI].union(new) if new else s[LAI]
+
+    def _elect(self, registered: tuple, isr: tuple) -> tuple[int, tuple, bool]:
+        live = [b for b in self.all_brokers if registered[b] != -1]
+        for b in live:
+            if b in isr:
+                return b, tuple(sorted(x for x in isr if registered[x] != -1)), False
+        if self.unclean and live:
+            return live[0], (live[0],), True
+        return -1, isr, False
+
+    def _lagging(self, r: tuple, f: int) -> bool:
+        if r[LAG][f] > self.lag_ticks_max:
+            return True
+        remote, most = r[RLEO][f], self.lag_messages
+        return most is not None and remote != -1 and len(r[LOG]) - remote > most
+
+    def _excuse(self, before: tuple, s: tuple) -> tuple:
+        """_excuse_lost_writes: after a crash or an expiry, committed records some ISR member
+        (all of them down) lacks are excused."""
+        alive, isr = s[ALIVE], s[C_ISR]
+        if any(alive[m] for m in isr):
+            return s
+        committed = set(s[CONSUMED])
+        if self.acks_all:
+            committed.update(s[ACKED])
+        for r in before[REPLICAS]:
+            log = r[LOG]
+            committed.update((o, log[o][1]) for o in range(r[HW]))
+        excused = set(s[EXCUSED])
+        replicas = s[REPLICAS]
+        logs = [replicas[m][LOG] for m in isr]
+        grown = False
+        for o, v in committed:
+            if v in excused:
+                continue
+            if not all(o < len(log) and log[o][1] == v for log in logs):
+                excused.add(v)
+                grown = True
+        return _put(s, EXCUSED, frozenset(excused)) if grown else s
+
+    # -- successors -----------------------------------------------------------------------
+
+    def successors(self, s: tuple) -> Iterator[tuple[Any, tuple]]:
+        """Every enabled (action, next state), in `spec.actions.successors`'s order."""
+        config = self.config
+        n = self.n
+        (replicas, alive, _, c_leader, c_epoch, c_isr, c_pe, registered, _, lai, fetches,
+         produce, _, _, _, _, next_value, crashes, expiries, drops, ticks) = s
+        max_epochs = config.max_leader_epochs
+        if c_leader == -1:
+            nxt = self._controller_elect_leader(s)
+            if nxt is not None:
+                yield ControllerElectLeader(0), nxt
+        elif c_leader != 0 and 0 in c_isr and c_epoch + 1 < max_epochs:
+            nxt = self._controller_elect_preferred_leader(s)
+            if nxt is not None:
+                yield ControllerElectPreferredLeader(0), nxt
+        expiries_left = expiries < config.max_session_expiries
+        for b in range(n):
+            if registered[b] != -1 and (expiries_left or not alive[b]):
+                nxt = self._controller_handle_broker_failure(s, b)
+                if nxt is not None:
+                    yield ControllerHandleBrokerFailure(b), nxt
+        drops_left = drops < config.max_message_drops
+        if lai:
+            for m in sorted(lai):
+                b = m[0]
+                if m[1] == b:
+                    nxt = self._become_leader(s, m)
+                    if nxt is not None:
+                        yield BecomeLeader(0, b, m[2], m[4]), nxt
+                else:
+                    nxt = self._become_follower(s, m)
+                    if nxt is not None:
+                        yield BecomeFollower(0, b, m[2], m[4]), nxt
+                if drops_left:
+                    yield NetworkDropLeaderAndIsr(0, b, m[2], m[4]), _put(
+                        _put(s, LAI, lai - {m}), DROPS, drops + 1)
+        if next_value <= config.max_records:
+            if c_leader != -1:
+                yield ProducerSend(0), self._produce(s, c_leader)
+            for b in range(n):
+                if b != c_leader and replicas[b][LEADER] == b:
+                    yield ProducerSend(0, b), self._produce(s, b)
+        if produce:
+            for m in sorted(produce):
+                nxt = self._leader_append(s, m)
+                if nxt is not None:
+                    yield LeaderAppend(0, m[0], m[1]), nxt
+        for b in range(n):
+            r = replicas[b]
+            hw = r[HW]
+            for offset, value in r[PURG]:
+                if offset < hw:
+                    nxt = self._leader_ack_produce(s, b, offset, value)
+                    if nxt is not None:
+                        yield LeaderAckProduce(0, b, offset), nxt
+            if r[LEADER] == b and alive[b] and r[LEPOCH] == c_epoch and r[PEPOCH] == c_pe:
+                isr, remote = r[ISR], r[RLEO]
+                for f in range(n):
+                    if f == b:
+                        continue
+                    if f in isr:
+                        if remote[f] < len(r[LOG]) and self._lagging(r, f):
+                            nxt = self._leader_shrink_isr(s, b, f)
+                            if nxt is not None:
+                                yield LeaderShrinkIsr(0, b, f), nxt
+                    elif remote[f] != -1 and remote[f] >= hw:
+                        nxt = self._leader_expand_isr(s, b, f)
+                        if nxt is not None:
+                            yield LeaderExpandIsr(0, b, f), nxt
+        for f in range(n):
+            m = fetches[f]
+            if m is None:
+                leader = replicas[f][LEADER]
+                if alive[f] and leader != -1 and leader != f and alive[leader]:
+                    yield FollowerSendFetch(0, f), self._follower_send_fetch(s, f)
+                continue
+            if m[0] == RESPONSE:
+                if alive[f]:
+                    yield FollowerHandleFetchResponse(0, f), \
+                        self._follower_handle_fetch_response(s, f, m)
+            elif alive[m[1]]:
+                yield LeaderHandleFetch(0, m[1], f), self._leader_handle_fetch(s, m[1], f, m)
+            if drops_left:
+                yield NetworkDropFetch(0, f), _put(_put(s, FETCHES, _put(fetches, f, None)),
+                                                   DROPS, drops + 1)
+        crashes_left = crashes < config.max_crashes
+        if c_leader != -1 and replicas[c_leader][HW] > 0:
+            nxt = self._consumer_read(s)
+            if nxt is not None:
+                yield ConsumerRead(0), nxt
+        if crashes_left:
+            for b in range(n):
+                r = replicas[b]
+                if alive[b] and r[FLUSHED] < len(r[LOG]):
+                    yield BrokerFlush(0, b), _put(s, REPLICAS, _put(
+                        replicas, b, _put(r, FLUSHED, len(r[LOG]))))
+        for b in range(n):
+            if alive[b]:
+                if crashes_left:
+                    yield BrokerCrash(b), self._broker_crash(s, b)
+                if registered[b] == -1:
+                    yield BrokerRegister(b), self._register(s, b)
+            elif registered[b] == -1:
+                yield BrokerRestart(b), self._register(_put(s, ALIVE, _put(alive, b, True)), b)
+        if ticks < config.max_ticks:
+            yield Tick(), self._tick(s)
+
+    # -- handlers (spec/actions.py's of the same names) -----------------------------------
+
+    def _controller_elect_leader(self, s: tuple) -> tuple | None:
+        epoch = s[C_EPOCH] + 1
+        if epoch >= self.config.max_leader_epochs:
+            return None
+        registered = s[REGISTERED]
+        leader, isr, unclean = self._elect(registered, s[C_ISR])
+        if leader == -1:
+            return None
+        pe = s[C_PE] + 1
+        x = list(s)
+        x[C_LEADER], x[C_EPOCH], x[C_ISR], x[C_PE] = leader, epoch, isr, pe
+        x[LAI] = self._send(s, leader, epoch, isr, pe, registered)
+        if unclean:
+            x[UNCLEAN] += 1
+        return tuple(x)
+
+    def _controller_elect_preferred_leader(self, s: tuple) -> tuple | None:
+        registered = s[REGISTERED]
+        if registered[0] == -1:
+            return None
+        epoch, pe = s[C_EPOCH] + 1, s[C_PE] + 1
+        x = list(s)
+        x[C_LEADER], x[C_EPOCH], x[C_PE] = 0, epoch, pe
+        x[LAI] = self._send(s, 0, epoch, s[C_ISR], pe, registered)
+        return tuple(x)
+
+    def _controller_handle_broker_failure(self, s: tuple, b: int) -> tuple | None:
+        before = s
+        x = list(s)
+        if s[ALIVE][b]:
+            if s[EXPIRIES] >= self.config.max_session_expiries:
+                return None
+            x[EXPIRIES] += 1
+        registered = _put(s[REGISTERED], b, -1)
+        x[REGISTERED] = registered
+        leader, epoch, isr = s[C_LEADER], s[C_EPOCH], s[C_ISR]
+        if b in isr or leader == b:
+            old = (leader, epoch, isr)
+            if b in isr and len(isr) > 1:
+                isr = tuple(m for m in isr if m != b)
+            if leader == b:
+                leader, isr, unclean = self._elect(registered, isr)
+                x[UNCLEAN] += unclean
+                epoch += 1
+            elif isr != old[2] and self.shrink_bumps:
+                epoch += 1
+            if epoch >= self.config.max_leader_epochs:
+                return None
+            if (leader, epoch, isr) != old:
+                pe = s[C_PE] + 1
+                x[C_LEADER], x[C_EPOCH], x[C_ISR], x[C_PE] = leader, epoch, isr, pe
+                x[LAI] = self._send(s, leader, epoch, isr, pe, registered)
+        return self._excuse(before, tuple(x))
+
+    def _applicable(self, s: tuple, m: tuple) -> tuple | None:
+        """The broker's replica when the request is newer than its view (else None)."""
+        b = m[0]
+        if not s[ALIVE][b]:
+            return None
+        r = s[REPLICAS][b]
+        if (m[2], m[4]) <= (r[LEPOCH], r[PEPOCH]):
+            return None
+        return r
+
+    def _become_leader(self, s: tuple, m: tuple) -> tuple | None:
+        r = self._applicable(s, m)
+        if r is None:
+            return None
+        b, leader, epoch, isr, pe = m
+        x = list(r)
+        x[LEADER], x[LEPOCH], x[ISR], x[PEPOCH] = leader, epoch, isr, pe
+        fetches = s[FETCHES]
+        if r[LEADER] == b and r[LEPOCH] == epoch:
+            pass
+        elif r[LEADER] == b:
+            x[CACHE] = _assign_epoch(r[CACHE], epoch, len(r[LOG]))
+        else:
+            n = self.n
+            x[RLEO] = (-1,) * n
+            x[RBE] = (-1,) * n
+            cap = self.lag_cap
+            x[LAG] = tuple(0 if f in isr else cap for f in range(n))
+            x[CACHE] = _assign_epoch(r[CACHE], epoch, len(r[LOG]))
+            x[TRUNC] = False
+            x[PURG] = ()
+            if not self.config.leader_keeps_last_fetch:
+                fetches = _put(fetches, b, None)
+        r = self._advance_hw(tuple(x), b)
+        y = list(s)
+        y[LAI] = s[LAI] - {m}
+        y[REPLICAS] = _put(s[REPLICAS], b, r)
+        y[FETCHES] = fetches
+        return tuple(y)
+
+    def _become_follower(self, s: tuple, m: tuple) -> tuple | None:
+        r = self._applicable(s, m)
+        if r is None:
+            return None
+        b, leader, epoch, isr, pe = m
+        new_leadership = r[LEADER] != leader or r[LEPOCH] != epoch
+        leader_changed = r[LEADER] != leader
+        x = list(r)
+        x[LEADER], x[LEPOCH], x[ISR], x[PEPOCH] = leader, epoch, isr, pe
+        x[RLEO] = x[RBE] = x[LAG] = x[PURG] = ()
+        r = tuple(x)
+        rule = self.truncation
+        if rule == "high-watermark":
+            if leader_changed and leader != -1:
+                r = _truncated(r, r[HW])
+        elif rule != "diverging-epoch" and new_leadership:
+            r = _put(r, TRUNC, bool(r[LOG]))
+        y = list(s)
+        y[LAI] = s[LAI] - {m}
+        y[REPLICAS] = _put(s[REPLICAS], b, r)
+        return tuple(y)
+
+    def _produce(self, s: tuple, broker: int) -> tuple:
+        x = list(s)
+        x[PRODUCE] = s[PRODUCE] | {(broker, s[NEXT_VALUE])}
+        x[NEXT_VALUE] += 1
+        return tuple(x)
+
+    def _leader_append(self, s: tuple, m: tuple) -> tuple | None:
+        b, value = m
+        if not s[ALIVE][b]:
+            return None
+        x = list(s)
+        x[PRODUCE] = s[PRODUCE] - {m}
+        r = s[REPLICAS][b]
+        if r[LEADER] != b or (self.acks_all and len(r[ISR]) < self.min_isr):
+            return tuple(x)
+        offset = len(r[LOG])
+        r = self._appended(r, ((r[LEPOCH], value),))
+        if self.acks_all:
+            r = _put(r, PURG, (*r[PURG], (offset, value)))
+        r = self._advance_hw(r, b)
+        x[REPLICAS] = _put(s[REPLICAS], b, r)
+        if self.acks_one:
+            x[ACKED] = s[ACKED] | {(offset, value)}
+        return tuple(x)
+
+    def _leader_ack_produce(self, s: tuple, b: int, offset: int, value: int) -> tuple | None:
+        r = s[REPLICAS][b]
+        # The spec acknowledges the first pending write at the offset.
+        w = next(w for w in r[PURG] if w[0] == offset)
+        if not (s[ALIVE][b] and r[LEADER] == b):
+            return None
+        x = list(s)
+        x[REPLICAS] = _put(s[REPLICAS], b, _put(r, PURG, tuple(p for p in r[PURG] if p != w)))
+        if len(r[ISR]) >= self.min_isr:
+            x[ACKED] = s[ACKED] | {w}
+        return tuple(x)
+
+    def _isr_change_guard(self, s: tuple) -> bool:
+        return s[C_PE] < self.config.max_partition_epoch
+
+    def _commit_isr(self, s: tuple, b: int, r: tuple, isr: tuple) -> tuple:
+        pe = s[C_PE] + 1
+        x = list(r)
+        x[ISR], x[PEPOCH] = isr, pe
+        r = self._advance_hw(tuple(x), b)
+        y = list(s)
+        y[C_ISR], y[C_PE] = isr, pe
+        y[REPLICAS] = _put(s[REPLICAS], b, r)
+        return tuple(y)
+
+    def _leader_shrink_isr(self, s: tuple, b: int, f: int) -> tuple | None:
+        if not self._isr_change_guard(s):
+            return None
+        r = s[REPLICAS][b]
+        return self._commit_isr(s, b, r, tuple(m for m in r[ISR] if m != f))
+
+    def _leader_expand_isr(self, s: tuple, b: int, f: int) -> tuple | None:
+        if not self._isr_change_guard(s):
+            return None
+        r = s[REPLICAS][b]
+        remote = r[RLEO][f]
+        if self.expand_requires_epoch_start:
+            start = -1
+            for cached, at in r[CACHE]:
+                if cached == r[LEPOCH]:
+                    start = at
+                    break
+            if remote < start:
+                return None
+        if self.broker_epochs and r[RBE][f] != s[REGISTERED][f]:
+            return None
+        return self._commit_isr(s, b, r, tuple(sorted((*r[ISR], f))))
+
+    def _follower_send_fetch(self, s: tuple, f: int) -> tuple:
+        r = s[REPLICAS][f]
+        if r[TRUNC]:
+            cache = r[CACHE]
+            message = (EPOCH, r[LEADER], cache[-1][0] if cache else -1, r[LEPOCH])
+        else:
+            log = r[LOG]
+            message = (FETCH, r[LEADER], len(log), log[-1][0] if log else -1, r[LEPOCH],
+                       s[BROKER_EPOCHS][f])
+        return _put(s, FETCHES, _put(s[FETCHES], f, message))
+
+    def _leader_handle_fetch(self, s: tuple, b: int, f: int, request: tuple) -> tuple:
+        r = s[REPLICAS][b]
+        epoch = r[LEPOCH]
+
+        def answer(response, replica=None):
+            x = list(s)
+            x[FETCHES] = _put(s[FETCHES], f, response)
+            if replica is not None:
+                x[REPLICAS] = _put(s[REPLICAS], b, replica)
+            return tuple(x)
+
+        if r[LEADER] != b:
+            return answer((RESPONSE, b, epoch, "error", (), 0, -1, -1, -1,
+                           "NOT_LEADER_OR_FOLLOWER"))
+        if self.fencing:
+            current = request[4] if request[0] == FETCH else request[3]
+            if current < epoch:
+                return answer((RESPONSE, b, epoch, "error", (), 0, -1, -1, -1,
+                               "FENCED_LEADER_EPOCH"))
+            if current > epoch:
+                return answer((RESPONSE, b, epoch, "error", (), 0, -1, -1, -1,
+                               "UNKNOWN_LEADER_EPOCH"))
+        if request[0] == EPOCH:
+            if self.truncation == "epoch-end":
+                e, end = request[2], _start_offset_after_epoch(r, request[2])
+            else:
+                e, end = _end_offset_for_epoch(r, request[2])
+            return answer((RESPONSE, b, epoch, "epoch", (), 0, -1, e, end, ""))
+        offset = request[2]
+        log = r[LOG]
+        if self.truncation == "diverging-epoch" and offset > 0:
+            e, end = _end_offset_for_epoch(r, request[3])
+            if e != request[3] or end < offset:
+                return answer((RESPONSE, b, epoch, "diverging", (), 0, -1, e, end, ""))
+        leo = len(log)
+        if offset > leo:
+            return answer((RESPONSE, b, epoch, "error", (), 0, -1, -1, leo, _OUT_OF_RANGE))
+        remote = _put(r[RLEO], f, offset)
+        x = list(r)
+        x[RLEO] = remote
+        x[RBE] = _put(r[RBE], f, request[5])
+        if offset >= leo:
+            x[LAG] = _put(r[LAG], f, 0)
+        x[HW] = self._next_hw(r, b, remote)
+        return answer((RESPONSE, b, epoch, "records", log[offset:], r[HW], offset, -1, -1, ""),
+                      tuple(x))
+
+    def _follower_handle_fetch_response(self, s: tuple, f: int, m: tuple) -> tuple:
+        r = s[REPLICAS][f]
+        x = list(s)
+        x[FETCHES] = _put(s[FETCHES], f, None)
+        _, leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
+        if leader != r[LEADER] or (self.fencing and epoch != r[LEPOCH]):
+            return tuple(x)
+        if error == _OUT_OF_RANGE:
+            r = _truncated(r, end)
+        elif kind == "error":
+            return tuple(x)
+        elif kind == "epoch":
+            if not r[TRUNC]:
+                return tuple(x)
+            if self.truncation == "epoch-end":
+                r = _put(_truncated(r, end if end != -1 else r[HW]), TRUNC, False)
+            elif e == -1:
+                r = _put(_truncated(r, r[HW]), TRUNC, False)
+            else:
+                r, finished = _truncate_to_epoch_answer(r, e, end)
+                r = _put(r, TRUNC, not finished and bool(r[LOG]))
+        elif kind == "diverging":
+            r, _ = _truncate_to_epoch_answer(r, e, end)
+        else:
+            if r[TRUNC] or fetch_offset != len(r[LOG]):
+                return tuple(x)
+            r = self._appended(r, records, hw)
+        x[REPLICAS] = _put(s[REPLICAS], f, r)
+        return tuple(x)
+
+    def _consumer_read(self, s: tuple) -> tuple | None:
+        leader = s[C_LEADER]
+        r = s[REPLICAS][leader]
+        if not s[ALIVE][leader] or r[LEADER] != leader:
+            return None
+        log = r[LOG]
+        seen = {(o, log[o][1]) for o in range(r[HW])}
+        consumed = s[CONSUMED]
+        if seen <= consumed:
+            return None
+        return _put(s, CONSUMED, consumed | seen)
+
+    def _broker_crash(self, s: tuple, b: int) -> tuple:
+        r = s[REPLICAS][b]
+        log, flushed = r[LOG], r[FLUSHED]
+        x = list(s)
+        if self.count_losses and flushed < len(log):
+            x[LOSSES] = s[LOSSES] | {(rec[1], b) for rec in log[flushed:]}
+        r = _truncated(r, flushed)
+        cache = r[CACHE]
+        if self.config.recovery_truncates_epoch_cache:
+            cache = tuple(e for e in cache if e[1] < len(r[LOG]))
+        x[REPLICAS] = _put(s[REPLICAS], b, (r[LOG], r[HW], r[FLUSHED], cache)
+                           + _EMPTY_REPLICA[4:])
+        x[ALIVE] = _put(s[ALIVE], b, False)
+        x[CRASHES] += 1
+        x[FETCHES] = tuple(None if f == b or (m is not None and m[1] == b) else m
+                           for f, m in enumerate(s[FETCHES]))
+        lai = s[LAI]
+        if lai:
+            x[LAI] = frozenset(m for m in lai if m[0] != b)
+        produce = s[PRODUCE]
+        if produce:
+            x[PRODUCE] = frozenset(m for m in produce if m[0] != b)
+        return self._excuse(s, tuple(x))
+
+    def _register(self, s: tuple, b: int) -> tuple:
+        epoch = s[BROKER_EPOCHS][b] + 1
+        x = list(s)
+        x[BROKER_EPOCHS] = _put(s[BROKER_EPOCHS], b, epoch)
+        x[REGISTERED] = _put(s[REGISTERED], b, epoch)
+        x[LAI] = s[LAI] | {(b, s[C_LEADER], s[C_EPOCH], s[C_ISR], s[C_PE])}
+        return tuple(x)
+
+    def _tick(self, s: tuple) -> tuple:
+        cap = self.lag_cap
+        alive = s[ALIVE]
+        rows = []
+        for b, r in enumerate(s[REPLICAS]):
+            if alive[b] and r[LEADER] == b and r[LAG]:
+                r = _put(r, LAG, tuple(lag if f == b else min(lag + 1, cap)
+                                       for f, lag in enumerate(r[LAG])))
+            rows.append(r)
+        x = list(s)
+        x[REPLICAS] = tuple(rows)
+        x[TICKS] += 1
+        return tuple(x)
+
+    # -- invariants: True where spec/invariants.py's of the same name fails ----------------
+
+    def _true_leader(self, s: tuple) -> int:
+        leader = s[C_LEADER]
+        if leader == -1 or not s[ALIVE][leader]:
+            return -1
+        r = s[REPLICAS][leader]
+        return leader if r[LEADER] == leader and r[LEPOCH] == s[C_EPOCH] else -1
+
+    def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
+        return any(r[HW] > len(r[LOG]) for r in s[REPLICAS])
+
+    def LeaderInIsr(self, s: tuple) -> bool:
+        leader = s[C_LEADER]
+        if leader != -1 and leader not in s[C_ISR]:
+            return True
+        alive = s[ALIVE]
+        return any(alive[b] and r[LEADER] == b and b not in r[ISR]
+                   for b, r in enumerate(s[REPLICAS]))
+
+    def NoCommittedDataLoss(self, s: tuple) -> bool:
+        leader = self._true_leader(s)
+        if leader == -1:
+            return False
+        replicas, alive = s[REPLICAS], s[ALIVE]
+        lr = replicas[leader]
+        hw, lead_log = lr[HW], lr[LOG]
+        if not hw:
+            return False
+        for member in s[C_ISR]:
+            if member == leader or not alive[member]:
+                continue
+            log = replicas[member][LOG]
+            if len(log) < hw or log[:hw] != lead_log[:hw]:
+                return True
+        return False
+
+    def LogMatching(self, s: tuple) -> bool:
+        replicas, excused = s[REPLICAS], s[EXCUSED]
+        n = self.n
+        for b1 in range(n):
+            r1 = replicas[b1]
+            if not r1[HW]:
+                continue
+            for b2 in range(b1 + 1, n):
+                r2 = replicas[b2]
+                top = min(r1[HW], r2[HW])
+                l1, l2 = r1[LOG], r2[LOG]
+                if l1[:top] == l2[:top]:
+                    continue
+                for o in range(top):
+                    x, y = l1[o], l2[o]
+                    if x != y and x[1] not in excused and y[1] not in excused:
+                        return True
+        return False
+
+    def _lost(self, s: tuple, writes) -> bool:
+        """Some write of `writes` (offset, value), not excused, is missing from the true
+        leader's log."""
+        excused = s[EXCUSED]
+        leader = self._true_leader(s)
+        if leader == -1:
+            return False
+        log = s[REPLICAS][leader][LOG]
+        return any(v not in excused and not (o < len(log) and log[o][1] == v)
+                   for o, v in writes)
+
+    def AckedWritesDurable(self, s: tuple) -> bool:
+        return bool(s[ACKED]) and self._lost(s, s[ACKED])
+
+    def ConsumerNeverSeesUncommitted(self, s: tuple) -> bool:
+        return bool(s[CONSUMED]) and self._lost(s, s[CONSUMED])
+
+    def _due(self, s: tuple) -> list:
+        if not self.acks_all or self.min_isr < 2 or s[UNCLEAN] or not s[ACKED]:
+            return []
+        losers: dict[int, int] = {}
+        for value, _ in s[LOSSES]:
+            losers[value] = losers.get(value, 0) + 1
+        return [w for w in s[ACKED] if losers.get(w[1], 0) < self.min_isr]
+
+    def AckedWritesDurableKip966(self, s: tuple) -> bool:
+        due = self._due(s)
+        if not due:
+            return False
+        leader = self._true_leader(s)
+        if leader == -1:
+            return False
+        log = s[REPLICAS][leader][LOG]
+        return any(not (o < len(log) and log[o][1] == v) for o, v in due)
+
+    def LeaderCandidatesComplete(self, s: tuple) -> bool:
+        due = self._due(s)
+        if not due:
+            return False
+        alive, replicas = s[ALIVE], s[REPLICAS]
+        for b in s[C_ISR]:
+            if alive[b]:
+                log = replicas[b][LOG]
+                if any(not (o < len(log) and log[o][1] == v) for o, v in due):
+                    return True
+        return False
+
+    def EligibleReplicasWellFormed(self, s: tuple) -> bool:
+        # No ELR in these configs: what is left is an ISR of distinct replicas.
+        isr = s[C_ISR]
+        return len(set(isr)) != len(isr) or any(not 0 <= b < self.n for b in isr)
+
+    def LeaderEpochMonotonic(self, s: tuple) -> bool:
+        current = s[C_EPOCH]
+        for r in s[REPLICAS]:
+            top = -1
+            for e, _ in r[LOG]:
+                if e < top:
+                    return True
+                top = e
+            cache = r[CACHE]
+            for i in range(len(cache) - 1):
+                if cache[i][0] >= cache[i + 1][0] or cache[i][1] > cache[i + 1][1]:
+                    return True
+            if top > current or r[LEPOCH] > current:
+                return True
+        return False
+
+    def SingleLeaderPerEpoch(self, s: tuple) -> bool:
+        alive = s[ALIVE]
+        seen = set()
+        for b, r in enumerate(s[REPLICAS]):
+            if alive[b] and r[LEADER] == b:
+                if r[LEPOCH] in seen:
+                    return True
+                seen.add(r[LEPOCH])
+        return False
+
+    def SingleControllerPerEpoch(self, s: tuple) -> bool:
+        # One controller that never fails: every request carries its epoch 0, and the state
+        # has no other controller epoch to compare (`problem` refuses failovers).
+        return False
+
+
+FLAT_INVARIANTS = tuple(INVARIANTS)
+
+
+class FlatKafkaModel:
+    """`KafkaModel` on flat states: the same searches, counts and counterexamples, faster.
+
+    Invariants are asked of the flat state; one that fails is asked again of the decoded
+    `Cluster` for its one-line detail (so reports read the same), and a disagreement between
+    the two is an error, not a pass.
+    """
+
+    name = "kafka"
+
+    def __init__(self, config: Config, invariants=None):
+        from model_check.model import KafkaModel
+
+        self.reference = KafkaModel(config, invariants)
+        self.config = config
+        self.flat = FlatKafka(config)
+        self.invariants = {name: self._check(name) for name in self.reference.invariants}
+
+    def _check(self, name: str):
+        fails = getattr(self.flat, name)
+        detail_of = self.reference.invariants[name]
+
+        def check(state):
+            if not fails(state):
+                return None
+            detail = detail_of(decode(state))
+            if detail is None:
+                raise AssertionError(f"flat {name} fails where the spec's holds")
+            return detail
+
+        return check
+
+    def init_states(self):
+        return [encode(self.config, s) for s in self.reference.init_states()]
+
+    def successors(self, state):
+        return self.flat.successors(state)
+
+    def action_name(self, label) -> str:
+        return label.name
+
+    def action_args(self, label) -> dict[str, Any]:
+        return label.args()
+
+    def action_names(self):
+        return self.reference.action_names()
+
+    def render(self, state) -> str:
+        return self.reference.render(decode(state))
+
+    def to_json(self, state) -> dict[str, Any]:
+        return self.reference.to_json(decode(state))
+
+    def symmetric(self) -> bool:
+        return False
+
+    def canonical(self, state):
+        return state
+
+    def config_json(self) -> dict[str, Any]:
+        return self.reference.config_json()
+
+    def decode(self, state) -> Cluster:
+        return decode(state)
