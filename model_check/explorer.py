@@ -68,6 +68,7 @@ class Result:
     seed: int | None = None
     traces: int = 0
     stored_bytes: int = 0  # the visited set and the parent tree (an exhaustive search's)
+    encoding: str = "spec"  # the states searched: the spec's dataclasses, or "flat"
 
     @property
     def states_per_second(self) -> float:

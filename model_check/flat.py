@@ -6,37 +6,41 @@ as tuples of small ints, tuples and frozensets, which Python builds and hashes s
 faster. It is a second description of the same transition system, not a new one:
 `tests/test_flat.py` walks both on random paths of several configs and asserts, state by
 state, the same enabled actions in the same order, the same next states (`decode` maps a flat
-state back to a `Cluster`) and the same invariant verdicts, and shows a mutant failing that.
+state back to a `Cluster`, and both hash alike) and the same invariant verdicts, and shows a
+mutant failing that.
 
 It covers the configs the explorer spends most time on: one partition replicated on every
 broker, no controller failover, no KIP-966 and synchronous ISR changes. `problem(config)`
-names what is outside; `KafkaModel` is used there. The state's layout (indices below):
+names what is outside; `KafkaModel` is used there.
 
-    state   = (replicas, alive, broker_epochs, c_leader, c_leader_epoch, c_isr,
-               c_partition_epoch, registered, unclean_elections, leader_and_isr, fetches,
-               produce_requests, acked, consumed, excused, crash_losses, next_value, crashes,
-               expiries, drops, ticks)
-    replica = (log, high_watermark, flushed_offset, epoch_cache, leader, leader_epoch, isr,
-               partition_epoch, truncation_pending, remote_leo, remote_broker_epoch,
-               lag_ticks, purgatory)
-    log: ((epoch, value), ...)             purgatory: ((offset, value), ...)
-    leader_and_isr: frozenset of (broker, leader, leader_epoch, isr, partition_epoch)
-    produce_requests: frozenset of (broker, value); acked, consumed: of (offset, value)
+A flat state is the tuple the spec's `Cluster.__hash__` hashes, built directly: every
+dataclass becomes the tuple of the fields its hash covers, in order, so a flat state and the
+`Cluster` it stands for have the same fingerprint. The explorer then finds the same parent
+for every state and reports the same counterexample whichever encoding it searched (and the
+tests compare hashes, not just decoded states). So the layout follows the spec's:
+
+    state      = (rows, alive, broker_epochs, controller, leader_and_isr, fetch_rows,
+                  produce_requests, acked, consumed, excused, next_value, crashes, expiries,
+                  drops, ticks[, crash_losses])    crash_losses only once non-empty
+    rows       = (replicas,)  one partition: replicas[b] is broker b's replica
+    replica    = (log, high_watermark, flushed_offset, epoch_cache, leader, leader_epoch, isr,
+                  partition_epoch, truncation_pending, remote_leo, remote_broker_epoch,
+                  lag_ticks, purgatory)            log: ((epoch, value), ...)
+    controller = (((leader, leader_epoch, isr, partition_epoch),), registered,
+                  unclean_elections)
+    leader_and_isr: frozenset of (broker, 0, leader, leader_epoch, isr, partition_epoch)
+    fetch_rows = (fetches,): fetches[f] is 0 (none), (leader, fetch_offset, last_fetched_epoch,
+                  current_leader_epoch, broker_epoch), (leader, epoch, current_leader_epoch) or
+                  (leader, leader_epoch, kind, records, high_watermark, fetch_offset, epoch,
+                  end_offset, error)               kind and error as ints
+    produce_requests: frozenset of (0, broker, value); acked, consumed: of (0, offset, value)
     crash_losses: frozenset of (value, broker); excused: frozenset of values
-    fetches[f]: () for none, (FETCH, leader, fetch_offset, last_fetched_epoch,
-               current_leader_epoch, broker_epoch), (EPOCH, leader, epoch,
-               current_leader_epoch) or (RESPONSE, leader, leader_epoch, kind, records,
-               high_watermark, fetch_offset, epoch, end_offset, error)
-    kind: RECORDS, ANSWER (epoch), DIVERGING or ERROR; error: Kafka's number, 0 for none
 
-Everything is an int, a bool or a tuple or frozenset of them, so a state hashes the same in
-every process (a string's hash is seeded per process, None's is its address): fingerprints
-pick the reported counterexample, and the same run must report the same one.
-
-The partition, the controller's id and epoch, ELR fields, pending ISR changes, AlterPartition
-requests and seen controller epochs are constant in these configs, so they are left out and
-put back by `decode`. Each handler below follows the spec function of the same name; where
-the spec refuses an action the handler returns None.
+Fields the spec hashes only once set (controller failover, ELR, pending ISR changes,
+AlterPartition requests, seen controller epochs) stay unset in these configs, and everything
+is an int, a bool, or a tuple or frozenset of them: a state hashes the same in every process.
+Each handler below follows the spec function of the same name; where the spec refuses an
+action the handler returns None.
 """
 
 from __future__ import annotations
@@ -84,15 +88,14 @@ from spec.state import (
 )
 from vocab.outcomes import KAFKA_ERROR_NUMBERS, KafkaError
 
-# State fields.
-(REPLICAS, ALIVE, BROKER_EPOCHS, C_LEADER, C_EPOCH, C_ISR, C_PE, REGISTERED, UNCLEAN, LAI,
- FETCHES, PRODUCE, ACKED, CONSUMED, EXCUSED, LOSSES, NEXT_VALUE, CRASHES, EXPIRIES, DROPS,
- TICKS) = range(21)
+# State fields (the Cluster's, in its order, as its fingerprint hashes them).
+(ROWS, ALIVE, BROKER_EPOCHS, CTRL, LAI, FETCH_ROWS, PRODUCE, ACKED, CONSUMED, EXCUSED,
+ NEXT_VALUE, CRASHES, EXPIRIES, DROPS, TICKS, LOSSES) = range(16)
 # Replica fields.
 (LOG, HW, FLUSHED, CACHE, LEADER, LEPOCH, ISR, PEPOCH, TRUNC, RLEO, RBE, LAG, PURG) = range(13)
-# Fetch message kinds (the first field; the second is always the leader it is to or from).
-FETCH, EPOCH, RESPONSE = 0, 1, 2
-# A response's kind, and its error as Kafka numbers it.
+# Fetch messages, told apart by their length; the first field is always the leader.
+FETCH_LEN, EPOCH_LEN, RESPONSE_LEN = 5, 3, 9
+# A response's kind, and its error as Kafka numbers it (what FetchResponse.__hash__ hashes).
 RECORDS, ANSWER, DIVERGING, ERROR = 0, 1, 2, 3
 _KINDS = {"records": RECORDS, "epoch": ANSWER, "diverging": DIVERGING, "error": ERROR}
 _KIND_NAMES = {code: name for name, code in _KINDS.items()}
@@ -102,6 +105,7 @@ OUT_OF_RANGE = KAFKA_ERROR_NUMBERS[KafkaError.OFFSET_OUT_OF_RANGE]
 NOT_LEADER = KAFKA_ERROR_NUMBERS[KafkaError.NOT_LEADER_OR_FOLLOWER]
 FENCED = KAFKA_ERROR_NUMBERS[KafkaError.FENCED_LEADER_EPOCH]
 UNKNOWN_EPOCH = KAFKA_ERROR_NUMBERS[KafkaError.UNKNOWN_LEADER_EPOCH]
+_NO_LOSSES: frozenset = frozenset()
 
 _EMPTY_REPLICA = ((), 0, 0, (), -1, -1, (), -1, False, (), (), (), ())
 
@@ -197,6 +201,19 @@ def _put(t: tuple, i: int, v: Any) -> tuple:
 # Conversion
 
 
+def _message(m) -> Any:
+    if m is None:
+        return 0
+    if type(m) is FetchRequest:
+        return (m.leader, m.fetch_offset, m.last_fetched_epoch, m.current_leader_epoch,
+                m.broker_epoch)
+    if type(m) is EpochRequest:
+        return (m.leader, m.epoch, m.current_leader_epoch)
+    return (m.leader, m.leader_epoch, _KINDS[m.kind],
+            tuple((rec.epoch, rec.value) for rec in m.records), m.high_watermark,
+            m.fetch_offset, m.epoch, m.end_offset, _ERRORS[str(m.error)])
+
+
 def encode(config: Config, s: Cluster) -> tuple:
     """The flat state of a `Cluster` (of a config `problem` accepts)."""
     ps = s.controller.partitions[0]
@@ -206,32 +223,19 @@ def encode(config: Config, s: Cluster) -> tuple:
          r.truncation_pending, tuple(r.remote_log_end_offset), tuple(r.remote_broker_epoch),
          tuple(r.lag_ticks), tuple((w.offset, w.value) for w in r.purgatory))
         for r in s.replicas[0])
-
-    def message(m):
-        if m is None:
-            return ()
-        if type(m) is FetchRequest:
-            return (FETCH, m.leader, m.fetch_offset, m.last_fetched_epoch, m.current_leader_epoch,
-                    m.broker_epoch)
-        if type(m) is EpochRequest:
-            return (EPOCH, m.leader, m.epoch, m.current_leader_epoch)
-        return (RESPONSE, m.leader, m.leader_epoch, _KINDS[m.kind],
-                tuple((rec.epoch, rec.value) for rec in m.records), m.high_watermark,
-                m.fetch_offset, m.epoch, m.end_offset, _ERRORS[str(m.error)])
-
-    return (
-        replicas, tuple(s.alive), tuple(s.broker_epochs), ps.leader, ps.leader_epoch,
-        tuple(ps.isr), ps.partition_epoch, tuple(s.controller.registered),
-        s.controller.unclean_elections,
-        frozenset((m.broker, m.leader, m.leader_epoch, tuple(m.isr), m.partition_epoch)
+    state = (
+        (replicas,), tuple(s.alive), tuple(s.broker_epochs),
+        (((ps.leader, ps.leader_epoch, tuple(ps.isr), ps.partition_epoch),),
+         tuple(s.controller.registered), s.controller.unclean_elections),
+        frozenset((m.broker, 0, m.leader, m.leader_epoch, tuple(m.isr), m.partition_epoch)
                   for m in s.leader_and_isr),
-        tuple(message(m) for m in s.fetches[0]),
-        frozenset((m.broker, m.value) for m in s.produce_requests),
-        frozenset((w.offset, w.value) for w in s.acked),
-        frozenset((w.offset, w.value) for w in s.consumed),
-        frozenset(s.excused), frozenset(s.crash_losses), s.next_value, s.crashes, s.expiries,
-        s.drops, s.ticks,
+        (tuple(_message(m) for m in s.fetches[0]),),
+        frozenset((0, m.broker, m.value) for m in s.produce_requests),
+        frozenset((0, w.offset, w.value) for w in s.acked),
+        frozenset((0, w.offset, w.value) for w in s.consumed),
+        frozenset(s.excused), s.next_value, s.crashes, s.expiries, s.drops, s.ticks,
     )
+    return (*state, frozenset(s.crash_losses)) if s.crash_losses else state
 
 
 def decode(s: tuple) -> Cluster:
@@ -243,41 +247,62 @@ def decode(s: tuple) -> Cluster:
                 truncation_pending=r[TRUNC], remote_log_end_offset=r[RLEO],
                 remote_broker_epoch=r[RBE], lag_ticks=r[LAG],
                 purgatory=tuple(PendingProduce(o, v) for o, v in r[PURG]))
-        for r in s[REPLICAS])
+        for r in s[ROWS][0])
 
     def message(m):
         if not m:
             return None
-        if m[0] == FETCH:
-            return FetchRequest(*m[1:])
-        if m[0] == EPOCH:
-            return EpochRequest(*m[1:])
-        _, leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
+        if len(m) == FETCH_LEN:
+            return FetchRequest(*m)
+        if len(m) == EPOCH_LEN:
+            return EpochRequest(*m)
+        leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
         error = _ERROR_NAMES[error]
         return FetchResponse(leader, epoch, _KIND_NAMES[kind],
                              tuple(Record(a, b) for a, b in records), hw, fetch_offset, e, end,
                              KafkaError(error) if error else "")
 
+    (ps,), registered, unclean = s[CTRL]
     return Cluster(
         replicas=(rows,),
         alive=s[ALIVE],
         broker_epochs=s[BROKER_EPOCHS],
-        controller=Controller((PartitionState(s[C_LEADER], s[C_EPOCH], s[C_ISR], s[C_PE]),),
-                              registered=s[REGISTERED], unclean_elections=s[UNCLEAN]),
-        leader_and_isr=frozenset(LeaderAndIsr(b, 0, leader, epoch, isr, pe)
-                                 for b, leader, epoch, isr, pe in s[LAI]),
-        fetches=(tuple(message(m) for m in s[FETCHES]),),
-        produce_requests=frozenset(ProduceRequest(0, b, v) for b, v in s[PRODUCE]),
-        acked=frozenset(Acked(0, o, v) for o, v in s[ACKED]),
-        consumed=frozenset(Acked(0, o, v) for o, v in s[CONSUMED]),
+        controller=Controller((PartitionState(*ps),), registered=registered,
+                              unclean_elections=unclean),
+        leader_and_isr=frozenset(LeaderAndIsr(*m) for m in s[LAI]),
+        fetches=(tuple(message(m) for m in s[FETCH_ROWS][0]),),
+        produce_requests=frozenset(ProduceRequest(*m) for m in s[PRODUCE]),
+        acked=frozenset(Acked(*w) for w in s[ACKED]),
+        consumed=frozenset(Acked(*w) for w in s[CONSUMED]),
         excused=s[EXCUSED],
-        crash_losses=s[LOSSES],
+        crash_losses=_losses(s),
         next_value=s[NEXT_VALUE],
         crashes=s[CRASHES],
         expiries=s[EXPIRIES],
         drops=s[DROPS],
         ticks=s[TICKS],
     )
+
+
+def _losses(s: tuple) -> frozenset:
+    return s[LOSSES] if len(s) > LOSSES else _NO_LOSSES
+
+
+def _controller(leader: int, epoch: int, isr: tuple, pe: int, registered: tuple,
+                unclean: int) -> tuple:
+    return (((leader, epoch, isr, pe),), registered, unclean)
+
+
+def _with_replica(s: tuple, b: int, r: tuple) -> tuple:
+    x = list(s)
+    x[ROWS] = (_put(s[ROWS][0], b, r),)
+    return tuple(x)
+
+
+def _with_fetch(s: tuple, f: int, m: Any) -> tuple:
+    x = list(s)
+    x[FETCH_ROWS] = (_put(s[FETCH_ROWS][0], f, m),)
+    return tuple(x)
 
 
 # ------------------------------------------------------------------------------------------
@@ -332,22 +357,19 @@ class FlatKafka:
         self._labels: dict[tuple, Any] = {}
 
     def _label(self, kind, key: tuple):
-        """The action of `kind` for a request in flight (its tuple) or a (broker, offset)."""
+        """The action of `kind` for a message in flight (its tuple) or a (broker, offset)."""
         label = self._labels.get((kind, key))
         if label is None:
             if kind is LeaderAppend:
-                label = kind(0, key[0], key[1])
+                label = kind(0, key[1], key[2])
             elif kind is LeaderAckProduce:
                 label = kind(0, key[0], key[1])
             else:
-                label = kind(0, key[0], key[2], key[4])
+                label = kind(0, key[0], key[3], key[5])
             self._labels[kind, key] = label
         return label
 
     # -- shared rules ---------------------------------------------------------------------
-
-    def initial(self, s: Cluster) -> tuple:
-        return encode(self.config, s)
 
     def _next_hw(self, r: tuple, broker: int, remote: tuple) -> int:
         hw = r[HW]
@@ -389,7 +411,7 @@ class FlatKafka:
               registered: tuple) -> frozenset:
         """_send_leader_and_isr to every replica: live brokers with a session."""
         alive = s[ALIVE]
-        new = [(b, leader, epoch, isr, pe) for b in self.all_brokers
+        new = [(b, 0, leader, epoch, isr, pe) for b in self.all_brokers
                if registered[b] != -1 and alive[b]]
         return s[LAI].union(new) if new else s[LAI]
 
@@ -411,17 +433,17 @@ class FlatKafka:
     def _excuse(self, before: tuple, s: tuple) -> tuple:
         """_excuse_lost_writes: after a crash or an expiry, committed records some ISR member
         (all of them down) lacks are excused."""
-        alive, isr = s[ALIVE], s[C_ISR]
+        alive, isr = s[ALIVE], s[CTRL][0][0][2]
         if any(alive[m] for m in isr):
             return s
-        committed = set(s[CONSUMED])
+        committed = {(o, v) for _, o, v in s[CONSUMED]}
         if self.acks_all:
-            committed.update(s[ACKED])
-        for r in before[REPLICAS]:
+            committed.update((o, v) for _, o, v in s[ACKED])
+        for r in before[ROWS][0]:
             log = r[LOG]
             committed.update((o, log[o][1]) for o in range(r[HW]))
         excused = set(s[EXCUSED])
-        replicas = s[REPLICAS]
+        replicas = s[ROWS][0]
         logs = [replicas[m][LOG] for m in isr]
         grown = False
         for o, v in committed:
@@ -438,8 +460,9 @@ class FlatKafka:
         """Every enabled (action, next state), in `spec.actions.successors`'s order."""
         config = self.config
         n = self.n
-        (replicas, alive, _, c_leader, c_epoch, c_isr, c_pe, registered, _, lai, fetches,
-         produce, _, _, _, _, next_value, crashes, expiries, drops, ticks) = s
+        ((replicas,), alive, _, ((ps,), registered, _), lai, (fetches,), produce, _, _, _,
+         next_value, crashes, expiries, drops, ticks) = s[:LOSSES]
+        c_leader, c_epoch, c_isr, c_pe = ps
         max_epochs = config.max_leader_epochs
         if c_leader == -1:
             nxt = self._controller_elect_leader(s)
@@ -459,7 +482,7 @@ class FlatKafka:
         if lai:
             for m in sorted(lai):
                 b = m[0]
-                if m[1] == b:
+                if m[2] == b:
                     nxt = self._become_leader(s, m)
                     if nxt is not None:
                         yield self._label(BecomeLeader, m), nxt
@@ -468,8 +491,10 @@ class FlatKafka:
                     if nxt is not None:
                         yield self._label(BecomeFollower, m), nxt
                 if drops_left:
-                    yield self._label(NetworkDropLeaderAndIsr, m), _put(
-                        _put(s, LAI, lai - {m}), DROPS, drops + 1)
+                    x = list(s)
+                    x[LAI] = lai - {m}
+                    x[DROPS] = drops + 1
+                    yield self._label(NetworkDropLeaderAndIsr, m), tuple(x)
         if next_value <= config.max_records:
             if c_leader != -1:
                 yield self.l_send, self._produce(s, c_leader)
@@ -484,9 +509,9 @@ class FlatKafka:
         for b in range(n):
             r = replicas[b]
             hw = r[HW]
-            for offset, value in r[PURG]:
+            for offset, _ in r[PURG]:
                 if offset < hw:
-                    nxt = self._leader_ack_produce(s, b, offset, value)
+                    nxt = self._leader_ack_produce(s, b, offset)
                     if nxt is not None:
                         yield self._label(LeaderAckProduce, (b, offset)), nxt
             if r[LEADER] == b and alive[b] and r[LEPOCH] == c_epoch and r[PEPOCH] == c_pe:
@@ -510,15 +535,17 @@ class FlatKafka:
                 if alive[f] and leader != -1 and leader != f and alive[leader]:
                     yield self.l_send_fetch[f], self._follower_send_fetch(s, f)
                 continue
-            if m[0] == RESPONSE:
+            if len(m) == RESPONSE_LEN:
                 if alive[f]:
                     yield self.l_handle_response[f], \
                         self._follower_handle_fetch_response(s, f, m)
-            elif alive[m[1]]:
-                yield self.l_handle_fetch[m[1]][f], self._leader_handle_fetch(s, m[1], f, m)
+            elif alive[m[0]]:
+                yield self.l_handle_fetch[m[0]][f], self._leader_handle_fetch(s, m[0], f, m)
             if drops_left:
-                yield self.l_drop_fetch[f], _put(_put(s, FETCHES, _put(fetches, f, ())),
-                                                   DROPS, drops + 1)
+                x = list(s)
+                x[FETCH_ROWS] = (_put(fetches, f, 0),)
+                x[DROPS] = drops + 1
+                yield self.l_drop_fetch[f], tuple(x)
         crashes_left = crashes < config.max_crashes
         if c_leader != -1 and replicas[c_leader][HW] > 0:
             nxt = self._consumer_read(s)
@@ -528,8 +555,7 @@ class FlatKafka:
             for b in range(n):
                 r = replicas[b]
                 if alive[b] and r[FLUSHED] < len(r[LOG]):
-                    yield self.l_flush[b], _put(s, REPLICAS, _put(
-                        replicas, b, _put(r, FLUSHED, len(r[LOG]))))
+                    yield self.l_flush[b], _with_replica(s, b, _put(r, FLUSHED, len(r[LOG])))
         for b in range(n):
             if alive[b]:
                 if crashes_left:
@@ -544,29 +570,27 @@ class FlatKafka:
     # -- handlers (spec/actions.py's of the same names) -----------------------------------
 
     def _controller_elect_leader(self, s: tuple) -> tuple | None:
-        epoch = s[C_EPOCH] + 1
+        (ps,), registered, unclean_count = s[CTRL]
+        epoch = ps[1] + 1
         if epoch >= self.config.max_leader_epochs:
             return None
-        registered = s[REGISTERED]
-        leader, isr, unclean = self._elect(registered, s[C_ISR])
+        leader, isr, unclean = self._elect(registered, ps[2])
         if leader == -1:
             return None
-        pe = s[C_PE] + 1
+        pe = ps[3] + 1
         x = list(s)
-        x[C_LEADER], x[C_EPOCH], x[C_ISR], x[C_PE] = leader, epoch, isr, pe
+        x[CTRL] = _controller(leader, epoch, isr, pe, registered, unclean_count + unclean)
         x[LAI] = self._send(s, leader, epoch, isr, pe, registered)
-        if unclean:
-            x[UNCLEAN] += 1
         return tuple(x)
 
     def _controller_elect_preferred_leader(self, s: tuple) -> tuple | None:
-        registered = s[REGISTERED]
+        (ps,), registered, unclean = s[CTRL]
         if registered[0] == -1:
             return None
-        epoch, pe = s[C_EPOCH] + 1, s[C_PE] + 1
+        epoch, pe = ps[1] + 1, ps[3] + 1
         x = list(s)
-        x[C_LEADER], x[C_EPOCH], x[C_PE] = 0, epoch, pe
-        x[LAI] = self._send(s, 0, epoch, s[C_ISR], pe, registered)
+        x[CTRL] = _controller(0, epoch, ps[2], pe, registered, unclean)
+        x[LAI] = self._send(s, 0, epoch, ps[2], pe, registered)
         return tuple(x)
 
     def _controller_handle_broker_failure(self, s: tuple, b: int) -> tuple | None:
@@ -576,25 +600,24 @@ class FlatKafka:
             if s[EXPIRIES] >= self.config.max_session_expiries:
                 return None
             x[EXPIRIES] += 1
-        registered = _put(s[REGISTERED], b, -1)
-        x[REGISTERED] = registered
-        leader, epoch, isr = s[C_LEADER], s[C_EPOCH], s[C_ISR]
+        (ps,), registered, unclean = s[CTRL]
+        registered = _put(registered, b, -1)
+        leader, epoch, isr, pe = ps
         if b in isr or leader == b:
-            old = (leader, epoch, isr)
             if b in isr and len(isr) > 1:
                 isr = tuple(m for m in isr if m != b)
             if leader == b:
-                leader, isr, unclean = self._elect(registered, isr)
-                x[UNCLEAN] += unclean
+                leader, isr, elected_unclean = self._elect(registered, isr)
+                unclean += elected_unclean
                 epoch += 1
-            elif isr != old[2] and self.shrink_bumps:
+            elif isr != ps[2] and self.shrink_bumps:
                 epoch += 1
             if epoch >= self.config.max_leader_epochs:
                 return None
-            if (leader, epoch, isr) != old:
-                pe = s[C_PE] + 1
-                x[C_LEADER], x[C_EPOCH], x[C_ISR], x[C_PE] = leader, epoch, isr, pe
+            if (leader, epoch, isr) != ps[:3]:
+                pe += 1
                 x[LAI] = self._send(s, leader, epoch, isr, pe, registered)
+        x[CTRL] = _controller(leader, epoch, isr, pe, registered, unclean)
         return self._excuse(before, tuple(x))
 
     def _applicable(self, s: tuple, m: tuple) -> tuple | None:
@@ -602,8 +625,8 @@ class FlatKafka:
         b = m[0]
         if not s[ALIVE][b]:
             return None
-        r = s[REPLICAS][b]
-        if (m[2], m[4]) <= (r[LEPOCH], r[PEPOCH]):
+        r = s[ROWS][0][b]
+        if (m[3], m[5]) <= (r[LEPOCH], r[PEPOCH]):
             return None
         return r
 
@@ -611,10 +634,10 @@ class FlatKafka:
         r = self._applicable(s, m)
         if r is None:
             return None
-        b, leader, epoch, isr, pe = m
+        b, _, leader, epoch, isr, pe = m
         x = list(r)
         x[LEADER], x[LEPOCH], x[ISR], x[PEPOCH] = leader, epoch, isr, pe
-        fetches = s[FETCHES]
+        fetches = s[FETCH_ROWS]
         if r[LEADER] == b and r[LEPOCH] == epoch:
             pass
         elif r[LEADER] == b:
@@ -629,19 +652,19 @@ class FlatKafka:
             x[TRUNC] = False
             x[PURG] = ()
             if not self.config.leader_keeps_last_fetch:
-                fetches = _put(fetches, b, ())
+                fetches = (_put(fetches[0], b, 0),)
         r = self._advance_hw(tuple(x), b)
         y = list(s)
         y[LAI] = s[LAI] - {m}
-        y[REPLICAS] = _put(s[REPLICAS], b, r)
-        y[FETCHES] = fetches
+        y[ROWS] = (_put(s[ROWS][0], b, r),)
+        y[FETCH_ROWS] = fetches
         return tuple(y)
 
     def _become_follower(self, s: tuple, m: tuple) -> tuple | None:
         r = self._applicable(s, m)
         if r is None:
             return None
-        b, leader, epoch, isr, pe = m
+        b, _, leader, epoch, isr, pe = m
         new_leadership = r[LEADER] != leader or r[LEPOCH] != epoch
         leader_changed = r[LEADER] != leader
         x = list(r)
@@ -656,22 +679,22 @@ class FlatKafka:
             r = _put(r, TRUNC, bool(r[LOG]))
         y = list(s)
         y[LAI] = s[LAI] - {m}
-        y[REPLICAS] = _put(s[REPLICAS], b, r)
+        y[ROWS] = (_put(s[ROWS][0], b, r),)
         return tuple(y)
 
     def _produce(self, s: tuple, broker: int) -> tuple:
         x = list(s)
-        x[PRODUCE] = s[PRODUCE] | {(broker, s[NEXT_VALUE])}
+        x[PRODUCE] = s[PRODUCE] | {(0, broker, s[NEXT_VALUE])}
         x[NEXT_VALUE] += 1
         return tuple(x)
 
     def _leader_append(self, s: tuple, m: tuple) -> tuple | None:
-        b, value = m
+        _, b, value = m
         if not s[ALIVE][b]:
             return None
         x = list(s)
         x[PRODUCE] = s[PRODUCE] - {m}
-        r = s[REPLICAS][b]
+        r = s[ROWS][0][b]
         if r[LEADER] != b or (self.acks_all and len(r[ISR]) < self.min_isr):
             return tuple(x)
         offset = len(r[LOG])
@@ -679,46 +702,43 @@ class FlatKafka:
         if self.acks_all:
             r = _put(r, PURG, (*r[PURG], (offset, value)))
         r = self._advance_hw(r, b)
-        x[REPLICAS] = _put(s[REPLICAS], b, r)
+        x[ROWS] = (_put(s[ROWS][0], b, r),)
         if self.acks_one:
-            x[ACKED] = s[ACKED] | {(offset, value)}
+            x[ACKED] = s[ACKED] | {(0, offset, value)}
         return tuple(x)
 
-    def _leader_ack_produce(self, s: tuple, b: int, offset: int, value: int) -> tuple | None:
-        r = s[REPLICAS][b]
+    def _leader_ack_produce(self, s: tuple, b: int, offset: int) -> tuple | None:
+        r = s[ROWS][0][b]
         # The spec acknowledges the first pending write at the offset.
         w = next(w for w in r[PURG] if w[0] == offset)
         if not (s[ALIVE][b] and r[LEADER] == b):
             return None
         x = list(s)
-        x[REPLICAS] = _put(s[REPLICAS], b, _put(r, PURG, tuple(p for p in r[PURG] if p != w)))
+        x[ROWS] = (_put(s[ROWS][0], b, _put(r, PURG, tuple(p for p in r[PURG] if p != w))),)
         if len(r[ISR]) >= self.min_isr:
-            x[ACKED] = s[ACKED] | {w}
+            x[ACKED] = s[ACKED] | {(0, offset, w[1])}
         return tuple(x)
 
-    def _isr_change_guard(self, s: tuple) -> bool:
-        return s[C_PE] < self.config.max_partition_epoch
-
-    def _commit_isr(self, s: tuple, b: int, r: tuple, isr: tuple) -> tuple:
-        pe = s[C_PE] + 1
+    def _commit_isr(self, s: tuple, b: int, r: tuple, isr: tuple) -> tuple | None:
+        """The leader's own ISR change, applied by the controller at once (synchronous)."""
+        (ps,), registered, unclean = s[CTRL]
+        if ps[3] >= self.config.max_partition_epoch:
+            return None
+        pe = ps[3] + 1
         x = list(r)
         x[ISR], x[PEPOCH] = isr, pe
         r = self._advance_hw(tuple(x), b)
         y = list(s)
-        y[C_ISR], y[C_PE] = isr, pe
-        y[REPLICAS] = _put(s[REPLICAS], b, r)
+        y[CTRL] = _controller(ps[0], ps[1], isr, pe, registered, unclean)
+        y[ROWS] = (_put(s[ROWS][0], b, r),)
         return tuple(y)
 
     def _leader_shrink_isr(self, s: tuple, b: int, f: int) -> tuple | None:
-        if not self._isr_change_guard(s):
-            return None
-        r = s[REPLICAS][b]
+        r = s[ROWS][0][b]
         return self._commit_isr(s, b, r, tuple(m for m in r[ISR] if m != f))
 
     def _leader_expand_isr(self, s: tuple, b: int, f: int) -> tuple | None:
-        if not self._isr_change_guard(s):
-            return None
-        r = s[REPLICAS][b]
+        r = s[ROWS][0][b]
         remote = r[RLEO][f]
         if self.expand_requires_epoch_start:
             start = -1
@@ -728,70 +748,70 @@ class FlatKafka:
                     break
             if remote < start:
                 return None
-        if self.broker_epochs and r[RBE][f] != s[REGISTERED][f]:
+        if self.broker_epochs and r[RBE][f] != s[CTRL][1][f]:
             return None
         return self._commit_isr(s, b, r, tuple(sorted((*r[ISR], f))))
 
     def _follower_send_fetch(self, s: tuple, f: int) -> tuple:
-        r = s[REPLICAS][f]
+        r = s[ROWS][0][f]
         if r[TRUNC]:
             cache = r[CACHE]
-            message = (EPOCH, r[LEADER], cache[-1][0] if cache else -1, r[LEPOCH])
+            message = (r[LEADER], cache[-1][0] if cache else -1, r[LEPOCH])
         else:
             log = r[LOG]
-            message = (FETCH, r[LEADER], len(log), log[-1][0] if log else -1, r[LEPOCH],
+            message = (r[LEADER], len(log), log[-1][0] if log else -1, r[LEPOCH],
                        s[BROKER_EPOCHS][f])
-        return _put(s, FETCHES, _put(s[FETCHES], f, message))
+        return _with_fetch(s, f, message)
 
     def _leader_handle_fetch(self, s: tuple, b: int, f: int, request: tuple) -> tuple:
-        r = s[REPLICAS][b]
+        r = s[ROWS][0][b]
         epoch = r[LEPOCH]
 
         def answer(response, replica=None):
             x = list(s)
-            x[FETCHES] = _put(s[FETCHES], f, response)
+            x[FETCH_ROWS] = (_put(s[FETCH_ROWS][0], f, response),)
             if replica is not None:
-                x[REPLICAS] = _put(s[REPLICAS], b, replica)
+                x[ROWS] = (_put(s[ROWS][0], b, replica),)
             return tuple(x)
 
         if r[LEADER] != b:
-            return answer((RESPONSE, b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
+            return answer((b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
+        fetch = len(request) == FETCH_LEN
         if self.fencing:
-            current = request[4] if request[0] == FETCH else request[3]
+            current = request[3] if fetch else request[2]
             if current < epoch:
-                return answer((RESPONSE, b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
+                return answer((b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
             if current > epoch:
-                return answer((RESPONSE, b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
-        if request[0] == EPOCH:
+                return answer((b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
+        if not fetch:
             if self.truncation == "epoch-end":
-                e, end = request[2], _start_offset_after_epoch(r, request[2])
+                e, end = request[1], _start_offset_after_epoch(r, request[1])
             else:
-                e, end = _end_offset_for_epoch(r, request[2])
-            return answer((RESPONSE, b, epoch, ANSWER, (), 0, -1, e, end, 0))
-        offset = request[2]
+                e, end = _end_offset_for_epoch(r, request[1])
+            return answer((b, epoch, ANSWER, (), 0, -1, e, end, 0))
+        offset = request[1]
         log = r[LOG]
         if self.truncation == "diverging-epoch" and offset > 0:
-            e, end = _end_offset_for_epoch(r, request[3])
-            if e != request[3] or end < offset:
-                return answer((RESPONSE, b, epoch, DIVERGING, (), 0, -1, e, end, 0))
+            e, end = _end_offset_for_epoch(r, request[2])
+            if e != request[2] or end < offset:
+                return answer((b, epoch, DIVERGING, (), 0, -1, e, end, 0))
         leo = len(log)
         if offset > leo:
-            return answer((RESPONSE, b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
+            return answer((b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
         remote = _put(r[RLEO], f, offset)
         x = list(r)
         x[RLEO] = remote
-        x[RBE] = _put(r[RBE], f, request[5])
+        x[RBE] = _put(r[RBE], f, request[4])
         if offset >= leo:
             x[LAG] = _put(r[LAG], f, 0)
         x[HW] = self._next_hw(r, b, remote)
-        return answer((RESPONSE, b, epoch, RECORDS, log[offset:], r[HW], offset, -1, -1, 0),
-                      tuple(x))
+        return answer((b, epoch, RECORDS, log[offset:], r[HW], offset, -1, -1, 0), tuple(x))
 
     def _follower_handle_fetch_response(self, s: tuple, f: int, m: tuple) -> tuple:
-        r = s[REPLICAS][f]
+        r = s[ROWS][0][f]
         x = list(s)
-        x[FETCHES] = _put(s[FETCHES], f, ())
-        _, leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
+        x[FETCH_ROWS] = (_put(s[FETCH_ROWS][0], f, 0),)
+        leader, epoch, kind, records, hw, fetch_offset, e, end, error = m
         if leader != r[LEADER] or (self.fencing and epoch != r[LEPOCH]):
             return tuple(x)
         if error == OUT_OF_RANGE:
@@ -814,64 +834,68 @@ class FlatKafka:
             if r[TRUNC] or fetch_offset != len(r[LOG]):
                 return tuple(x)
             r = self._appended(r, records, hw)
-        x[REPLICAS] = _put(s[REPLICAS], f, r)
+        x[ROWS] = (_put(s[ROWS][0], f, r),)
         return tuple(x)
 
     def _consumer_read(self, s: tuple) -> tuple | None:
-        leader = s[C_LEADER]
-        r = s[REPLICAS][leader]
+        leader = s[CTRL][0][0][0]
+        r = s[ROWS][0][leader]
         if not s[ALIVE][leader] or r[LEADER] != leader:
             return None
         log = r[LOG]
-        seen = {(o, log[o][1]) for o in range(r[HW])}
+        seen = {(0, o, log[o][1]) for o in range(r[HW])}
         consumed = s[CONSUMED]
         if seen <= consumed:
             return None
         return _put(s, CONSUMED, consumed | seen)
 
     def _broker_crash(self, s: tuple, b: int) -> tuple:
-        r = s[REPLICAS][b]
+        r = s[ROWS][0][b]
         log, flushed = r[LOG], r[FLUSHED]
         x = list(s)
         if self.count_losses and flushed < len(log):
-            x[LOSSES] = s[LOSSES] | {(rec[1], b) for rec in log[flushed:]}
+            losses = _losses(s) | {(rec[1], b) for rec in log[flushed:]}
+            if len(x) > LOSSES:
+                x[LOSSES] = losses
+            else:
+                x.append(losses)
         r = _truncated(r, flushed)
         cache = r[CACHE]
         if self.config.recovery_truncates_epoch_cache:
             cache = tuple(e for e in cache if e[1] < len(r[LOG]))
-        x[REPLICAS] = _put(s[REPLICAS], b, (r[LOG], r[HW], r[FLUSHED], cache)
-                           + _EMPTY_REPLICA[4:])
+        x[ROWS] = (_put(s[ROWS][0], b, (r[LOG], r[HW], r[FLUSHED], cache) + _EMPTY_REPLICA[4:]),)
         x[ALIVE] = _put(s[ALIVE], b, False)
         x[CRASHES] += 1
-        x[FETCHES] = tuple(() if f == b or (m and m[1] == b) else m
-                           for f, m in enumerate(s[FETCHES]))
+        x[FETCH_ROWS] = (tuple(0 if f == b or (m and m[0] == b) else m
+                               for f, m in enumerate(s[FETCH_ROWS][0])),)
         lai = s[LAI]
         if lai:
             x[LAI] = frozenset(m for m in lai if m[0] != b)
         produce = s[PRODUCE]
         if produce:
-            x[PRODUCE] = frozenset(m for m in produce if m[0] != b)
+            x[PRODUCE] = frozenset(m for m in produce if m[1] != b)
         return self._excuse(s, tuple(x))
 
     def _register(self, s: tuple, b: int) -> tuple:
         epoch = s[BROKER_EPOCHS][b] + 1
+        (ps,), registered, unclean = s[CTRL]
         x = list(s)
         x[BROKER_EPOCHS] = _put(s[BROKER_EPOCHS], b, epoch)
-        x[REGISTERED] = _put(s[REGISTERED], b, epoch)
-        x[LAI] = s[LAI] | {(b, s[C_LEADER], s[C_EPOCH], s[C_ISR], s[C_PE])}
+        x[CTRL] = ((ps,), _put(registered, b, epoch), unclean)
+        x[LAI] = s[LAI] | {(b, 0, *ps)}
         return tuple(x)
 
     def _tick(self, s: tuple) -> tuple:
         cap = self.lag_cap
         alive = s[ALIVE]
         rows = []
-        for b, r in enumerate(s[REPLICAS]):
+        for b, r in enumerate(s[ROWS][0]):
             if alive[b] and r[LEADER] == b and r[LAG]:
                 r = _put(r, LAG, tuple(lag if f == b else min(lag + 1, cap)
                                        for f, lag in enumerate(r[LAG])))
             rows.append(r)
         x = list(s)
-        x[REPLICAS] = tuple(rows)
+        x[ROWS] = (tuple(rows),)
         x[TICKS] += 1
         return tuple(x)
 
@@ -887,22 +911,24 @@ class FlatKafka:
         return out
 
     def _true_leader(self, s: tuple) -> int:
-        leader = s[C_LEADER]
+        ps = s[CTRL][0][0]
+        leader = ps[0]
         if leader == -1 or not s[ALIVE][leader]:
             return -1
-        r = s[REPLICAS][leader]
-        return leader if r[LEADER] == leader and r[LEPOCH] == s[C_EPOCH] else -1
+        r = s[ROWS][0][leader]
+        return leader if r[LEADER] == leader and r[LEPOCH] == ps[1] else -1
 
     def replica_wise(self, s: tuple) -> bool:
         """Whether one of REPLICA_WISE fails: the four in one pass over the replicas."""
-        leader = s[C_LEADER]
-        if leader != -1 and leader not in s[C_ISR]:
+        ps = s[CTRL][0][0]
+        leader = ps[0]
+        if leader != -1 and leader not in ps[2]:
             return True
         alive = s[ALIVE]
-        current = s[C_EPOCH]
+        current = ps[1]
         leading = None
         b = -1
-        for r in s[REPLICAS]:
+        for r in s[ROWS][0]:
             b += 1
             log = r[LOG]
             if r[HW] > len(log) or r[LEPOCH] > current:
@@ -936,46 +962,46 @@ class FlatKafka:
         """Whether one of REPLICA_WISE and DATA_WISE fails."""
         if self.replica_wise(s) or self.EligibleReplicasWellFormed(s):
             return True
-        replicas, excused = s[REPLICAS], s[EXCUSED]
+        replicas, excused = s[ROWS][0], s[EXCUSED]
         leader = self._true_leader(s)
         if leader != -1:
             lead_log = replicas[leader][LOG]
             hw = replicas[leader][HW]
             if hw:
                 alive = s[ALIVE]
-                for member in s[C_ISR]:
+                for member in s[CTRL][0][0][2]:
                     if member != leader and alive[member]:
                         log = replicas[member][LOG]
                         if len(log) < hw or log[:hw] != lead_log[:hw]:
                             return True
             size = len(lead_log)
             for writes in (s[ACKED], s[CONSUMED]):
-                for o, v in writes:
+                for _, o, v in writes:
                     if not (o < size and lead_log[o][1] == v) and v not in excused:
                         return True
         return self.LogMatching(s)
 
     def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
-        return any(r[HW] > len(r[LOG]) for r in s[REPLICAS])
+        return any(r[HW] > len(r[LOG]) for r in s[ROWS][0])
 
     def LeaderInIsr(self, s: tuple) -> bool:
-        leader = s[C_LEADER]
-        if leader != -1 and leader not in s[C_ISR]:
+        ps = s[CTRL][0][0]
+        if ps[0] != -1 and ps[0] not in ps[2]:
             return True
         alive = s[ALIVE]
         return any(alive[b] and r[LEADER] == b and b not in r[ISR]
-                   for b, r in enumerate(s[REPLICAS]))
+                   for b, r in enumerate(s[ROWS][0]))
 
     def NoCommittedDataLoss(self, s: tuple) -> bool:
         leader = self._true_leader(s)
         if leader == -1:
             return False
-        replicas, alive = s[REPLICAS], s[ALIVE]
+        replicas, alive = s[ROWS][0], s[ALIVE]
         lr = replicas[leader]
         hw, lead_log = lr[HW], lr[LOG]
         if not hw:
             return False
-        for member in s[C_ISR]:
+        for member in s[CTRL][0][0][2]:
             if member == leader or not alive[member]:
                 continue
             log = replicas[member][LOG]
@@ -984,7 +1010,7 @@ class FlatKafka:
         return False
 
     def LogMatching(self, s: tuple) -> bool:
-        replicas, excused = s[REPLICAS], s[EXCUSED]
+        replicas, excused = s[ROWS][0], s[EXCUSED]
         n = self.n
         for b1 in range(n):
             r1 = replicas[b1]
@@ -1008,15 +1034,15 @@ class FlatKafka:
         return False
 
     def _lost(self, s: tuple, writes) -> bool:
-        """Some write of `writes` (offset, value), not excused, is missing from the true
+        """Some write of `writes` (0, offset, value), not excused, is missing from the true
         leader's log."""
         excused = s[EXCUSED]
         leader = self._true_leader(s)
         if leader == -1:
             return False
-        log = s[REPLICAS][leader][LOG]
+        log = s[ROWS][0][leader][LOG]
         return any(v not in excused and not (o < len(log) and log[o][1] == v)
-                   for o, v in writes)
+                   for _, o, v in writes)
 
     def AckedWritesDurable(self, s: tuple) -> bool:
         return bool(s[ACKED]) and self._lost(s, s[ACKED])
@@ -1025,12 +1051,12 @@ class FlatKafka:
         return bool(s[CONSUMED]) and self._lost(s, s[CONSUMED])
 
     def _due(self, s: tuple) -> list:
-        if not self.acks_all or self.min_isr < 2 or s[UNCLEAN] or not s[ACKED]:
+        if not self.acks_all or self.min_isr < 2 or s[CTRL][2] or not s[ACKED]:
             return []
         losers: dict[int, int] = {}
-        for value, _ in s[LOSSES]:
+        for value, _ in _losses(s):
             losers[value] = losers.get(value, 0) + 1
-        return [w for w in s[ACKED] if losers.get(w[1], 0) < self.min_isr]
+        return [w for w in s[ACKED] if losers.get(w[2], 0) < self.min_isr]
 
     def AckedWritesDurableKip966(self, s: tuple) -> bool:
         due = self._due(s)
@@ -1039,25 +1065,25 @@ class FlatKafka:
         leader = self._true_leader(s)
         if leader == -1:
             return False
-        log = s[REPLICAS][leader][LOG]
-        return any(not (o < len(log) and log[o][1] == v) for o, v in due)
+        log = s[ROWS][0][leader][LOG]
+        return any(not (o < len(log) and log[o][1] == v) for _, o, v in due)
 
     def LeaderCandidatesComplete(self, s: tuple) -> bool:
         due = self._due(s)
         if not due:
             return False
-        alive, replicas = s[ALIVE], s[REPLICAS]
-        for b in s[C_ISR]:
+        alive, replicas = s[ALIVE], s[ROWS][0]
+        for b in s[CTRL][0][0][2]:
             if alive[b]:
                 log = replicas[b][LOG]
-                if any(not (o < len(log) and log[o][1] == v) for o, v in due):
+                if any(not (o < len(log) and log[o][1] == v) for _, o, v in due):
                     return True
         return False
 
     def EligibleReplicasWellFormed(self, s: tuple) -> bool:
         # No ELR in these configs: what is left is an ISR of distinct replicas, of which a
         # run has few (one answer each, remembered).
-        isr = s[C_ISR]
+        isr = s[CTRL][0][0][2]
         known = self._isr_ok.get(isr)
         if known is None:
             known = self._isr_ok[isr] = len(set(isr)) == len(isr) and all(
@@ -1065,8 +1091,8 @@ class FlatKafka:
         return not known
 
     def LeaderEpochMonotonic(self, s: tuple) -> bool:
-        current = s[C_EPOCH]
-        for r in s[REPLICAS]:
+        current = s[CTRL][0][0][1]
+        for r in s[ROWS][0]:
             top = -1
             for e, _ in r[LOG]:
                 if e < top:
@@ -1083,7 +1109,7 @@ class FlatKafka:
     def SingleLeaderPerEpoch(self, s: tuple) -> bool:
         alive = s[ALIVE]
         seen = set()
-        for b, r in enumerate(s[REPLICAS]):
+        for b, r in enumerate(s[ROWS][0]):
             if alive[b] and r[LEADER] == b:
                 if r[LEPOCH] in seen:
                     return True
@@ -1182,3 +1208,23 @@ class FlatKafkaModel:
 
     def decode(self, state) -> Cluster:
         return decode(state)
+
+    def spec_result(self, result):
+        """`result` with its counterexample's states as `Cluster`s, as the reference model's
+        searches give them (reports, replays and drives read those)."""
+        if result.violation is not None:
+            result.violation.trace = [(label, decode(state))
+                                      for label, state in result.violation.trace]
+        result.encoding = "flat"
+        return result
+
+
+def search_model(config: Config, invariants=None):
+    """The model a breadth-first search of `config` should use: the flat encoding where it
+    covers the config, else the reference spec's. Either gives the same counts; pass the
+    result through its `spec_result` before reading the counterexample's states."""
+    from model_check.model import KafkaModel
+
+    if problem(config) is None:
+        return FlatKafkaModel(config, invariants)
+    return KafkaModel(config, invariants)

@@ -24,6 +24,7 @@ def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
         "states_per_second": round(result.states_per_second, 1),
         "symmetry": result.symmetry,
         "partial_order_reduction": result.reduction,
+        "encoding": result.encoding,
         "workers": result.workers,
         "fingerprint_collision_probability": result.collision_probability,
         "coverage": dict(sorted(result.coverage.items())),
