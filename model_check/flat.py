@@ -378,8 +378,13 @@ class FlatKafka:
         isr = r[ISR]
         if self.strict_hw and len(isr) < self.min_isr:
             return hw
-        leo = len(r[LOG])
-        candidate = min(leo if b == broker else remote[b] for b in isr)
+        if broker not in isr:  # never on a reachable state (LeaderInIsr): the spec's min
+            candidate = min(remote[b] for b in isr)
+        else:
+            candidate = len(r[LOG])
+            for b in isr:
+                if b != broker and remote[b] < candidate:
+                    candidate = remote[b]
         return candidate if candidate > hw else hw
 
     def _advance_hw(self, r: tuple, broker: int) -> tuple:
@@ -709,12 +714,16 @@ class FlatKafka:
 
     def _leader_ack_produce(self, s: tuple, b: int, offset: int) -> tuple | None:
         r = s[ROWS][0][b]
-        # The spec acknowledges the first pending write at the offset.
-        w = next(w for w in r[PURG] if w[0] == offset)
         if not (s[ALIVE][b] and r[LEADER] == b):
             return None
+        purgatory = r[PURG]
+        # The spec acknowledges the first pending write at the offset.
+        for w in purgatory:
+            if w[0] == offset:
+                break
         x = list(s)
-        x[ROWS] = (_put(s[ROWS][0], b, _put(r, PURG, tuple(p for p in r[PURG] if p != w))),)
+        rest = tuple(p for p in purgatory if p != w) if len(purgatory) > 1 else ()
+        x[ROWS] = (_put(s[ROWS][0], b, _put(r, PURG, rest)),)
         if len(r[ISR]) >= self.min_isr:
             x[ACKED] = s[ACKED] | {(0, offset, w[1])}
         return tuple(x)
@@ -843,11 +852,12 @@ class FlatKafka:
         if not s[ALIVE][leader] or r[LEADER] != leader:
             return None
         log = r[LOG]
-        seen = {(0, o, log[o][1]) for o in range(r[HW])}
         consumed = s[CONSUMED]
-        if seen <= consumed:
-            return None
-        return _put(s, CONSUMED, consumed | seen)
+        # Mostly refused (nothing new to read): asked record by record, no set built.
+        for o in range(r[HW]):
+            if (0, o, log[o][1]) not in consumed:
+                return _put(s, CONSUMED, consumed | {(0, o, log[o][1]) for o in range(r[HW])})
+        return None
 
     def _broker_crash(self, s: tuple, b: int) -> tuple:
         r = s[ROWS][0][b]
