@@ -1,7 +1,10 @@
 """Benchmark of the explorer: prints its figures and, where TLC is available, the ratio to TLC.
 
-    python bench/check_bench.py            # tla-compat Kip320 + default model, workers 1 and 2,
-                                           # and partial-order reduction (--por) beside them
+    python bench/check_bench.py            # tla-compat Kip320 + default model: the flat
+                                           # encoding beside the spec's states, workers 1 and 2,
+                                           # partial-order reduction (--por), the whole
+                                           # current 3/2/2 graph (the issue's target)
+    python bench/check_bench.py --whole-spec  # also that graph on the spec's states (~200 s)
     python bench/check_bench.py --million  # also a one-million-state run of the default model
     python bench/check_bench.py --pair  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
     python bench/check_bench.py --memory  # bytes per state: tla-compat Kip320 3/2/2/3, symmetry
@@ -27,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model_check.explorer import explore  # noqa: E402
+from model_check.flat import FlatKafkaModel  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from model_check.tla_compat import TlaCompatModel  # noqa: E402
 from spec import VARIANTS, Config  # noqa: E402
@@ -34,6 +38,8 @@ from spec import VARIANTS, Config  # noqa: E402
 TLA_CONSTANTS = dict(brokers=3, log_size=2, records=2, epochs=2)
 KAFKA_CONFIG = Config(variant=VARIANTS["current"], brokers=2, max_records=2, max_leader_epochs=3,
                       max_crashes=1)
+# The default model's speed target: current, 3 brokers, 2 records, 2 epochs, whole graph.
+TARGET = Config(variant=VARIANTS["current"], brokers=3, max_records=2, max_leader_epochs=2)
 
 
 def line(name: str, result, extra: str = "") -> None:
@@ -77,6 +83,9 @@ def main() -> int:
                         help="only the memory figure: peak RSS growth and stored bytes per state "
                         "on tla-compat Kip320 3/2/2/3 with symmetry (1,665,204 states), one "
                         "worker, in a fresh process")
+    parser.add_argument("--whole-spec", action="store_true",
+                        help="also search the whole current 3/2/2 graph on the spec's own "
+                        "states (about 200 s), beside the flat encoding's")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -115,13 +124,37 @@ def main() -> int:
     line("kafka hw-truncation 2 brokers, shortest cex", result,
          f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps")
     b1_3 = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2, max_leader_epochs=3)
-    for reduce in (False, True):
+    runs = [("spec states", KafkaModel, False, 1), ("spec states, POR", KafkaModel, True, 1),
+            ("flat", FlatKafkaModel, False, 1), ("flat, workers 2", FlatKafkaModel, False, 2)]
+    b1_seconds = {}
+    for name, make, reduce, workers in runs:
         cpu = time.process_time()
-        result = explore(KafkaModel(b1_3), max_states=2_000_000, reduce=reduce)
+        result = explore(make(b1_3), max_states=2_000_000, reduce=reduce, workers=workers)
+        b1_seconds[name] = result.seconds
         extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
                  if result.violation else "")
-        line(f"kafka hw-truncation 3 brokers (B1), shortest{', POR' if reduce else ''}", result,
-             f"{extra}, {result.generated_states:,} generated, cpu {time.process_time() - cpu:.1f} s")
+        line(f"kafka hw-truncation 3 brokers (B1), {name}", result,
+             f"{extra}, {result.generated_states:,} generated, cpu {time.process_time() - cpu:.1f} s"
+             " (this process)")
+    print(f"B1 at 3 brokers: flat / spec states {b1_seconds['spec states'] / b1_seconds['flat']:.2f}x"
+          " faster, one worker each")
+
+    size = 300_000
+    spec = explore(KafkaModel(TARGET), max_states=size)
+    line(f"kafka current 3/2/2, first {size:,} states, spec", spec)
+    flat = explore(FlatKafkaModel(TARGET), max_states=size)
+    line(f"kafka current 3/2/2, first {size:,} states, flat", flat,
+         f"{spec.seconds / flat.seconds:.2f}x; generated {flat.generated_states:,} "
+         f"(spec {spec.generated_states:,})")
+    cpu = time.process_time()
+    whole = explore(FlatKafkaModel(TARGET))
+    line("kafka current 3/2/2, whole graph, flat", whole,
+         f"depth {whole.depth}, {whole.generated_states:,} generated, "
+         f"cpu {time.process_time() - cpu:.1f} s (target: 40,000 states/s)")
+    if args.whole_spec:
+        spec = explore(KafkaModel(TARGET))
+        line("kafka current 3/2/2, whole graph, spec states", spec,
+             f"flat {spec.seconds / whole.seconds:.2f}x faster")
 
     size = 150_000
     one = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=1, check_invariants=True)
