@@ -35,6 +35,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -239,9 +240,11 @@ class _Expander:
         def frontier():
             # In position order (so fingerprint order); built a chunk at a time, as a level
             # of (position, fingerprint) pairs would cost more than the states' own records.
-            own = (item for lo in range(0, len(fps), _BATCH)
-                   for item in zip(positions[lo:lo + _BATCH].tolist(),
-                                   fps[lo:lo + _BATCH].tolist(), strict=True))
+            own = chain.from_iterable(
+                zip(positions[lo:lo + _BATCH].tolist(), fps[lo:lo + _BATCH].tolist(),
+                    strict=True) for lo in range(0, len(fps), _BATCH))
+            if not imported:  # one worker, or nothing handed over: no merge to pay for
+                return own
             return heapq.merge(own, ((pos, fp) for pos, fp, _ in imported), key=_first)
 
         model = self.model
