@@ -66,7 +66,8 @@ def register(sub) -> None:
                        help="search the spec's own (dataclass) states instead of the flat "
                        "encoding of the same model: the same counts, 2-3x slower (the flat "
                        "one covers one partition on every broker, without controller "
-                       "failover, ELR or async ISR changes; elsewhere the spec's are used)")
+                       "failover, ELR or async ISR changes; elsewhere the spec's are used); "
+                       "--simulate too")
     check.add_argument("--max-states", type=integer(1), metavar="N")
     check.add_argument("--max-depth", type=integer(1), metavar="N")
     search = check.add_mutually_exclusive_group()
@@ -137,6 +138,16 @@ def build_model(args: argparse.Namespace):
     return model, variant, names
 
 
+def _searched(args: argparse.Namespace, model, names: list[str]):
+    """The model to search: the flat encoding of the kafka model where it covers the config
+    (the same states, counts and counterexamples), unless --spec-states or --por."""
+    if args.model != "kafka" or args.por or args.spec_states:
+        return model
+    from model_check.flat import search_model
+
+    return search_model(model.config, names)
+
+
 def run(args: argparse.Namespace) -> int:
     from model_check.explorer import explore, simulate
     from model_check.progress import Progress, search_progress
@@ -167,14 +178,13 @@ def run(args: argparse.Namespace) -> int:
     elif args.simulate:
         seed = args.seed if args.seed is not None else 0
         print(f"simulation seed {seed}", file=sys.stderr)
-        result = simulate(model, seed=seed, depth=args.depth, traces=args.traces,
+        searched = _searched(args, model, names)
+        result = simulate(searched, seed=seed, depth=args.depth, traces=args.traces,
                           check_invariants=bool(names), bias=args.bias)
+        if searched is not model:
+            result = searched.spec_result(result)
     else:
-        searched = model
-        if args.model == "kafka" and not args.por and not args.spec_states:
-            from model_check.flat import search_model
-
-            searched = search_model(model.config, names)
+        searched = _searched(args, model, names)
         with Progress("states", total=args.max_states, quiet=args.json) as progress:
             result = explore(searched, max_states=args.max_states, max_depth=args.max_depth,
                              workers=args.workers, symmetry=not args.no_symmetry,
