@@ -216,6 +216,9 @@ def _message(m) -> Any:
 
 def encode(config: Config, s: Cluster) -> tuple:
     """The flat state of a `Cluster` (of a config `problem` accepts)."""
+    why = problem(config)
+    if why is not None:
+        raise ValueError(f"the flat encoding does not cover this config: {why}")
     ps = s.controller.partitions[0]
     replicas = tuple(
         (tuple((rec.epoch, rec.value) for rec in r.log), r.high_watermark, r.flushed_offset,
@@ -721,6 +724,8 @@ class FlatKafka:
         for w in purgatory:
             if w[0] == offset:
                 break
+        else:
+            return None
         x = list(s)
         rest = tuple(p for p in purgatory if p != w) if len(purgatory) > 1 else ()
         x[ROWS] = (_put(s[ROWS][0], b, _put(r, PURG, rest)),)
