@@ -138,14 +138,15 @@ def build_model(args: argparse.Namespace):
     return model, variant, names
 
 
-def _searched(args: argparse.Namespace, model, names: list[str]):
-    """The model to search: the flat encoding of the kafka model where it covers the config
-    (the same states, counts and counterexamples), unless --spec-states or --por."""
-    if args.model != "kafka" or args.por or args.spec_states:
-        return model
-    from model_check.flat import search_model
+def _search(args: argparse.Namespace, model, names: list[str], run, **options):
+    """`run` (explore or simulate) on `model`; the kafka model's search goes through
+    model_check.flat (the flat encoding where it covers the config) unless --spec-states, or
+    --por, which reads the spec's candidates."""
+    if args.model != "kafka" or args.por:
+        return run(model, **options)
+    from model_check.flat import search
 
-    return search_model(model.config, names)
+    return search(model.config, names, run=run, spec_states=args.spec_states, **options)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,20 +179,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.simulate:
         seed = args.seed if args.seed is not None else 0
         print(f"simulation seed {seed}", file=sys.stderr)
-        searched = _searched(args, model, names)
-        result = simulate(searched, seed=seed, depth=args.depth, traces=args.traces,
-                          check_invariants=bool(names), bias=args.bias)
-        if searched is not model:
-            result = searched.spec_result(result)
+        result = _search(args, model, names, simulate, seed=seed, depth=args.depth,
+                         traces=args.traces, check_invariants=bool(names), bias=args.bias)
     else:
-        searched = _searched(args, model, names)
         with Progress("states", total=args.max_states, quiet=args.json) as progress:
-            result = explore(searched, max_states=args.max_states, max_depth=args.max_depth,
-                             workers=args.workers, symmetry=not args.no_symmetry,
-                             check_invariants=bool(names), progress=search_progress(progress),
-                             reduce=args.por)
-        if searched is not model:
-            result = searched.spec_result(result)
+            result = _search(args, model, names, explore, max_states=args.max_states,
+                             max_depth=args.max_depth, workers=args.workers,
+                             symmetry=not args.no_symmetry, check_invariants=bool(names),
+                             progress=search_progress(progress), reduce=args.por)
     if args.itf and result.violation:
         with open(args.itf, "w", encoding="utf-8") as out:
             json.dump(itf_trace(model, result), out, indent=1)

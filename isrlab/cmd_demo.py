@@ -48,8 +48,7 @@ def _banner(text: str) -> None:
 
 
 def _spec_part() -> None:
-    from model_check.explorer import explore
-    from model_check.flat import search_model
+    from model_check.flat import search
     from model_check.model import KafkaModel
     from model_check.report import counterexample_table, summary
     from model_check.scenario import run_file
@@ -66,8 +65,7 @@ def _spec_part() -> None:
     bounds = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
     for name in ("hw-truncation", "current"):
         config = Config(variant=VARIANTS[name], **bounds)
-        model, searched = KafkaModel(config), search_model(config)
-        result = searched.spec_result(explore(searched))
+        model, result = KafkaModel(config), search(config)
         if result.violation:
             print(counterexample_table(model, result))
         print(summary(model, name, result).split("\ncoverage")[0])

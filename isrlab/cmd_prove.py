@@ -75,21 +75,15 @@ def register(sub) -> None:
 
 
 def _config(args: argparse.Namespace):
+    from model_check.model import core_problem
     from spec import Config
 
     defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
     config = kafka_config(args, base=Config().replace(**defaults))
-    if config.partitions != 1:
-        raise UsageError("partitions: the symbolic encoding has one partition")
-    if config.eligible_leader_replicas_enable:
-        raise UsageError("eligible.leader.replicas.enable: the symbolic encoding does not "
-                         "cover KIP-966 yet (use isrlab check)")
-    if config.isr_changes_async:
-        raise UsageError("isr.changes.async: the symbolic encoding does not cover "
-                         "AlterPartition requests yet (use isrlab check)")
-    if config.max_controller_failovers:
-        raise UsageError("max.controller.failovers: the symbolic encoding has one controller "
-                         "that never fails (use isrlab check)")
+    why = core_problem(config)
+    if why is not None:
+        # (the encoding also takes replica j of the partition to be broker j)
+        raise UsageError(f"{why}: not in the symbolic encoding yet (use isrlab check)")
     return config
 
 

@@ -80,11 +80,6 @@ def _first(item):
     return item[0]
 
 
-def _label_kind(label):
-    """The action name of a label: tuple labels start with it, dataclass labels are typed."""
-    return label[0] if type(label) is tuple else type(label).__name__
-
-
 def _count_kinds(kinds: Counter, labels: list) -> None:
     """Add the action names of `labels` to `kinds`: counted by type first (a C-level count),
     named once per type."""

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from model_check.model import core_problem
 from spec.actions import (
     BecomeFollower,
     BecomeLeader,
@@ -85,6 +86,9 @@ from spec.state import (
     ProduceRequest,
     Record,
     Replica,
+    assign_epoch,
+    end_offset_for_epoch,
+    start_offset_after_epoch,
 )
 from vocab.outcomes import KAFKA_ERROR_NUMBERS, KafkaError
 
@@ -113,16 +117,9 @@ _EMPTY_REPLICA = ((), 0, 0, (), -1, -1, (), -1, False, (), (), (), ())
 def problem(config: Config) -> str | None:
     """Why the flat encoding does not cover `config` (then the explorer uses the reference
     spec), or None when it does."""
-    if config.partitions != 1:
-        return "more than one partition"
-    if config.replication_factor not in (None, config.brokers):
-        return "a replication factor below the broker count"
-    if config.max_controller_failovers:
-        return "controller failovers"
-    if config.eligible_leader_replicas_enable:
-        return "eligible leader replicas (KIP-966)"
-    if config.isr_changes_async or config.hw_over_requested_isr:
-        return "asynchronous ISR changes (KIP-497)"
+    why = core_problem(config)
+    if why is not None:
+        return why
     if config.variant.truncation not in ("high-watermark", "epoch-end", "epoch-end-279",
                                          "diverging-epoch"):
         return f"truncation rule {config.variant.truncation!r}"
@@ -130,7 +127,8 @@ def problem(config: Config) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------
-# Replica helpers (spec/state.py's Replica methods on tuples)
+# Replica helpers (spec/state.py's Replica methods on tuples; the epoch-cache answers and
+# assign_epoch are spec/state.py's own functions, on the same cache tuples)
 
 
 def _truncated(r: tuple, offset: int) -> tuple:
@@ -147,43 +145,10 @@ def _truncated(r: tuple, offset: int) -> tuple:
     return tuple(x)
 
 
-def _assign_epoch(cache: tuple, epoch: int, start: int) -> tuple:
-    if cache and cache[-1][0] == epoch and start >= cache[-1][1]:
-        return cache
-    end = len(cache)
-    while end and (cache[end - 1][0] >= epoch or cache[end - 1][1] >= start):
-        end -= 1
-    return (*cache[:end], (epoch, start))
-
-
-def _end_offset_for_epoch(r: tuple, epoch: int) -> tuple[int, int]:
-    cache = r[CACHE]
-    if epoch == -1 or not cache:
-        return -1, -1
-    if cache[-1][0] == epoch:
-        return epoch, len(r[LOG])
-    for index, (cached, start) in enumerate(cache):
-        if cached > epoch:
-            return (epoch if index == 0 else cache[index - 1][0]), start
-    return -1, -1
-
-
-def _start_offset_after_epoch(r: tuple, epoch: int) -> int:
-    cache = r[CACHE]
-    if not cache or epoch < cache[0][0]:
-        return -1
-    if cache[-1][0] == epoch:
-        return len(r[LOG])
-    for cached, start in cache:
-        if cached > epoch:
-            return start
-    return -1
-
-
 def _truncate_to_epoch_answer(r: tuple, leader_epoch: int, leader_end: int) -> tuple[tuple, bool]:
     if leader_epoch == -1:
         return _truncated(r, r[HW]), True
-    own_epoch, own_end = _end_offset_for_epoch(r, leader_epoch)
+    own_epoch, own_end = end_offset_for_epoch(r[CACHE], len(r[LOG]), leader_epoch)
     if own_epoch == -1:
         return _truncated(r, min(leader_end, len(r[LOG]))), True
     if own_epoch != leader_epoch:
@@ -401,7 +366,7 @@ class FlatKafka:
         for record in records:
             if record[0] != epoch:
                 epoch = record[0]
-                cache = _assign_epoch(cache, epoch, offset)
+                cache = assign_epoch(cache, epoch, offset)
             offset += 1
         log = r[LOG] + records
         flushed = r[FLUSHED]
@@ -649,14 +614,14 @@ class FlatKafka:
         if r[LEADER] == b and r[LEPOCH] == epoch:
             pass
         elif r[LEADER] == b:
-            x[CACHE] = _assign_epoch(r[CACHE], epoch, len(r[LOG]))
+            x[CACHE] = assign_epoch(r[CACHE], epoch, len(r[LOG]))
         else:
             n = self.n
             x[RLEO] = (-1,) * n
             x[RBE] = (-1,) * n
             cap = self.lag_cap
             x[LAG] = tuple(0 if f in isr else cap for f in range(n))
-            x[CACHE] = _assign_epoch(r[CACHE], epoch, len(r[LOG]))
+            x[CACHE] = assign_epoch(r[CACHE], epoch, len(r[LOG]))
             x[TRUNC] = False
             x[PURG] = ()
             if not self.config.leader_keeps_last_fetch:
@@ -797,19 +762,19 @@ class FlatKafka:
                 return answer((b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
             if current > epoch:
                 return answer((b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
+        log = r[LOG]
+        leo = len(log)
         if not fetch:
             if self.truncation == "epoch-end":
-                e, end = request[1], _start_offset_after_epoch(r, request[1])
+                e, end = request[1], start_offset_after_epoch(r[CACHE], leo, request[1])
             else:
-                e, end = _end_offset_for_epoch(r, request[1])
+                e, end = end_offset_for_epoch(r[CACHE], leo, request[1])
             return answer((b, epoch, ANSWER, (), 0, -1, e, end, 0))
         offset = request[1]
-        log = r[LOG]
         if self.truncation == "diverging-epoch" and offset > 0:
-            e, end = _end_offset_for_epoch(r, request[2])
+            e, end = end_offset_for_epoch(r[CACHE], leo, request[2])
             if e != request[2] or end < offset:
                 return answer((b, epoch, DIVERGING, (), 0, -1, e, end, 0))
-        leo = len(log)
         if offset > leo:
             return answer((b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
         remote = _put(r[RLEO], f, offset)
@@ -977,23 +942,11 @@ class FlatKafka:
         """Whether one of REPLICA_WISE and DATA_WISE fails."""
         if self.replica_wise(s) or self.EligibleReplicasWellFormed(s):
             return True
-        replicas, excused = s[ROWS][0], s[EXCUSED]
-        leader = self._true_leader(s)
-        if leader != -1:
-            lead_log = replicas[leader][LOG]
-            hw = replicas[leader][HW]
-            if hw:
-                alive = s[ALIVE]
-                for member in s[CTRL][0][0][2]:
-                    if member != leader and alive[member]:
-                        log = replicas[member][LOG]
-                        if len(log) < hw or log[:hw] != lead_log[:hw]:
-                            return True
-            size = len(lead_log)
-            for writes in (s[ACKED], s[CONSUMED]):
-                for _, o, v in writes:
-                    if not (o < size and lead_log[o][1] == v) and v not in excused:
-                        return True
+        leader = self._true_leader(s)  # asked once for the three that read it
+        if leader != -1 and (self._uncommitted(s, leader)
+                             or self._lost(s, leader, s[ACKED])
+                             or self._lost(s, leader, s[CONSUMED])):
+            return True
         return self.LogMatching(s)
 
     def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
@@ -1009,8 +962,10 @@ class FlatKafka:
 
     def NoCommittedDataLoss(self, s: tuple) -> bool:
         leader = self._true_leader(s)
-        if leader == -1:
-            return False
+        return leader != -1 and self._uncommitted(s, leader)
+
+    def _uncommitted(self, s: tuple, leader: int) -> bool:
+        """Some live ISR member's log differs from the true leader's below its HW."""
         replicas, alive = s[ROWS][0], s[ALIVE]
         lr = replicas[leader]
         hw, lead_log = lr[HW], lr[LOG]
@@ -1048,22 +1003,24 @@ class FlatKafka:
                         return True
         return False
 
-    def _lost(self, s: tuple, writes) -> bool:
+    def _lost(self, s: tuple, leader: int, writes) -> bool:
         """Some write of `writes` (0, offset, value), not excused, is missing from the true
         leader's log."""
         excused = s[EXCUSED]
-        leader = self._true_leader(s)
-        if leader == -1:
-            return False
         log = s[ROWS][0][leader][LOG]
-        return any(v not in excused and not (o < len(log) and log[o][1] == v)
-                   for _, o, v in writes)
+        size = len(log)
+        for _, o, v in writes:
+            if not (o < size and log[o][1] == v) and v not in excused:
+                return True
+        return False
 
     def AckedWritesDurable(self, s: tuple) -> bool:
-        return bool(s[ACKED]) and self._lost(s, s[ACKED])
+        leader = self._true_leader(s) if s[ACKED] else -1
+        return leader != -1 and self._lost(s, leader, s[ACKED])
 
     def ConsumerNeverSeesUncommitted(self, s: tuple) -> bool:
-        return bool(s[CONSUMED]) and self._lost(s, s[CONSUMED])
+        leader = self._true_leader(s) if s[CONSUMED] else -1
+        return leader != -1 and self._lost(s, leader, s[CONSUMED])
 
     def _due(self, s: tuple) -> list:
         if not self.acks_all or self.min_isr < 2 or s[CTRL][2] or not s[ACKED]:
@@ -1224,22 +1181,23 @@ class FlatKafkaModel:
     def decode(self, state) -> Cluster:
         return decode(state)
 
-    def spec_result(self, result):
-        """`result` with its counterexample's states as `Cluster`s, as the reference model's
-        searches give them (reports, replays and drives read those)."""
-        if result.violation is not None:
-            result.violation.trace = [(label, decode(state))
-                                      for label, state in result.violation.trace]
-        result.encoding = "flat"
-        return result
 
-
-def search_model(config: Config, invariants=None):
-    """The model a breadth-first search of `config` should use: the flat encoding where it
-    covers the config, else the reference spec's. Either gives the same counts; pass the
-    result through its `spec_result` before reading the counterexample's states."""
+def search(config: Config, invariants=None, *, run=None, spec_states: bool = False,
+           **options):
+    """`run(model, **options)` (the explorer's `explore`, the default, or `simulate`) on the
+    flat encoding where it covers `config` and `spec_states` is off, else on the spec's own
+    states. Either gives the same counts and counterexample; the result's counterexample
+    holds `Cluster`s either way (reports, replays and drives read those), and its `encoding`
+    says which was searched."""
+    from model_check.explorer import explore
     from model_check.model import KafkaModel
 
-    if problem(config) is None:
-        return FlatKafkaModel(config, invariants)
-    return KafkaModel(config, invariants)
+    run = run or explore
+    if spec_states or problem(config) is not None:
+        return run(KafkaModel(config, invariants), **options)
+    result = run(FlatKafkaModel(config, invariants), **options)
+    if result.violation is not None:
+        result.violation.trace = [(label, decode(state))
+                                  for label, state in result.violation.trace]
+    result.encoding = "flat"
+    return result

@@ -57,6 +57,24 @@ class Model(Protocol):
     # a state that breaks none costs one call (model_check.flat has it).
 
 
+def core_problem(config: Config) -> str | None:
+    """What puts `config` outside the core model, or None: one partition replicated on every
+    broker, one controller that never fails, no KIP-966, synchronous ISR changes. The flat
+    encoding (model_check.flat) and the Z3 encoding (model_check.symbolic, hence the
+    partial-order reduction and `isrlab prove`) cover exactly the core."""
+    if config.partitions != 1:
+        return "more than one partition"
+    if config.replication_factor not in (None, config.brokers):
+        return "a replication factor below the broker count"
+    if config.max_controller_failovers:
+        return "controller failovers"
+    if config.eligible_leader_replicas_enable:
+        return "eligible leader replicas (KIP-966)"
+    if config.isr_changes_async or config.hw_over_requested_isr:
+        return "asynchronous ISR changes (KIP-497)"
+    return None
+
+
 class KafkaModel:
     """The default model: `spec` under one `Config`."""
 
@@ -114,10 +132,6 @@ class KafkaModel:
         # Every field, the model switches and variant rules included: a reader of the report
         # sees exactly which model was checked (replay checks runs against the same one).
         return self.config.settings()
-
-    def spec_result(self, result):
-        """The search result with spec states (these already are: see model_check.flat)."""
-        return result
 
 
 def state_to_json(value: Any) -> Any:

@@ -73,8 +73,7 @@ DIRECTED: dict[str, dict] = {
 def directed_catch(bug: str) -> tuple[int | None, str]:
     """(1, what caught it) when the directed run diverges from the variant, else (None, why)."""
     from model_check.drive import Driver
-    from model_check.explorer import explore
-    from model_check.flat import search_model
+    from model_check.flat import search
     from model_check.replay import format_result, load_texts, replay_run
     from spec import VARIANTS, Config
     from vocab.config import BUG_RULES
@@ -83,8 +82,7 @@ def directed_catch(bug: str) -> tuple[int | None, str]:
     invariants = settings.pop("invariants")
     variant = VARIANTS[settings.pop("variant")]
     config = Config(variant=variant.with_rules(**{BUG_RULES[bug]: False}), **settings)
-    model = search_model(config, invariants)
-    found = model.spec_result(explore(model, workers=1)).violation
+    found = search(config, invariants, workers=1).violation
     if found is None:
         return None, "the spec with the rule off has no counterexample at these bounds"
     schedule = [(a.name, a.args()) for a, _ in found.trace[1:]]

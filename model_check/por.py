@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from model_check.model import core_problem
 from spec import VARIANTS, Config
 from spec.actions import _HANDLERS, NotEnabled, candidates
 from spec.state import Cluster
@@ -61,16 +62,9 @@ from spec.state import Cluster
 
 def problem(config: Config) -> str | None:
     """Why the reduction cannot be used for `config`, or None when it can."""
-    if config.partitions != 1:
-        return "one partition only (the Z3 encoding it is derived from has one)"
-    if config.replication_factor not in (None, config.brokers):
-        return "every broker must hold a replica (replication factor = brokers)"
-    if config.eligible_leader_replicas_enable:
-        return "not with eligible.leader.replicas.enable (KIP-966 is not in the Z3 encoding)"
-    if config.max_controller_failovers:
-        return "not with controller failovers (not in the Z3 encoding)"
-    if config.isr_changes_async or config.hw_over_requested_isr:
-        return "not with isr.changes.async or its HW rule (not in the Z3 encoding)"
+    why = core_problem(config)
+    if why is not None:
+        return f"{why}: not in the Z3 encoding the independence is read from"
     if VARIANTS.get(config.variant.name) != config.variant:
         return f"variant {config.variant.name!r} is not one of the named variants"
     return None

@@ -949,16 +949,14 @@ def reachable_violation(config: Config, invariants: list[str], max_states: int,
     """A shortest run to a violation of `invariants`, as a reachable Cti (its last step), and
     every search made: first at `PROBE_BOUNDS` (the config's other settings kept), then at the
     config's own bounds. Each search is appended to `queries`."""
-    from model_check.explorer import explore
-    from model_check.flat import search_model
+    from model_check.flat import search
 
     names = [n for n in invariants if n in INVARIANTS]
     probe = config.replace(**PROBE_BOUNDS)
     searches = []
     for bounds in dict.fromkeys([probe, config]):
         started = time.perf_counter()
-        model = search_model(bounds, names)
-        result = model.spec_result(explore(model, max_states=max_states))
+        result = search(bounds, names, max_states=max_states)
         what = "classify (explorer" + (", probe bounds)" if bounds is probe else ")")
         queries.append(Query(what, result.result, time.perf_counter() - started))
         searches.append((bounds, result))

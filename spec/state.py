@@ -380,40 +380,14 @@ class Replica:
         return self.log[-1].epoch if self.log else UNKNOWN
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetsForLeaderEpoch as Kafka >= 2.0 answers it (KIP-279), as (epoch, end offset).
-
-        The end of a cached epoch is the start of the next one, or LEO for the latest. For an
-        epoch the cache lacks: the largest cached epoch below it with the start of the next;
-        below every cached epoch, (the asked epoch, the start of the first one). Above the latest
-        epoch, or with an empty cache, the answer is undefined: (-1, -1).
-        """
-        cache = self.epoch_cache
-        if epoch == UNKNOWN or not cache:
-            return UNKNOWN, UNKNOWN
-        if cache[-1][0] == epoch:
-            return epoch, self.log_end_offset
-        for index, (cached, start) in enumerate(cache):
-            if cached > epoch:
-                return (epoch if index == 0 else cache[index - 1][0]), start
-        return UNKNOWN, UNKNOWN
+        """OffsetsForLeaderEpoch as Kafka >= 2.0 answers it (KIP-279): see
+        `end_offset_for_epoch` below."""
+        return end_offset_for_epoch(self.epoch_cache, len(self.log), epoch)
 
     def start_offset_after_epoch(self, epoch: int) -> int:
-        """OffsetsForLeaderEpoch as Kafka 0.11 answers it (KIP-101): an end offset only.
-
-        LEO for the latest epoch; otherwise the start of the first cached epoch above it;
-        undefined (-1) above the latest epoch or below the first. The KAFKA-6361 flaw is kept on
-        purpose: an epoch the leader never had, between two it had, still gets the start of the
-        next larger one.
-        """
-        cache = self.epoch_cache
-        if not cache or epoch < cache[0][0]:
-            return UNKNOWN
-        if cache[-1][0] == epoch:
-            return self.log_end_offset
-        for cached, start in cache:
-            if cached > epoch:
-                return start
-        return UNKNOWN
+        """OffsetsForLeaderEpoch as Kafka 0.11 answers it (KIP-101): see
+        `start_offset_after_epoch` below."""
+        return start_offset_after_epoch(self.epoch_cache, len(self.log), epoch)
 
     def epoch_start_offset(self, epoch: int) -> int:
         """Start offset of `epoch` in the cache, or -1 if it is not cached."""
@@ -455,6 +429,45 @@ class Replica:
             return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed)
         return replace(self, log=log, epoch_cache=cache, flushed_offset=flushed,
                        high_watermark=min(high_watermark, len(log)))
+
+
+def end_offset_for_epoch(cache: tuple[tuple[int, int], ...], log_end: int,
+                         epoch: int) -> tuple[int, int]:
+    """OffsetsForLeaderEpoch as Kafka >= 2.0 answers it (KIP-279), as (epoch, end offset),
+    from a leader-epoch cache and the log end offset.
+
+    The end of a cached epoch is the start of the next one, or LEO for the latest. For an
+    epoch the cache lacks: the largest cached epoch below it with the start of the next;
+    below every cached epoch, (the asked epoch, the start of the first one). Above the latest
+    epoch, or with an empty cache, the answer is undefined: (-1, -1).
+    """
+    if epoch == UNKNOWN or not cache:
+        return UNKNOWN, UNKNOWN
+    if cache[-1][0] == epoch:
+        return epoch, log_end
+    for index, (cached, start) in enumerate(cache):
+        if cached > epoch:
+            return (epoch if index == 0 else cache[index - 1][0]), start
+    return UNKNOWN, UNKNOWN
+
+
+def start_offset_after_epoch(cache: tuple[tuple[int, int], ...], log_end: int,
+                             epoch: int) -> int:
+    """OffsetsForLeaderEpoch as Kafka 0.11 answers it (KIP-101): an end offset only.
+
+    LEO for the latest epoch; otherwise the start of the first cached epoch above it;
+    undefined (-1) above the latest epoch or below the first. The KAFKA-6361 flaw is kept on
+    purpose: an epoch the leader never had, between two it had, still gets the start of the
+    next larger one.
+    """
+    if not cache or epoch < cache[0][0]:
+        return UNKNOWN
+    if cache[-1][0] == epoch:
+        return log_end
+    for cached, start in cache:
+        if cached > epoch:
+            return start
+    return UNKNOWN
 
 
 def assign_epoch(

@@ -417,3 +417,13 @@ def test_the_proof_fails_on_a_leader_that_leaves_its_own_log_out_of_hw(monkeypat
     broken = {a: v.violated for a, v in verdicts_of(outcome).items() if v.verdict == "cti"}
     assert {"BecomeLeader[0]", "LeaderAppend[0]"} <= set(broken)
     assert all(names == ("HighWatermarkBelowLogEnd",) for names in broken.values())
+
+
+def test_cli_refuses_a_replication_factor_below_the_brokers(tmp_path, capsys):
+    # The encoding takes replica j of the partition to be broker j: a smaller replication
+    # factor was accepted and checked as if every broker held a replica.
+    config = tmp_path / "rf.properties"
+    config.write_text("brokers=3\nreplication.factor=2\n")
+    assert main(["prove", "--bmc", "2", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "replication factor below the broker count" in err
