@@ -249,24 +249,33 @@ class _Expander:
         kinds: Counter = Counter()
         generated = 0
         pending = self.pending
-        if self.check:
-            checks = self.checks
-            # A model may say at once that every invariant holds (`holds`, one call where the
-            # checks are many); only a state it does not clear is asked invariant by invariant.
-            holds = getattr(model, "holds", None)
+        # A model may say at once that every invariant holds (`holds`, one call where the
+        # checks are many); only a state it does not clear is asked invariant by invariant.
+        holds = getattr(model, "holds", None)
+        checks = self.checks
+
+        def violated(pos: int, state: Any) -> bool:
+            for order, (name, check) in enumerate(checks):
+                detail = check(state)
+                if detail is not None:
+                    violations.append((order, pos, name, detail))
+                    return True
+            return False
+
+        plain = expand and self.reduction is None
+        if self.check and not plain:
             for pos, fp in frontier():
                 state = held[fp]
-                if holds is not None and holds(state):
-                    continue
-                for order, (name, check) in enumerate(checks):
-                    detail = check(state)
-                    if detail is not None:
-                        violations.append((order, pos, name, detail))
-                        break
+                if (holds is None or not holds(state)) and violated(pos, state):
+                    break
         if expand and not violations and self.reduction is not None:
             generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
             self.previous = level
-        elif expand and not violations:
+        elif plain:
+            # Each state is checked just before it is expanded, while it is in the CPU's
+            # cache (a level is far larger than the cache): the frontier is in position
+            # order, so the first violation met is still the level's first.
+            check = self.check
             canonical = self.model.canonical if self.symmetry else None
             seen = self.seen
             successors = model.successors
@@ -274,18 +283,20 @@ class _Expander:
             kind_of = labels_seen.append
             batch: list[tuple[int, int, int, Any, int]] = []
             fresh = batch.append
-            # Most successors are states of this level or the last: those are looked up in a
-            # set of the two frontiers, and only the rest in the sorted array.
-            previous = self.previous
+            # Most successors are states of the next level found before, or new; of the
+            # rest, those of this level are looked up in its set, and only older ones in the
+            # sorted array.
             for pos, fp in frontier():
                 state = held.pop(fp)
+                if check and (holds is None or not holds(state)) and violated(pos, state):
+                    break
                 index = 0
                 for label, nxt in successors(state):
                     kind_of(label)
                     if canonical is not None:
                         nxt = canonical(nxt)
                     fp = hash(nxt)
-                    if fp not in pending and fp not in level and fp not in previous:
+                    if fp not in pending and fp not in level:
                         fresh((fp, pos, index, nxt, 0))
                     index += 1
                 generated += index
@@ -294,10 +305,11 @@ class _Expander:
                 if len(labels_seen) > 4096:
                     _count_kinds(kinds, labels_seen)
                     labels_seen.clear()
-            self._accept(batch, parents, indices)
-            _count_kinds(kinds, labels_seen)
-            seen.add(pending)
-            self.previous = level
+            if not violations:
+                self._accept(batch, parents, indices)
+                _count_kinds(kinds, labels_seen)
+                seen.add(pending)
+                self.previous = level
         masks = None
         if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
