@@ -142,3 +142,30 @@ def test_two_workers_report_the_same_counterexample():
     two = explore(KafkaModel(config), reduce=True, workers=2)
     assert [label for label, _ in two.violation.trace] == [label for label, _ in one.violation.trace]
     assert two.violation.trace[-1][1] == one.violation.trace[-1][1]
+
+
+def test_the_coordinator_ands_the_masks_of_a_state_two_workers_found():
+    # The searches above do not catch a coordinator that keeps one worker's mask instead of
+    # the AND (on those configs the workers' masks for a shared state agree), so the merge
+    # is asked directly: one state found by both workers, with masks that differ.
+    from array import array
+
+    import numpy as np
+
+    from model_check.explorer import _merge_level, _Tree
+
+    tree = _Tree()
+    tree.add_level([7], [-1], [0])
+
+    def reply(fps, parents, indices, masks):
+        return ([], (fps, array("q", parents), array("H", indices)), None, 0,
+                np.array(masks, dtype=np.uint64))
+
+    masks: dict[int, int] = {}
+    fps, parent, index, owner = _merge_level(tree, [
+        reply([10, 11, 7], [0, 0, 0], [2, 3, 4], [0b1100, 0b0001, 0b1111]),  # 7: visited
+        reply([10, 12], [0, 0], [1, 5], [0b1010, 0b0110])], masks)
+    assert fps.tolist() == [10, 11, 12]
+    # 10: the second worker's step (index 1) is the smaller, so its parent and owner
+    assert (parent[0], index[0], owner[0]) == (0, 1, 1)
+    assert masks == {10: 0b1000, 11: 0b0001, 12: 0b0110}
