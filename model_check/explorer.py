@@ -255,6 +255,7 @@ class _Expander:
         checks = self.checks
 
         def violated(pos: int, state: Any) -> bool:
+            """Record the first invariant `state` breaks; whether there is one."""
             for order, (name, check) in enumerate(checks):
                 detail = check(state)
                 if detail is not None:
@@ -266,15 +267,16 @@ class _Expander:
         if self.check and not plain:
             for pos, fp in frontier():
                 state = held[fp]
-                if (holds is None or not holds(state)) and violated(pos, state):
-                    break
+                if holds is None or not holds(state):
+                    violated(pos, state)
         if expand and not violations and self.reduction is not None:
             generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
             self.previous = level
         elif plain:
             # Each state is checked just before it is expanded, while it is in the CPU's
-            # cache (a level is far larger than the cache): the frontier is in position
-            # order, so the first violation met is still the level's first.
+            # cache (a level is far larger than the cache). Once one fails, the level has no
+            # successor level: the rest of it is only checked (the smallest invariant order
+            # is reported, not the first state).
             check = self.check
             canonical = self.model.canonical if self.symmetry else None
             seen = self.seen
@@ -286,9 +288,14 @@ class _Expander:
             # Most successors are states of the next level found before, or new; of the
             # rest, those of this level are looked up in its set, and only older ones in the
             # sorted array.
-            for pos, fp in frontier():
+            states = frontier()
+            for pos, fp in states:
                 state = held.pop(fp)
                 if check and (holds is None or not holds(state)) and violated(pos, state):
+                    for pos, fp in states:
+                        state = held.pop(fp)
+                        if holds is None or not holds(state):
+                            violated(pos, state)
                     break
                 index = 0
                 for label, nxt in successors(state):

@@ -245,3 +245,40 @@ def test_three_brokers_hw_truncation_violates_and_kip_320_holds(capsys):
     assert (code, bad["violation"]["invariant"], bad["depth"]) == (1, "NoCommittedDataLoss", 19)
     code, good = run_json(capsys, "--variant", "kip-320", *bounds)
     assert (code, good["result"], good["distinct_states"], good["depth"]) == (0, "ok", 110870, 37)
+
+
+class _TwoViolations:
+    """A toy model: 0 steps to 5 and to 9 (ints are their own hash, so 5 comes first in the
+    level); 5 breaks the second invariant, 9 the first; 5 also steps on to 7."""
+
+    name = "toy"
+
+    def __init__(self):
+        self.invariants = {"first": lambda s: "nine" if s == 9 else None,
+                           "second": lambda s: "five" if s == 5 else None}
+
+    def init_states(self):
+        return [0]
+
+    def successors(self, s):
+        return {0: [("a", 5), ("b", 9)], 5: [("c", 7)]}.get(s, [])
+
+    def action_name(self, label):
+        return label
+
+    def canonical(self, s):
+        return s
+
+    def symmetric(self):
+        return False
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_level_reports_its_first_invariant_not_its_first_state(workers):
+    # The module's promise: a level is checked whole, and the violation reported is the
+    # smallest (invariant order, position), so the same invariant whatever the state order.
+    result = explore(_TwoViolations(), workers=workers)
+    assert (result.result, result.violation.invariant, result.violation.detail) == \
+        ("violation", "first", "nine")
+    assert [state for _, state in result.violation.trace] == [0, 9]
+    assert result.distinct_states == 3
