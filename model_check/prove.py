@@ -813,8 +813,13 @@ def formula_verdicts(kinds: list[tuple[str, str]], verdicts) -> list[tuple[str, 
 def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     """Where the pre-state's invariants are first asked to hold (see `_refine`): the post
     violation's witnesses and the first one's neighbours, the step's arguments, each log's
-    end and HW, and each view's partition epoch."""
+    end and HW, where the witness and the step's value sit, the epoch boundaries of an
+    appended response, and each view's partition epoch."""
     terms = [w - 1, w + 1, a.offset, a.value, a.witness, pre.next_value - 1]
+    # Where a value is: lemmas over values (ProduceUnwritten) hold there by lemmas over offsets.
+    terms += [pre.value_offset[w], pre.value_offset[a.value]]
+    # The epoch boundaries an appended response's records are read at.
+    terms += list(a.boundaries)
     terms += [r.log_len - 1 for r in pre.replicas]
     terms += [r.high_watermark - 1 for r in pre.replicas]
     # From W2 on: the partition epochs, where pair formulas are assumed too (`_instances`).

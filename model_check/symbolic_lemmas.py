@@ -53,6 +53,8 @@ def v_EpochCacheMonotone(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             out.append(z3.And(i + 1 < r.cache_len, z3.Or(
                 r.cache_epoch[i] >= r.cache_epoch[i + 1],
                 r.cache_start[i] >= r.cache_start[i + 1])))
+        out += [z3.And(i < r.cache_len, z3.Or(r.cache_epoch[i] < 0, r.cache_start[i] < 0))
+                for i in range(shape.cache_slots)]
         out.append(z3.And(r.cache_len > 0,
                           sym._at(r.cache_start, r.cache_len - 1) > r.log_len))
     return z3.Or(out)
@@ -63,6 +65,80 @@ def v_LeaderViewConsistent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for b, r in enumerate(s.replicas):
         out += [z3.And(s.alive[b], r.leader == b, z3.Not(r.side)),
                 r.leader_epoch > s.c_epoch]
+    return z3.Or(out)
+
+
+def v_DownBrokerReset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for b, r in enumerate(s.replicas):
+        down = z3.Not(s.alive[b])
+        out.append(z3.And(down, z3.Or(
+            r.leader != NO_LEADER, r.leader_epoch != UNKNOWN, r.partition_epoch != UNKNOWN,
+            r.side, r.truncation_pending, s.lai[b][w], s.fetches[b].kind != sym.NONE)))
+        out += [z3.And(down, m.kind != sym.NONE, m.leader == b) for m in s.fetches]
+    return z3.Or(out)
+
+
+def _holds_value(s: sym.SState, v) -> list:
+    """Where value `v` would be, given it sits at its `value_offset`: each log, purgatory and
+    records response that has it there."""
+    o = s.value_offset[v]
+    out = []
+    for r in s.replicas:
+        out += [z3.And(0 <= o, o < r.log_len, r.log_value[o] == v),
+                z3.And(r.purgatory[o], r.purgatory_value[o] == v)]
+    for m in s.fetches:
+        out.append(z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= o,
+                          o < m.fetch_offset + m.rec_count, m.rec_value[o] == v))
+    return out
+
+
+def v_ProduceUnwritten(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a value; with ValuesAtOneOffset and EncodingWellFormed a value held anywhere is
+    at its `value_offset`, so looking there is looking everywhere."""
+    return z3.And(s.produce[w] != UNKNOWN,
+                  z3.Or(w <= 0, w >= s.next_value, *_holds_value(s, w)))
+
+
+def _drawn(s: sym.SState, v) -> z3.BoolRef:
+    return z3.And(0 < v, v < s.next_value)
+
+
+def v_ValuesAtOneOffset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset (purgatories, responses) or a value (acked, consumed). Logs are in
+    WellFormed and EncodingWellFormed; acked and consumed values are located by the ghost
+    itself, so only their range is asked."""
+    out = [z3.And(z3.Or(s.acked[w], s.consumed[w]), z3.Not(_drawn(s, w)))]
+    for r in s.replicas:
+        v = r.purgatory_value[w]
+        out.append(z3.And(r.purgatory[w], z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
+    for m in s.fetches:
+        v = m.rec_value[w]
+        records = m.kind == sym.RESP_RECORDS
+        out.append(z3.And(records, m.fetch_offset <= w, w < m.fetch_offset + m.rec_count,
+                          z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
+    return z3.Or(out)
+
+
+def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    both = shape.config.variant.truncation != "epoch-end"
+    out = []
+    for f, m in enumerate(s.fetches):
+        out.append(z3.And(m.kind != sym.NONE, z3.Or(m.leader < 0, m.leader >= shape.n,
+                                                    m.leader == f)))
+        answer = z3.Or(m.kind == sym.RESP_EPOCH, m.kind == sym.RESP_DIVERGING)
+        inside = z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
+                        w < m.fetch_offset + m.rec_count)
+        out += [z3.And(inside, z3.Or(m.rec_epoch[w] < 0, m.rec_epoch[w] > s.c_epoch)),
+                z3.And(inside, w + 1 < m.fetch_offset + m.rec_count,
+                       m.rec_epoch[w] > m.rec_epoch[w + 1]),
+                z3.And(m.kind >= sym.RESP_RECORDS, m.kind < sym.RESP_ERROR, m.error != 0),
+                z3.And(m.kind == sym.RESP_RECORDS, z3.Or(m.fetch_offset < 0, m.high_watermark < 0)),
+                z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"],
+                       m.end_offset < 0),
+                z3.And(answer, z3.Or(m.epoch < -1, m.end_offset < -1))]
+        if both:
+            out.append(z3.And(answer, (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN)))
     return z3.Or(out)
 
 
@@ -134,12 +210,15 @@ def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 # The structural layer: ranges, caches and leader-side state (not inductive on its own yet).
 STRUCTURE = ("WellFormed", "EncodingWellFormed", "EpochCacheMonotone", "LeaderViewConsistent")
+# Values and down brokers: what appends and restarts need (docs/prove.md, "What is proved").
+VALUES = ("DownBrokerReset", "ProduceUnwritten", "ValuesAtOneOffset", "ResponsesWellFormed")
 # The history layer: inductive on its own, and enough to prove SingleLeaderPerEpoch.
 HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRecorded",
            "ViewsFromHistory")
 
 LEMMAS: dict[str, Callable] = {
-    name: globals()[f"v_{name}"] for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr")}
+    name: globals()[f"v_{name}"]
+    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 # (The history layer also makes 3 more of `current`'s 64 action instances inductive for the

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spec.config import Config
-from spec.state import NO_LEADER, Cluster
+from spec.state import NO_LEADER, UNKNOWN, Cluster, FetchResponse
 
 
 def WellFormed(config: Config, s: Cluster) -> str | None:
@@ -46,8 +46,8 @@ def WellFormed(config: Config, s: Cluster) -> str | None:
 
 
 def EpochCacheMonotone(config: Config, s: Cluster) -> str | None:
-    """Every epoch cache is strictly increasing in epoch and in start offset, and its starts
-    are at most the replica's LEO.
+    """Every epoch cache is strictly increasing in epoch and in start offset, its entries are
+    >= 0, and its starts are at most the replica's LEO.
 
     Why: `assign_epoch` and truncation keep the cache a prefix-closed, increasing map, and the
     symbolic encoding's truncation (keep the prefix below the offset) is exact only then.
@@ -57,6 +57,8 @@ def EpochCacheMonotone(config: Config, s: Cluster) -> str | None:
         for (e1, o1), (e2, o2) in zip(cache, cache[1:], strict=False):
             if e1 >= e2 or o1 >= o2:
                 return f"broker {b}: cache {list(cache)} not strictly increasing"
+        if any(e < 0 or o < 0 for e, o in cache):
+            return f"broker {b}: cache {list(cache)} has a negative entry"
         if cache and cache[-1][1] > r.log_end_offset:
             return f"broker {b}: cache start {cache[-1][1]} beyond LEO {r.log_end_offset}"
     return None
@@ -78,8 +80,115 @@ def LeaderViewConsistent(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def DownBrokerReset(config: Config, s: Cluster) -> str | None:
+    """A down broker has no view (no leader, leader epoch or partition epoch), no leader-side
+    state and no truncation pending; no LeaderAndIsr or fetch message is addressed to it,
+    and its own fetch slot is empty.
+
+    Why: a crash resets all of these and nothing reaches a down broker, so a restart starts
+    from nothing; without it the proof meets a restarted broker that leads without
+    leader-side state, or answers a fetch it never received.
+    """
+    for b, r in enumerate(s.replicas[0]):
+        if s.alive[b]:
+            continue
+        if (r.leader, r.leader_epoch, r.partition_epoch) != (NO_LEADER, UNKNOWN, UNKNOWN):
+            return f"broker {b} is down with a view"
+        if r.remote_log_end_offset or r.truncation_pending:
+            return f"broker {b} is down with leader-side state or a truncation pending"
+        if any(m.broker == b for m in s.leader_and_isr):
+            return f"LeaderAndIsr in flight to down broker {b}"
+        if s.fetches[0][b] is not None or any(
+                m is not None and m.leader == b for m in s.fetches[0]):
+            return f"fetch message to or from down broker {b}"
+    return None
+
+
+def _written_values(s: Cluster):
+    """(where, offset, value) of every record held in a log, a purgatory or a response."""
+    for b, r in enumerate(s.replicas[0]):
+        for o, rec in enumerate(r.log):
+            yield f"broker {b}'s log", o, rec.value
+        for w in r.purgatory:
+            yield f"broker {b}'s purgatory", w.offset, w.value
+    for f, m in enumerate(s.fetches[0]):
+        if isinstance(m, FetchResponse):
+            for i, rec in enumerate(m.records):
+                yield f"the response to {f}", m.fetch_offset + i, rec.value
+
+
+def ProduceUnwritten(config: Config, s: Cluster) -> str | None:
+    """A produce request in flight carries a value the producer has drawn (1 .. next value -
+    1) that no log, purgatory or fetch response holds yet.
+
+    Why: the leader appends it as a new record; a value already in some log would then sit at
+    two offsets, and the proof's accounting of values by offset (the encoding's
+    `value_offset`) would break.
+    """
+    pending = {m.value for m in s.produce_requests}
+    for m in s.produce_requests:
+        if not 0 < m.value < s.next_value:
+            return f"produce request with value {m.value} never drawn"
+    for where, o, v in _written_values(s):
+        if v in pending:
+            return f"value {v} has a produce request in flight and is in {where} at {o}"
+    return None
+
+
+def ValuesAtOneOffset(config: Config, s: Cluster) -> str | None:
+    """Every value held in a log, a purgatory, a fetch response, acked or consumed was drawn
+    (1 .. next value - 1) and sits at one offset everywhere.
+
+    Why: a value is appended once and only ever copied to the same offset, which is what the
+    encoding's ghost `value_offset` (value -> offset) relies on.
+    """
+    at: dict[int, int] = {}
+    found = [*_written_values(s), *(("acked", w.offset, w.value) for w in s.acked),
+             *(("consumed", w.offset, w.value) for w in s.consumed)]
+    for where, o, v in found:
+        if not 0 < v < s.next_value:
+            return f"value {v} in {where} never drawn"
+        if at.setdefault(v, o) != o:
+            return f"value {v} at offsets {at[v]} and {o} ({where})"
+    return None
+
+
+def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
+    """A fetch message names another broker as leader; only an error response has an error
+    code; a records response has a fetch offset and HW >= 0 and records whose epochs go up
+    from 0 to at most the controller's; an OFFSET_OUT_OF_RANGE error carries the leader's
+    LEO (>= 0); an epoch or diverging answer carries an epoch and end offset >= -1, both
+    unknown or both known (KIP-101's start-after-epoch answer may leave the end unknown
+    alone).
+
+    Why: a follower truncates to the end offset an answer carries and takes its HW from a
+    records response; an answer no leader builds would cut its log to a negative length.
+    """
+    both = config.variant.truncation != "epoch-end"
+    for f, m in enumerate(s.fetches[0]):
+        if m is not None and not (0 <= m.leader < config.brokers and m.leader != f):
+            return f"the fetch message of {f} names leader {m.leader}"
+        if not isinstance(m, FetchResponse):
+            continue
+        epochs = [rec.epoch for rec in m.records]
+        top = s.controller.partitions[0].leader_epoch
+        if epochs != sorted(epochs) or any(not 0 <= e <= top for e in epochs):
+            return f"the response to {f} carries record epochs {epochs}"
+        if m.kind != "error" and m.error:
+            return f"the response to {f} is a {m.kind} answer with error {m.error}"
+        bad = {
+            "records": m.fetch_offset < 0 or m.high_watermark < 0,
+            "error": m.error == "OFFSET_OUT_OF_RANGE" and m.end_offset < 0,
+        }.get(m.kind, m.epoch < -1 or m.end_offset < -1
+              or (both and (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN)))
+        if bad:
+            return f"the response to {f} is malformed: {m}"
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
-    f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent)
+    f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
+                            ProduceUnwritten, ValuesAtOneOffset, ResponsesWellFormed)
 }
