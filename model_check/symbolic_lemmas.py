@@ -10,6 +10,10 @@ the partition epoch it carries, and its content is read from the record. The con
 has no such record (the requests carry their content), so these lemmas have no counterpart
 in spec/lemmas.py; they are checked by being proved (`HISTORY` is inductive on its own).
 A pair formula (`pair`) takes two witnesses and is assumed at every pair of terms.
+
+The values layer (`VALUES`) and the data layer (`DATA`) mirror spec/lemmas.py one for one;
+where a formula reads `value_offset` it relies on EncodingWellFormed (a value in a log sits
+at its `value_offset`) to stand for the concrete "held anywhere".
 """
 
 from __future__ import annotations
@@ -142,6 +146,52 @@ def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    n = shape.n
+    out = []
+    for r in s.replicas:
+        out += [z3.And(r.side, r.remote_leo[f] != UNKNOWN,
+                       z3.Or(r.remote_be[f] < 0, r.remote_be[f] > s.broker_epochs[f]))
+                for f in range(n)]
+    if shape.config.variant.broker_epochs:
+        for b in range(n):
+            gone = s.registered[b] == UNKNOWN
+            out += [z3.And(gone, s.c_leader == b),
+                    z3.And(gone, s.c_isr[b], z3.Or([s.c_isr[x] for x in range(n) if x != b]))]
+    return z3.Or(out)
+
+
+def _differs(r1: sym.SReplica, r2: sym.SReplica, w) -> z3.BoolRef:
+    """r2 has no record at w, or another one than r1's."""
+    return z3.Or(w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
+                 r1.log_value[w] != r2.log_value[w])
+
+
+def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for b, r in enumerate(s.replicas):
+        leads = z3.And(s.alive[b], r.leader == b, r.side)
+        for f, rf in enumerate(s.replicas):
+            if f == b:
+                continue
+            k = r.remote_leo[f]
+            follows = z3.And(s.alive[f], rf.leader == b, rf.leader_epoch == r.leader_epoch)
+            out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
+                    z3.And(leads, k != UNKNOWN, follows,
+                           z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, _differs(r, rf, w))))]
+    return z3.Or(out)
+
+
+def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    out = []
+    for rx in s.replicas:
+        below = z3.And(0 <= w, w < rx.high_watermark, z3.Not(s.excused[rx.log_value[w]]))
+        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), _differs(rx, rm, w))
+                for m, rm in enumerate(s.replicas)]
+    return z3.Or(out)
+
+
 def pair(formula: Callable) -> Callable:
     """Mark a violation formula as taking two witnesses, `(shape, s, w, w2)`."""
     formula.pair = True
@@ -211,14 +261,19 @@ def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 # The structural layer: ranges, caches and leader-side state (not inductive on its own yet).
 STRUCTURE = ("WellFormed", "EncodingWellFormed", "EpochCacheMonotone", "LeaderViewConsistent")
 # Values and down brokers: what appends and restarts need (docs/prove.md, "What is proved").
-VALUES = ("DownBrokerReset", "ProduceUnwritten", "ValuesAtOneOffset", "ResponsesWellFormed")
+VALUES = ("DownBrokerReset", "ProduceUnwritten", "ValuesAtOneOffset", "ResponsesWellFormed",
+          "UnregisteredOutOfIsr")
 # The history layer: inductive on its own, and enough to prove SingleLeaderPerEpoch.
 HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRecorded",
            "ViewsFromHistory")
 
+# The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
+# remains").
+DATA = ("RemoteLeoBacked", "CommittedOnIsr")
+
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
-    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES)}
+    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 # (The history layer also makes 3 more of `current`'s 64 action instances inductive for the

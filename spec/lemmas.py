@@ -186,9 +186,92 @@ def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def UnregisteredOutOfIsr(config: Config, s: Cluster) -> str | None:
+    """With broker epochs checked on ISR expansion: a broker the controller holds as
+    unregistered (failed, not yet back) does not lead, and is in the controller's ISR only as
+    its last member; and a leader records a follower's LEO with the broker epoch the follower
+    fetched in (0 .. its current one).
+
+    Why: the controller drops a failed broker from the ISR unless it is the last member, and
+    the expansion check (the follower's broker epoch is the one it registered with: KIP-380's
+    broker epoch) keeps it out until it registers again. A broker that restarts therefore does
+    not rejoin an ISR whose leader's HW covers what it lost in the crash. Without the check
+    (`kip-320`) a stale fetch can put an unregistered broker back in the ISR.
+    """
+    ps = s.controller.partitions[0]
+    for b, r in enumerate(s.replicas[0]):
+        for f, (k, e) in enumerate(zip(r.remote_log_end_offset, r.remote_broker_epoch,
+                                       strict=True)):
+            if k != UNKNOWN and not 0 <= e <= s.broker_epochs[f]:
+                return f"leader {b} records LEO {k} of {f} with broker epoch {e}"
+    if not config.variant.broker_epochs:
+        return None
+    for b, e in enumerate(s.controller.registered):
+        if e != UNKNOWN:
+            continue
+        if ps.leader == b:
+            return f"unregistered broker {b} leads"
+        if b in ps.isr and tuple(ps.isr) != (b,):
+            return f"unregistered broker {b} in ISR {list(ps.isr)}"
+    return None
+
+
+def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
+    """A live leader never records a follower LEO past its own; and while the follower is
+    alive and follows it in the same leader epoch, the recorded LEO is at most the
+    follower's and the two logs agree below it.
+
+    Why: the leader's HW advances to the least LEO it records over its ISR, so what it
+    records must be backed by the followers' logs (item 2 of docs/prove.md's list). A
+    follower's fetch offset is its LEO, and its log below it matches the leader's by the
+    fetch protocol's divergence check (KIP-320); it only truncates when that check, or a new
+    leader epoch, says so.
+    """
+    row = s.replicas[0]
+    for b, r in enumerate(row):
+        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset):
+            continue
+        for f, rf in enumerate(row):
+            k = r.remote_log_end_offset[f]
+            if f == b or k == UNKNOWN:
+                continue
+            if k > len(r.log):
+                return f"leader {b} records LEO {k} for {f}, past its own {len(r.log)}"
+            if not (s.alive[f] and rf.leader == b and rf.leader_epoch == r.leader_epoch):
+                continue
+            if k > len(rf.log) or rf.log[:k] != r.log[:k]:
+                return f"leader {b} records LEO {k} for {f}, whose log does not back it"
+    return None
+
+
+def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
+    """A record below any replica's HW (its value not excused) is at the same offset in every
+    live member of the controller's ISR, and in every member when none is live.
+
+    Why: the heart of both data invariants (item 3 of docs/prove.md's list). The next leader
+    is an ISR member, so it holds every record some replica already exposes; when every
+    member is down, a record one of them lost is excused (`_excuse_lost_writes`), so what
+    is left of the ISR still holds the rest.
+    """
+    row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
+    live = any(s.alive[m] for m in isr)
+    for x, rx in enumerate(row):
+        for o in range(rx.high_watermark):
+            rec = rx.log[o]
+            if rec.value in s.excused:
+                continue
+            for m in isr:
+                log = row[m].log
+                if (s.alive[m] or not live) and (o >= len(log) or log[o] != rec):
+                    return f"broker {x} has {rec} at {o} below its HW, ISR member {m} not"
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
-                            ProduceUnwritten, ValuesAtOneOffset, ResponsesWellFormed)
+                            ProduceUnwritten, ValuesAtOneOffset, ResponsesWellFormed,
+                            UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }

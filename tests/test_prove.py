@@ -167,6 +167,107 @@ def test_a_lemma_can_fail():
     assert EpochCacheMonotone(config, bad) is not None and EpochCacheMonotone(config, s) is None
 
 
+def test_the_new_lemmas_can_fail():
+    # Each lemma of the values and data layers names a broken state, and holds initially.
+    from spec.lemmas import (
+        CommittedOnIsr,
+        DownBrokerReset,
+        ProduceUnwritten,
+        RemoteLeoBacked,
+        ResponsesWellFormed,
+        UnregisteredOutOfIsr,
+        ValuesAtOneOffset,
+    )
+    from spec.state import FetchResponse, ProduceRequest, Record, replace
+
+    config = _config("current")
+    s = initial_state(config)
+    for lemma in (DownBrokerReset, ProduceUnwritten, ValuesAtOneOffset, ResponsesWellFormed,
+                  UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr):
+        assert lemma(config, s) is None, lemma.__name__
+    down = replace(s, alive=(True, False))  # broker 1 down, its view kept
+    assert "down with a view" in DownBrokerReset(config, down)
+    leader = s.replica(0, 0)
+    logged = s.with_replica(0, 0, replace(leader, log=(Record(0, 1),)))
+    logged = replace(logged, next_value=2)
+    assert ProduceUnwritten(config, logged) is None and ValuesAtOneOffset(config, logged) is None
+    produced = replace(logged, produce_requests=frozenset({ProduceRequest(0, 0, 1)}))
+    assert "in broker 0's log" in ProduceUnwritten(config, produced)
+    moved = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 2), Record(0, 1))))
+    assert "offsets 0 and 1" in ValuesAtOneOffset(config, replace(moved, next_value=3))
+    bad = FetchResponse(0, 0, "error", error="OFFSET_OUT_OF_RANGE", end_offset=-1)
+    answered = replace(s, fetches=((None, bad),))
+    assert "malformed" in ResponsesWellFormed(config, answered)
+    ctrl = s.controller
+    gone = replace(s, controller=replace(ctrl, registered=(0, -1)))
+    assert "unregistered broker 1 in ISR" in UnregisteredOutOfIsr(config, gone)
+    ahead = logged.with_replica(0, 0, replace(logged.replica(0, 0), remote_log_end_offset=(-1, 1)))
+    assert "does not back it" in RemoteLeoBacked(config, ahead)
+    exposed = logged.with_replica(0, 0, replace(logged.replica(0, 0), high_watermark=1))
+    assert "ISR member 1 not" in CommittedOnIsr(config, exposed)
+
+
+def _only(monkeypatch, *names: str) -> None:
+    """Restrict induction to the action instances of `names` (the rest are checked by the
+    slow runs and pinned in docs/prove.md)."""
+    from model_check import symbolic as sym
+
+    table = sym.action_table
+    monkeypatch.setattr(sym, "action_table",
+                        lambda shape: [i for i in table(shape) if i.name in names])
+
+
+def _values_lemmas() -> list[str]:
+    from model_check.symbolic_lemmas import HISTORY, STRUCTURE, VALUES
+
+    return [*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES]
+
+
+def test_a_restart_is_inductive_for_the_data_invariants(monkeypatch):
+    # 3 brokers: a broker that comes back after a crash has no view and is out of any ISR
+    # whose leader's HW covers what it lost (DownBrokerReset, UnregisteredOutOfIsr).
+    _only(monkeypatch, "BrokerRestart")
+    targets = ["NoCommittedDataLoss", "LogMatching", *PROVED]
+    outcome = induction(Config(brokers=3), targets, _values_lemmas(), classify=False)
+    assert [(v.action, v.verdict) for v in outcome.actions] == [
+        (f"BrokerRestart[{b}]", "inductive") for b in range(3)]
+    assert outcome.result == "proved"
+
+
+def test_a_restart_needs_the_down_and_unregistered_lemmas(monkeypatch):
+    # Without them the same steps have counterexamples: a restarted broker that leads without
+    # leader-side state, and one back in an ISR whose leader's HW covers what it lost.
+    _only(monkeypatch, "BrokerRestart")
+    targets = ["NoCommittedDataLoss", "LogMatching", *PROVED]
+    lemmas = [x for x in _values_lemmas() if x not in ("DownBrokerReset", "UnregisteredOutOfIsr")]
+    outcome = induction(Config(brokers=3), targets, lemmas, classify=False)
+    assert outcome.result == "cti"
+    assert {v.verdict for v in outcome.actions} == {"cti"}
+    named = {n for v in outcome.actions for n in v.violated}
+    assert named & {"LeaderViewConsistent", "NoCommittedDataLoss"}, named
+
+
+def test_the_proof_fails_on_a_crash_that_keeps_the_view(monkeypatch):
+    # A mutant encoding: a crash keeps the broker's view (leader, epochs, ISR). The crash
+    # step must fail, naming DownBrokerReset.
+    from model_check import symbolic as sym
+
+    original = sym.BrokerCrash
+
+    def keeps_view(shape, s, a, b):
+        guard, t = original(shape, s, a, b)
+        r, kept = t.replicas[b], s.replicas[b]
+        return guard, sym._r(t, b, sym.dataclasses.replace(
+            r, leader=kept.leader, leader_epoch=kept.leader_epoch,
+            partition_epoch=kept.partition_epoch, isr=kept.isr))
+
+    _only(monkeypatch, "BrokerCrash")
+    monkeypatch.setattr(sym, "BrokerCrash", keeps_view)
+    outcome = induction(Config(brokers=2), PROVED, _values_lemmas(), classify=False)
+    assert outcome.result == "cti"
+    assert all("DownBrokerReset" in v.violated for v in outcome.actions)
+
+
 # ------------------------------------------------------------------------------------------
 # CLI
 
