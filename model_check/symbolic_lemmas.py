@@ -175,7 +175,8 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            follows = z3.And(s.alive[f], rf.leader == b, rf.leader_epoch == r.leader_epoch)
+            follows = z3.And(s.alive[f], rf.leader == b, rf.leader_epoch == r.leader_epoch,
+                             r.isr[f], s.c_isr[f])
             out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
                     z3.And(leads, k != UNKNOWN, follows,
                            z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, _differs(r, rf, w))))]

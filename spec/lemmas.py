@@ -218,8 +218,10 @@ def UnregisteredOutOfIsr(config: Config, s: Cluster) -> str | None:
 
 def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     """A live leader never records a follower LEO past its own; and while the follower is
-    alive and follows it in the same leader epoch, the recorded LEO is at most the
-    follower's and the two logs agree below it.
+    alive, follows it in the same leader epoch and is in both its ISR view and the
+    controller's ISR, the recorded LEO is at most the follower's and the two logs agree
+    below it. (Outside the ISR the record may be stale: a follower that crashed, lost its
+    unflushed tail and came back in the same leader epoch is only dropped from the ISR.)
 
     Why: the leader's HW advances to the least LEO it records over its ISR, so what it
     records must be backed by the followers' logs (item 2 of docs/prove.md's list). A
@@ -228,6 +230,7 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     leader epoch, says so.
     """
     row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
     for b, r in enumerate(row):
         if not (s.alive[b] and r.leader == b and r.remote_log_end_offset):
             continue
@@ -237,7 +240,8 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
                 continue
             if k > len(r.log):
                 return f"leader {b} records LEO {k} for {f}, past its own {len(r.log)}"
-            if not (s.alive[f] and rf.leader == b and rf.leader_epoch == r.leader_epoch):
+            if not (s.alive[f] and rf.leader == b and rf.leader_epoch == r.leader_epoch
+                    and f in r.isr and f in isr):
                 continue
             if k > len(rf.log) or rf.log[:k] != r.log[:k]:
                 return f"leader {b} records LEO {k} for {f}, whose log does not back it"
