@@ -8,8 +8,10 @@ predicate over spec states, `name(config, state) -> str | None` like `spec.invar
 (None when it holds, else where it fails), checked on every reachable state by the tests, and
 mirrored in Z3 by `model_check.symbolic_lemmas` under the same name.
 
-What is here is the well-formedness and monotonicity layer the proof attempts rest on; see
-docs/prove.md for which invariants are proved with them and what remains.
+What is here: the well-formedness and monotonicity layer the proof attempts rest on, the
+values layer (values, responses, down and unregistered brokers) and the first lemmas of the
+data layer (RemoteLeoBacked, CommittedOnIsr: true on reachable states, not yet inductive);
+see docs/prove.md for which invariants are proved with them and what remains.
 """
 
 from __future__ import annotations
