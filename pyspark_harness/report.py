@@ -18,7 +18,9 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -49,8 +51,10 @@ class Report:
 
 
 def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
-            summaries: DataFrame | None = None) -> dict[str, DataFrame]:
-    """Every result table as a DataFrame (lazy, cached), keyed by file name."""
+            summaries: DataFrame | None = None,
+            header_rows: list[HeaderRow] | None = None) -> dict[str, DataFrame]:
+    """Every result table as a DataFrame (lazy, cached), keyed by file name. `header_rows`:
+    `collect_headers(tables.headers)` when the caller has it already (saves a job)."""
     run_table = J.runs(tables.headers).cache()
     ends = J.run_ends(tables.events, tables.history, tables.nemesis).cache()
     # Scan the big tables once each: keep only the lines and columns the jobs read.
@@ -64,10 +68,11 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
     latency = J.election_latency(timeline, tables.nemesis).cache()
     leaders = J.leaders_over_time(timeline, run_table).cache()
     spread = J.imbalance(leaders).cache()
-    configs = run_table.select("config_json").distinct().collect()  # one row per config
+    configs = run_configs(header_rows if header_rows is not None
+                          else collect_headers(tables.headers))
     expected = tables.headers.sparkSession.createDataFrame(
-        [(r["config_json"], sorted(expected_kinds(json.loads(r["config_json"] or "{}"))))
-         for r in configs], "config_json string, expected_kinds array<string>")
+        [(config, sorted(expected_kinds(json.loads(config or "{}")))) for config in configs],
+        "config_json string, expected_kinds array<string>")
     summary = J.run_summary(run_table, ends, outcomes, counts, avail, latency,
                             expected).cache()
     frames = {
@@ -102,17 +107,48 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
     return {name: frame.cache() for name, frame in frames.items()}
 
 
-def summaries_frame(spark: SparkSession, headers: DataFrame) -> DataFrame | None:
+class HeaderRow(NamedTuple):
+    """One header line: its run, its file and its config as JSON (`to_json`, as `J.runs`)."""
+
+    run: str | None
+    file: str | None
+    config_json: str | None
+
+
+def collect_headers(headers: DataFrame) -> list[HeaderRow]:
+    """The header lines (one per trace file: small), collected once for every question the
+    driver asks of them: runs, their directories and summaries, the distinct configs."""
+    return [HeaderRow(*row) for row in headers.select(
+        "run", "file", F.to_json("config").alias("config_json")).collect()]
+
+
+def run_configs(header_rows: list[HeaderRow]) -> list[str | None]:
+    """The distinct `config_json` of `J.runs` (each run's smallest non-null header config, as
+    Spark's `min`: UTF-8 byte order is code point order), sorted, null first."""
+    config: dict[str | None, str | None] = {}
+    for row in header_rows:
+        known = config.get(row.run)
+        if known is None or (row.config_json is not None and row.config_json < known):
+            config[row.run] = row.config_json
+    return sorted(set(config.values()), key=lambda c: (c is not None, c or ""))
+
+
+def _runs_by_dir(header_rows: list[HeaderRow]) -> dict[str, set[str]]:
+    runs_by_dir: dict[str, set[str]] = {}
+    for row in header_rows:
+        path = local_path(row.file) if row.file is not None else None
+        if path is not None and row.run is not None:
+            runs_by_dir.setdefault(os.path.dirname(path), set()).add(row.run)
+    return runs_by_dir
+
+
+def summaries_frame(spark: SparkSession, header_rows: list[HeaderRow]) -> DataFrame | None:
     """(run, kind, expected, source) from the result.json/run.json next to the trace files.
 
     A summary without its own `run` field belongs to the one run whose files share its
     directory (skipped when that directory holds several runs). None when there are none.
     """
-    runs_by_dir: dict[str, set[str]] = {}
-    for row in headers.select("file", "run").distinct().collect():
-        path = local_path(row["file"])
-        if path is not None and row["run"] is not None:
-            runs_by_dir.setdefault(os.path.dirname(path), set()).add(row["run"])
+    runs_by_dir = _runs_by_dir(header_rows)
     rows = []
     for directory, run, source, kind, count in read_summaries(sorted(runs_by_dir)):
         if run is None:
@@ -394,13 +430,14 @@ def fault_spans(lines: list, end_ms: int | None) -> list[tuple[int, int, str]]:
     return sorted(spans)
 
 
-def run_directories(headers: DataFrame) -> dict[str, str]:
+def run_directories(header_rows: list[HeaderRow]) -> dict[str, str]:
     """run -> the local directory of its trace files (the first, if they are spread)."""
     found: dict[str, str] = {}
-    for row in headers.select("run", "file").orderBy("run", "file").collect():
-        path = local_path(row["file"])
-        if row["run"] is not None and path is not None:
-            found.setdefault(row["run"], os.path.dirname(path))
+    for row in sorted((r for r in header_rows if r.run is not None and r.file is not None),
+                      key=lambda r: (r.run, r.file)):
+        path = local_path(row.file)
+        if path is not None:
+            found.setdefault(row.run, os.path.dirname(path))
     return found
 
 
@@ -413,15 +450,11 @@ def _run_link(run: str, data: dict) -> str:
     return f"[{run}]({target}/)"
 
 
-def loss_notes(headers: DataFrame) -> dict[str, str]:
+def loss_notes(header_rows: list[HeaderRow]) -> dict[str, str]:
     """run -> the campaign's line about the acknowledged writes it lost (result.json's
     `losses.note`: how many, and whether the pre-KIP-966 guarantee allows it), for runs whose
     directory holds one run and such a file."""
-    runs_by_dir: dict[str, set[str]] = {}
-    for row in headers.select("file", "run").distinct().collect():
-        path = local_path(row["file"])
-        if path is not None and row["run"] is not None:
-            runs_by_dir.setdefault(os.path.dirname(path), set()).add(row["run"])
+    runs_by_dir = _runs_by_dir(header_rows)
     notes = {}
     for directory, runs in sorted(runs_by_dir.items()):
         if len(runs) != 1:
@@ -436,6 +469,18 @@ def loss_notes(headers: DataFrame) -> dict[str, str]:
     return notes
 
 
+def _write_parquet(frame: DataFrame, path: str) -> None:
+    frame.coalesce(1).write.mode("overwrite").parquet(path)
+
+
+def _line_counts(tables: J.Tables) -> tuple[int, int]:
+    """(event lines, malformed lines) of the dataset, in one job."""
+    tagged = tables.events.select(F.lit("events").alias("table")).unionByName(
+        tables.malformed.select(F.lit("malformed").alias("table")))
+    counts = {row["table"]: row["count"] for row in tagged.groupBy("table").count().collect()}
+    return counts.get("events", 0), counts.get("malformed", 0)
+
+
 def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None = None,
             replay_fn: J.ReplayFn | None = None, cross_check: bool = True,
             parquet: bool = True) -> Report:
@@ -446,14 +491,14 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
     """
     start = time.perf_counter()
     tables = J.load(spark, dataset)
+    header_rows = collect_headers(tables.headers)
     if chosen_run is not None:
-        known = sorted(r["run"] for r in tables.headers.select("run").distinct().collect()
-                       if r["run"] is not None)
+        known = sorted({r.run for r in header_rows if r.run is not None})
         if chosen_run not in known:
             raise ValueError(f"--run: no run {chosen_run!r} in the traces "
                              f"(runs: {', '.join(known[:10])})")
-    summaries = summaries_frame(spark, tables.headers) if cross_check else None
-    frames = compute(tables, replay_fn, summaries)
+    summaries = summaries_frame(spark, header_rows) if cross_check else None
+    frames = compute(tables, replay_fn, summaries, header_rows)
     os.makedirs(os.path.join(out, "tables"), exist_ok=True)
     small = ["per_config", "per_run", "writes_by_acks", "availability", "election_latency",
              "leadership", "preferred_leader_election", "cross_check", "replay"]
@@ -466,43 +511,47 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
     for name in ("anomalies", "malformed"):
         data[name] = frames[name].limit(MALFORMED_CSV_ROWS_MAX).collect()
         _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns, data[name])
-    data["loss_notes"] = loss_notes(tables.headers)
-    data["run_dirs"] = run_directories(tables.headers)
-    data["out"] = out
-    data["timelines"] = timeline_runs(data["per_run"])
-    data["timeline_states"], data["timeline_faults"], data["timeline_lost"] = {}, {}, {}
-    if data["timelines"]:
-        wanted = F.col("run").isin(*data["timelines"])
-        for r in frames["partition_timeline"].where(wanted).select(
-                "run", "start_ms", "end_ms", "leader", "isr_size", "is_election").collect():
-            data["timeline_states"].setdefault(r["run"], []).append(r)
-        nemesis: dict[str, list] = {}
-        for r in tables.nemesis.where(wanted).orderBy("run", "time_ms", "seq").select(
-                "run", "time_ms", "f", "target").collect():
-            nemesis.setdefault(r["run"], []).append(r)
-        ends = {r["run"]: r["end_ms"] for r in data["per_run"]}
-        for run, lines in nemesis.items():
-            data["timeline_faults"][run] = fault_spans(lines, ends.get(run))
-        for r in frames["anomalies"].where(wanted & (F.col("kind") == LOST_WRITE)
-                                           & F.col("time_ms").isNotNull()).select(
-                "run", "time_ms").collect():
-            data["timeline_lost"].setdefault(r["run"], []).append(r["time_ms"])
-    chosen = chosen_run or choose_run(data["per_run"])
-    data["chosen_run"] = next((r for r in data["per_run"] if r["run"] == chosen), None)
-    data["chosen_timeline"] = frames["partition_timeline"].where(F.col("run") == chosen) \
-        .collect() if chosen else []
-    data["chosen_leaders"] = frames["_leaders"].where(F.col("run") == chosen) \
-        .orderBy("broker", "time_ms").collect() if chosen else []
-    data["chosen_nemesis"] = tables.nemesis.where(F.col("run") == chosen) \
-        .orderBy("time_ms", "seq").select("time_ms", "f", "target").collect() if chosen else []
-    if parquet:
-        for name, frame in frames.items():
-            if not name.startswith("_"):
-                frame.coalesce(1).write.mode("overwrite").parquet(
-                    os.path.join(out, "parquet", name))
-    figures = _plots(out, data, chosen)
-    events = tables.events.count()
-    malformed = tables.malformed.count()
+    # The Parquet writes (a small job each, their frames mostly cached by now) run in two
+    # threads while the driver collects the plots' rows and draws them.
+    writes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parquet")
+    try:
+        pending = [writes.submit(_write_parquet, frame, os.path.join(out, "parquet", name))
+                   for name, frame in frames.items() if parquet and not name.startswith("_")]
+        data["loss_notes"] = loss_notes(header_rows)
+        data["run_dirs"] = run_directories(header_rows)
+        data["out"] = out
+        data["timelines"] = timeline_runs(data["per_run"])
+        data["timeline_states"], data["timeline_faults"], data["timeline_lost"] = {}, {}, {}
+        if data["timelines"]:
+            wanted = F.col("run").isin(*data["timelines"])
+            for r in frames["partition_timeline"].where(wanted).select(
+                    "run", "start_ms", "end_ms", "leader", "isr_size", "is_election").collect():
+                data["timeline_states"].setdefault(r["run"], []).append(r)
+            nemesis: dict[str, list] = {}
+            for r in tables.nemesis.where(wanted).orderBy("run", "time_ms", "seq").select(
+                    "run", "time_ms", "f", "target").collect():
+                nemesis.setdefault(r["run"], []).append(r)
+            ends = {r["run"]: r["end_ms"] for r in data["per_run"]}
+            for run, lines in nemesis.items():
+                data["timeline_faults"][run] = fault_spans(lines, ends.get(run))
+            for r in frames["anomalies"].where(wanted & (F.col("kind") == LOST_WRITE)
+                                               & F.col("time_ms").isNotNull()).select(
+                    "run", "time_ms").collect():
+                data["timeline_lost"].setdefault(r["run"], []).append(r["time_ms"])
+        chosen = chosen_run or choose_run(data["per_run"])
+        data["chosen_run"] = next((r for r in data["per_run"] if r["run"] == chosen), None)
+        data["chosen_timeline"] = frames["partition_timeline"].where(F.col("run") == chosen) \
+            .collect() if chosen else []
+        data["chosen_leaders"] = frames["_leaders"].where(F.col("run") == chosen) \
+            .orderBy("broker", "time_ms").collect() if chosen else []
+        data["chosen_nemesis"] = tables.nemesis.where(F.col("run") == chosen) \
+            .orderBy("time_ms", "seq").select("time_ms", "f", "target").collect() if chosen else []
+        figures = _plots(out, data, chosen)
+        for done in pending:
+            done.result()
+    finally:
+        writes.shutdown(wait=True, cancel_futures=True)
+    events, malformed = _line_counts(tables)
     disagreements = sum(1 for r in data.get("cross_check", []) if r["agrees"] is False)
     verdicts: dict[str, int] = {}
     for r in data.get("replay", []):

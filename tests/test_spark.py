@@ -336,6 +336,44 @@ def test_per_config_aggregates_and_the_report_files(report, lines):
     assert ".png\"" not in page and "<table>" in page
 
 
+def test_every_parquet_table_holds_its_csv_rows_and_the_page_counts_the_lines(spark, report,
+                                                                           lines):
+    """The Parquet tables are written concurrently: each must still be its own table."""
+    for csv_file in sorted((report / "tables").glob("*.csv")):
+        with open(csv_file, encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+        frame = spark.read.parquet(str(report / "parquet" / csv_file.stem))
+        assert frame.columns == rows[0], csv_file.stem
+        assert frame.count() == len(rows) - 1, csv_file.stem
+    written = {p.name for p in (report / "parquet").iterdir()}
+    assert {p.stem for p in (report / "tables").glob("*.csv")} < written
+    assert {"leaders_over_time", "partition_timeline"} < written
+    events = sum(1 for run_lines in lines.values() for b in run_lines if b["kind"] == "event")
+    page = (report / "index.md").read_text(encoding="utf-8")
+    assert f"{events:,} events, 0 malformed lines;" in page and events > 1000
+
+
+def test_the_configs_the_driver_finds_in_the_headers_are_spark_s(spark, report):
+    """`run_configs` answers on the driver what `J.runs` does in Spark: each run's smallest
+    header config (its files may disagree), a run without one as null."""
+    from pyspark_harness.report import collect_headers, run_configs
+
+    headers = J.load(spark, str(report / "dataset")).headers
+    runs = sorted(r["run"] for r in headers.select("run").distinct().collect())
+    first = headers.where(F.col("run") == runs[0]).orderBy("file").first()
+    acks_0 = F.col("config").withField("acks", F.lit("0"))  # sorts before "1" and "all"
+    # The first run: one file says acks 0, its others have no config; the last run: none.
+    changed = headers.withColumn("config", F.when(
+        (F.col("run") == runs[0]) & (F.col("file") == first["file"]), acks_0)
+        .when(~F.col("run").isin(runs[0], runs[-1]), F.col("config")))
+    for frame in (headers, changed):
+        spark_configs = sorted({r["config_json"] for r in J.runs(frame).collect()},
+                               key=lambda c: (c is not None, c or ""))
+        assert run_configs(collect_headers(frame)) == spark_configs
+    assert len(runs) == 4 and spark_configs[0] is None
+    assert sum('"acks":"0"' in c for c in spark_configs[1:]) == 1
+
+
 def test_a_browser_renders_the_report_page(report, tmp_path):
     import subprocess
 
