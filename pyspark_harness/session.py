@@ -46,16 +46,7 @@ SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
 }
 
-# A local analysis is one short-lived JVM that runs many small, different query plans: on the
-# demo's report (36 runs, 248,136 events, local[2], one of two cores busy elsewhere) the JIT
-# compiler threads took 47 s of the JVM's 105 s of CPU and G1's threads 8 s, the tasks 20 s.
-# With C1 alone (TieredStopAtLevel=1: 3 s of compiling) and the serial collector (a heap of
-# a gigabyte), the same analysis took 67 s instead of 105 s, 62 s of CPU. On a cluster the
-# driver's JVM options are spark-submit's, not these.
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
 LOCAL_CONF = {
-    "spark.driver.extraJavaOptions": LOCAL_JVM_OPTIONS,
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.memory": "1g",
