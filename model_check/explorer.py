@@ -249,35 +249,24 @@ class _Expander:
         kinds: Counter = Counter()
         generated = 0
         pending = self.pending
-        # A model may say at once that every invariant holds (`holds`, one call where the
-        # checks are many); only a state it does not clear is asked invariant by invariant.
-        holds = getattr(model, "holds", None)
-        checks = self.checks
-
-        def violated(pos: int, state: Any) -> bool:
-            """Record the first invariant `state` breaks; whether there is one."""
-            for order, (name, check) in enumerate(checks):
-                detail = check(state)
-                if detail is not None:
-                    violations.append((order, pos, name, detail))
-                    return True
-            return False
-
-        plain = expand and self.reduction is None
-        if self.check and not plain:
+        if self.check:
+            checks = self.checks
+            # A model may say at once that every invariant holds (`holds`, one call where the
+            # checks are many); only a state it does not clear is asked invariant by invariant.
+            holds = getattr(model, "holds", None)
             for pos, fp in frontier():
                 state = held[fp]
-                if holds is None or not holds(state):
-                    violated(pos, state)
+                if holds is not None and holds(state):
+                    continue
+                for order, (name, check) in enumerate(checks):
+                    detail = check(state)
+                    if detail is not None:
+                        violations.append((order, pos, name, detail))
+                        break
         if expand and not violations and self.reduction is not None:
             generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
             self.previous = level
-        elif plain:
-            # Each state is checked just before it is expanded, while it is in the CPU's
-            # cache (a level is far larger than the cache). Once one fails, the level has no
-            # successor level: the rest of it is only checked (the smallest invariant order
-            # is reported, not the first state).
-            check = self.check
+        elif expand and not violations:
             canonical = self.model.canonical if self.symmetry else None
             seen = self.seen
             successors = model.successors
@@ -285,25 +274,18 @@ class _Expander:
             kind_of = labels_seen.append
             batch: list[tuple[int, int, int, Any, int]] = []
             fresh = batch.append
-            # Most successors are states of the next level found before, or new; of the
-            # rest, those of this level are looked up in its set, and only older ones in the
-            # sorted array.
-            states = frontier()
-            for pos, fp in states:
+            # Most successors are states of this level or the last: those are looked up in a
+            # set of the two frontiers, and only the rest in the sorted array.
+            previous = self.previous
+            for pos, fp in frontier():
                 state = held.pop(fp)
-                if check and (holds is None or not holds(state)) and violated(pos, state):
-                    for pos, fp in states:
-                        state = held.pop(fp)
-                        if holds is None or not holds(state):
-                            violated(pos, state)
-                    break
                 index = 0
                 for label, nxt in successors(state):
                     kind_of(label)
                     if canonical is not None:
                         nxt = canonical(nxt)
                     fp = hash(nxt)
-                    if fp not in pending and fp not in level:
+                    if fp not in pending and fp not in level and fp not in previous:
                         fresh((fp, pos, index, nxt, 0))
                     index += 1
                 generated += index
@@ -312,11 +294,10 @@ class _Expander:
                 if len(labels_seen) > 4096:
                     _count_kinds(kinds, labels_seen)
                     labels_seen.clear()
-            if not violations:
-                self._accept(batch, parents, indices)
-                _count_kinds(kinds, labels_seen)
-                seen.add(pending)
-                self.previous = level
+            self._accept(batch, parents, indices)
+            _count_kinds(kinds, labels_seen)
+            seen.add(pending)
+            self.previous = level
         masks = None
         if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
