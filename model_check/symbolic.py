@@ -1490,6 +1490,12 @@ def v_LeaderInIsr(shape: Shape, s: SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def record_differs(r1: SReplica, r2: SReplica, w) -> z3.BoolRef:
+    """r2 has no record at offset w, or another one than r1's."""
+    return z3.Or(w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
+                 r1.log_value[w] != r2.log_value[w])
+
+
 def v_NoCommittedDataLoss(shape: Shape, s: SState, w) -> z3.BoolRef:
     out = []
     for leader in range(shape.n):
@@ -1497,11 +1503,8 @@ def v_NoCommittedDataLoss(shape: Shape, s: SState, w) -> z3.BoolRef:
         for m in range(shape.n):
             if m == leader:
                 continue
-            mr = s.replicas[m]
-            differs = z3.Or(w >= mr.log_len, mr.log_epoch[w] != lr.log_epoch[w],
-                            mr.log_value[w] != lr.log_value[w])
             out.append(z3.And(_true_leader(s, leader), s.c_isr[m], s.alive[m], 0 <= w,
-                              w < lr.high_watermark, differs))
+                              w < lr.high_watermark, record_differs(lr, s.replicas[m], w)))
     return z3.Or(out)
 
 

@@ -161,12 +161,6 @@ def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
-def _differs(r1: sym.SReplica, r2: sym.SReplica, w) -> z3.BoolRef:
-    """r2 has no record at w, or another one than r1's."""
-    return z3.Or(w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
-                 r1.log_value[w] != r2.log_value[w])
-
-
 def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
@@ -179,7 +173,7 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                              r.isr[f], s.c_isr[f])
             out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
                     z3.And(leads, k != UNKNOWN, follows,
-                           z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, _differs(r, rf, w))))]
+                           z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w))))]
     return z3.Or(out)
 
 
@@ -188,7 +182,7 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for rx in s.replicas:
         below = z3.And(0 <= w, w < rx.high_watermark, z3.Not(s.excused[rx.log_value[w]]))
-        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), _differs(rx, rm, w))
+        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), sym.record_differs(rx, rm, w))
                 for m, rm in enumerate(s.replicas)]
     return z3.Or(out)
 

@@ -167,22 +167,24 @@ def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
     records response; an answer no leader builds would cut its log to a negative length.
     """
     both = config.variant.truncation != "epoch-end"
+    top = s.controller.partitions[0].leader_epoch
     for f, m in enumerate(s.fetches[0]):
         if m is not None and not (0 <= m.leader < config.brokers and m.leader != f):
             return f"the fetch message of {f} names leader {m.leader}"
         if not isinstance(m, FetchResponse):
             continue
         epochs = [rec.epoch for rec in m.records]
-        top = s.controller.partitions[0].leader_epoch
         if epochs != sorted(epochs) or any(not 0 <= e <= top for e in epochs):
             return f"the response to {f} carries record epochs {epochs}"
         if m.kind != "error" and m.error:
             return f"the response to {f} is a {m.kind} answer with error {m.error}"
-        bad = {
-            "records": m.fetch_offset < 0 or m.high_watermark < 0,
-            "error": m.error == "OFFSET_OUT_OF_RANGE" and m.end_offset < 0,
-        }.get(m.kind, m.epoch < -1 or m.end_offset < -1
-              or (both and (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN)))
+        if m.kind == "records":
+            bad = m.fetch_offset < 0 or m.high_watermark < 0
+        elif m.kind == "error":
+            bad = m.error == "OFFSET_OUT_OF_RANGE" and m.end_offset < 0
+        else:  # an epoch or diverging answer
+            bad = m.epoch < -1 or m.end_offset < -1 or (
+                both and (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN))
         if bad:
             return f"the response to {f} is malformed: {m}"
     return None

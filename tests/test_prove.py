@@ -198,6 +198,19 @@ def test_the_new_lemmas_can_fail():
     bad = FetchResponse(0, 0, "error", error="OFFSET_OUT_OF_RANGE", end_offset=-1)
     answered = replace(s, fetches=((None, bad),))
     assert "malformed" in ResponsesWellFormed(config, answered)
+    # One broken response per rule (a well-formed one of each kind passes).
+    for good in (FetchResponse(0, 0, "records", (Record(0, 1),), 0, 0),
+                 FetchResponse(0, 0, "epoch", epoch=0, end_offset=1),
+                 FetchResponse(0, 0, "error", error="OFFSET_OUT_OF_RANGE", end_offset=0)):
+        assert ResponsesWellFormed(config, replace(logged, fetches=((None, good),))) is None
+    for broken, says in (
+            (FetchResponse(1, 0, "epoch", epoch=0, end_offset=1), "names leader 1"),
+            (FetchResponse(0, 0, "records", (Record(1, 1),), 0, 0), "record epochs [1]"),
+            (FetchResponse(0, 0, "records", error="NOT_LEADER_OR_FOLLOWER"), "with error"),
+            (FetchResponse(0, 0, "records", high_watermark=-1, fetch_offset=0), "malformed"),
+            (FetchResponse(0, 0, "diverging", epoch=0, end_offset=-1), "malformed"),
+            (FetchResponse(0, 0, "epoch", epoch=-2, end_offset=-1), "malformed")):
+        assert says in ResponsesWellFormed(config, replace(logged, fetches=((None, broken),)))
     ctrl = s.controller
     gone = replace(s, controller=replace(ctrl, registered=(0, -1)))
     assert "unregistered broker 1 in ISR" in UnregisteredOutOfIsr(config, gone)
