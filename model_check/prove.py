@@ -30,6 +30,7 @@ object of `isrlab prove`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import re
@@ -759,25 +760,47 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     for inst in table:
         label = f"{inst.name}{list(inst.brokers)}"
         step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
-        answer, model = _refine(shape, table_inv, goal, pre, step_rel, base_terms, timeout_ms,
-                                queries, label)
+        # Proofs take a second or two; a first query that takes longer is more often sat.
+        answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, base_terms,
+                                       min(timeout_ms, FIRST_QUERY_MS), queries, label,
+                                       rounds=1)
+        small = None
+        if answer is JUNK or answer == z3.unknown:
+            # The model breaks a formula where the step never looks (or the solver gave up);
+            # a small CTI, if there is one, is genuine at once, where more rounds would chase
+            # the junk around.
+            small = _small_cti(config, label, invariants, goal, cache_slots, timeout_ms,
+                               queries)
+            if small is not None:
+                model = _confirm(small, shape, inst, pre, post, a, w, goal, table_inv,
+                                 timeout_ms, queries, label)
+                small = small if model is not None else None
+            if small is None:
+                again = answer is JUNK
+                answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
+                                           timeout_ms, queries, label,
+                                           rounds=REFINE_ROUNDS - again, first=int(again))
         if answer == z3.unsat:
             verdicts.append(ActionVerdict(label, "inductive"))
             continue
-        if answer == z3.unknown:
+        if small is None and answer != z3.sat:
             verdicts.append(ActionVerdict(label, "unknown"))
             continue
-        violated = tuple(n for n in goal if z3.is_true(model.eval(
-            violation(table_inv[n], shape, post, w), model_completion=True)))
+        violated = tuple(n for n in goal if z3.is_true(
+            model.eval(violation(table_inv[n], shape, post, w), model_completion=True)))
         verdicts.append(ActionVerdict(label, "cti", violated))
         if cti is None:  # the first decodable CTI is shown in full and classified
-            model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel,
-                               base_terms, queries, label) or model
             try:
+                if small is None:
+                    model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w,
+                                       step_rel, base_terms, queries, label) or model
                 cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
             except sym.NotRepresentable as error:
                 undecodable.append(str(error))
                 continue
+            differs = _spec_differs(config, cti)
+            if differs:
+                undecodable.append(differs)
             if classify:
                 cti = classify_cti(config, cti, invariants, classify_states, queries)
     proved = sum(v.verdict == "inductive" for v in verdicts)
@@ -828,7 +851,7 @@ def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
 
 
 def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
-            queries: list[Query], label: str):
+            queries: list[Query], label: str, rounds: int | None = None, first: int = 0):
     """Inv(pre) and the constraints, with Inv's quantifier over its witness instantiated.
 
     Each invariant and lemma is a violation formula over one witness (an offset, a value or
@@ -837,10 +860,13 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
     Here it holds at a finite set of terms instead. Unsat is then a proof (fewer assumptions
     than Inv). A model is checked: for each formula, one quantifier-free query asks whether
     the model's pre-state breaks it at any witness; if so, that witness joins the terms and
-    the query is asked again; if not, the model is a genuine CTI. Returns (answer, model).
+    the query is asked again; if not, the model is a genuine CTI. Returns (answer, model,
+    terms): answer `JUNK` when every round's model broke a formula somewhere (the terms then
+    hold every witness found, to go on from).
     """
     terms = list(terms)
-    for round_ in range(REFINE_ROUNDS):
+    rounds = REFINE_ROUNDS if rounds is None else rounds
+    for round_ in range(first, first + rounds):
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
         solver.add(*[z3.Not(f(shape, pre, *ts)) for n in goal
@@ -848,18 +874,108 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
         answer = _check(solver, label if round_ == 0 else f"{label} (refinement {round_})",
                         queries)
         if answer != z3.sat:
-            return answer, None
+            return answer, None, terms
         model = solver.model()
         found = _broken_at(shape, table_inv, goal, pre, model, timeout_ms)
         if found is None:
-            return z3.unknown, None
+            return z3.unknown, None, terms
         if not found:
-            return z3.sat, model
+            return z3.sat, model, terms
         terms += found
-    return z3.unknown, None
+    return JUNK, None, terms
+
+
+FIRST_QUERY_MS = 10_000
+
+
+# `_refine`'s answer when the rounds ran out on models that break a formula where the step
+# never reads.
+JUNK = "junk"
 
 
 REFINE_ROUNDS = 25
+
+
+# The bounds of `_small_cti`'s search: large enough for every CTI the proofs have needed so
+# far, small enough that every formula is assumed at every index.
+SMALL_CTI_BOUNDS = dict(max_records=3, max_leader_epochs=3, max_crashes=2,
+                        max_session_expiries=1, max_ticks=2, max_message_drops=2,
+                        max_partition_epoch=4)
+SMALL_CTI_PARTITION_EPOCHS = 7
+
+
+def small_cti_witnesses(top: int) -> range:
+    """Where `_small_cti` assumes each formula: every index up to `top` and past it, so that
+    a witness anywhere else reads and compares as one of these."""
+    return range(-3, top + 4)
+
+
+@dataclass(frozen=True)
+class _SmallCti:
+    """A CTI found in the bounded encoding, with what decoding it needs."""
+
+    shape: sym.Shape
+    inst: Any
+    model: Any
+    pre: sym.SState
+    post: sym.SState
+    args: sym.StepArgs
+    witness: Any
+    violated: tuple[str, ...]
+
+    def decode(self, table_inv, goal) -> Cti:
+        return _decode_cti(self.shape, table_inv, goal, self.inst, self.model, self.pre,
+                           self.post, self.args, self.witness)
+
+
+def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
+               cache_slots: int, timeout_ms: int, queries: list[Query]) -> _SmallCti | None:
+    """A CTI for one action instance whose pre-state satisfies every formula of `goal` at
+    every witness, or None if there is none within `SMALL_CTI_BOUNDS` (or the solver gives up).
+
+    The search is in the bounded encoding (`FArr`: one term per small index and one default
+    term for every other index), with every integer of the pre-state and the step in
+    -1..L, L the largest number of cells. Each formula is then assumed at every witness in
+    -3..L+3: any witness outside reads only default cells and compares with every integer as
+    L+3 does, so the pre-state breaks no formula anywhere, and the model is a genuine CTI of
+    the unbounded query (the bounded step is the unbounded one with the `max.*` guards
+    added). A CTI breaking a target invariant is asked for first, then any.
+    """
+    from model_check.symbolic_lemmas import LEMMAS
+
+    table_inv = {**sym.VIOLATIONS, **LEMMAS}
+    shape = sym.make_shape(config.replace(**SMALL_CTI_BOUNDS), bounded=True,
+                           cache_slots=cache_slots, pe_limit=SMALL_CTI_PARTITION_EPOCHS)
+    inst = next(i for i in sym.action_table(shape) if f"{i.name}{list(i.brokers)}" == label)
+    pre, post = sym.fresh_state(shape, "small.pre."), sym.fresh_state(shape, "small.post.")
+    a = sym.fresh_args(shape, "small.a.")
+    w = z3.Int("small.cti_w")
+    top = max(shape.cells(d) for d in ("offset", "value", "pe"))
+    ints = [x for x in sym._leaves(pre) + sym._leaves(a)
+            if z3.is_int(sym._z(x)) and not z3.is_int_value(sym._z(x))]
+    witnesses = small_cti_witnesses(top)
+    base = [z3.And(-1 <= x, x <= top) for x in ints]
+    base += [sym.relation(shape, inst, pre, post, a)]
+    base += sym.decodable(shape, pre) + sym.decodable(shape, post)
+    for n in goal:
+        f = table_inv[n]
+        base += [z3.Not(f(shape, pre, *ts)) for ts in (
+            [(x, y) for x in witnesses for y in witnesses] if is_pair(f)
+            else [(x,) for x in witnesses])]
+    for names, what in ((invariants, "small CTI search, a target broken"),
+                        (goal, "small CTI search")):
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*base, z3.Or([violation(table_inv[n], shape, post, w) for n in names]))
+        answer = _check(solver, f"{label} ({what})", queries)
+        if answer == z3.sat:
+            model = solver.model()
+            violated = tuple(n for n in goal if z3.is_true(model.eval(
+                violation(table_inv[n], shape, post, w), model_completion=True)))
+            return _SmallCti(shape, inst, model, pre, post, a, w, violated)
+        if answer == z3.unknown or names is goal:
+            return None
+    return None
 
 
 def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | None:
@@ -919,8 +1035,8 @@ def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms
     target = z3.Or([violation(table_inv[n], shape, post, w) for n in invariants])
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
                         (decodable + small, "small CTI"), (decodable, "decodable CTI")):
-        answer, model = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
-                                SMALL_MODEL_MS, queries, f"{label} ({what})")
+        answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
+                                   SMALL_MODEL_MS, queries, f"{label} ({what})")
         if answer == z3.sat:
             return model
     return None
@@ -930,6 +1046,65 @@ SMALL_MODEL_MS = 5_000
 
 
 SMALL = 8
+
+
+def _pin(small, unbounded, model) -> list:
+    """Equations that fix `unbounded` (a state or step of the unbounded encoding) to the value
+    `small` (the same part of the bounded encoding) has in `model`: a bounded array becomes
+    the constant array of its default with its cells stored over it."""
+    if isinstance(small, sym.FArr):
+        value = functools.partial(model.eval, model_completion=True)
+        array = z3.K(z3.IntSort(), value(small.default))
+        for i, cell in enumerate(small.cells):
+            array = z3.Store(array, i, value(cell))
+        return [unbounded == array]
+    if dataclasses.is_dataclass(small):
+        return [eq for f in dataclasses.fields(small)
+                for eq in _pin(getattr(small, f.name), getattr(unbounded, f.name), model)]
+    if isinstance(small, tuple):
+        return [eq for x, y in zip(small, unbounded, strict=True) for eq in _pin(x, y, model)]
+    x = sym._z(small)
+    return [] if z3.is_int_value(x) or z3.is_true(x) or z3.is_false(x) else [
+        sym._z(unbounded) == model.eval(x, model_completion=True)]
+
+
+def _confirm(small: _SmallCti, shape, inst, pre, post, a, w, goal, table_inv,
+             timeout_ms: int, queries: list[Query], label: str):
+    """The small CTI's pre-state and step in the unbounded encoding, with a model there if
+    the step still breaks a formula of `goal`, else None.
+
+    The bounded encoding reads its pre-state faithfully, so the pre-state breaks no formula
+    anywhere; but it drops a write at an index past its cells and keeps an array's default
+    where a lambda would compute one, so its post-state may be wrong where the pre-state is
+    unreachable. The unbounded step decides."""
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*_pin(small.pre, pre, small.model), *_pin(small.args, a, small.model),
+               sym.relation(shape, inst, pre, post, a),
+               z3.Or([violation(table_inv[n], shape, post, w) for n in goal]))
+    answer = _check(solver, f"{label} (small CTI, unbounded step)", queries)
+    return solver.model() if answer == z3.sat else None
+
+
+def _spec_differs(config: Config, cti: Cti) -> str | None:
+    """Why `spec.step` from the CTI's pre-state does not give its post-state, or None.
+
+    The encoding is faithful on reachable states (tests/test_symbolic_diff.py); a CTI's
+    pre-state need not be one, and where the two descriptions part there, the reader should
+    know the post-state shown is the encoding's."""
+    from spec.actions import NotEnabled
+
+    try:
+        after = step(config, cti.pre, ACTIONS_BY_NAME[cti.action](**cti.args))
+    except NotEnabled as refused:
+        return f"on the CTI's pre-state spec.step refuses {cti.action}: {refused}"
+    except Exception as error:  # noqa: BLE001 - the spec assumes states it can reach
+        return (f"spec.step cannot run {cti.action} on the CTI's pre-state "
+                f"({type(error).__name__}: {error}): not a state the spec reaches")
+    if after != cti.post:
+        return (f"on the CTI's pre-state spec.step gives another post-state than the "
+                f"encoding's {cti.action} (they agree on reachable states)")
+    return None
 
 
 def _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w) -> Cti:
