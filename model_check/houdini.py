@@ -459,7 +459,7 @@ class _Induction:
         return sym.relation(self.shape, inst, self.pre, self.post, self.a)
 
     def step(self, relation, assumed: list[Candidate], broken: list[Candidate],
-             exact: bool = True):
+             exact: bool = True, inst=None):
         """(sat, model), (unsat, None) or (unknown, None): a step from a genuine pre-state
         of `assumed` to a post-state breaking one of `broken`.
 
@@ -474,7 +474,7 @@ class _Induction:
         follows is exact), while quantified queries leave most leader steps unsettled."""
         terms = list(self.terms)
         witnessed = [c for c in assumed if c.witnessed]
-        for _ in range(INSTANCE_ROUNDS):
+        for round_ in range(INSTANCE_ROUNDS):
             answer, model = self._ask(relation, assumed, broken, terms, quantified=False)
             if answer != z3.sat:
                 return answer, None
@@ -483,11 +483,35 @@ class _Induction:
                 break
             if not found:
                 return answer, model
+            if round_ == 0 and inst is not None:
+                # A pre-state with junk where the step never reads: a small genuine CTI, if
+                # there is one, settles it at once (prove._small_cti).
+                small = self.small_cti(inst, assumed, broken)
+                if small is not None:
+                    return z3.sat, small
             terms += found
         if not exact:
             return z3.sat, model
         return self._ask(relation, assumed, broken, terms, quantified=True,
                          timeout_ms=QUANTIFIED_MS)
+
+    def small_cti(self, inst, assumed: list[Candidate], broken: list[Candidate]):
+        """A model of a genuine CTI over this step's pre- and post-state, from the bounded
+        search confirmed in the unbounded encoding; None if there is none."""
+        from model_check.prove import _confirm, _small_cti
+        from model_check.symbolic_lemmas import LEMMAS
+
+        # The hand formulas by their own table (a pair formula is assumed at every pair),
+        # the candidates by theirs.
+        table = {**{c.name: c.violation for c in assumed + broken}, **sym.VIOLATIONS, **LEMMAS}
+        label = f"{inst.name}{list(inst.brokers)}"
+        names = [c.name for c in assumed]
+        small = _small_cti(self.shape.config, label, [], names, self.shape.cache_slots,
+                           self.timeout_ms, [], table, [c.name for c in broken])
+        if small is None:
+            return None
+        return _confirm(small, self.shape, inst, self.pre, self.post, self.a, self.w,
+                        [c.name for c in broken], table, self.timeout_ms, [], label)
 
     def _ask(self, relation, assumed, broken, terms, quantified: bool,
              timeout_ms: int | None = None):
@@ -571,7 +595,8 @@ def houdini(config: Config, targets: list[str], lemmas: list[str], cache_slots: 
             relation = ind.relation(inst)
             while alive_:
                 live = list(alive_.values())
-                answer, model = ind.step(relation, ind.fixed + live, live, exact=False)
+                answer, model = ind.step(relation, ind.fixed + live, live, exact=False,
+                                         inst=inst)
                 queries += 1
                 if answer != z3.sat:
                     if answer == z3.unknown:
@@ -609,7 +634,7 @@ def verify(config: Config, targets: list[str], lemmas: list[str], found: list[Ca
     for inst in ind.table:
         label = f"{inst.name}{list(inst.brokers)}"
         started = time.perf_counter()
-        answer, model = ind.step(ind.relation(inst), goal, goal)
+        answer, model = ind.step(ind.relation(inst), goal, goal, inst=inst)
         if log is not None:
             log(f"check {label}: {answer} ({time.perf_counter() - started:.1f} s)")
         if queries is not None:

@@ -929,9 +929,13 @@ class _SmallCti:
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
-               cache_slots: int, timeout_ms: int, queries: list[Query]) -> _SmallCti | None:
+               cache_slots: int, timeout_ms: int, queries: list[Query],
+               table_inv: dict | None = None,
+               broken: list[str] | None = None) -> _SmallCti | None:
     """A CTI for one action instance whose pre-state satisfies every formula of `goal` at
     every witness, or None if there is none within `SMALL_CTI_BOUNDS` (or the solver gives up).
+    Its post-state breaks one of `broken` (default: `goal`); formulas are looked up in
+    `table_inv` (default: the invariants and lemmas).
 
     The search is in the bounded encoding (`FArr`: one term per small index and one default
     term for every other index), with every integer of the pre-state and the step in
@@ -943,7 +947,8 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
     """
     from model_check.symbolic_lemmas import LEMMAS
 
-    table_inv = {**sym.VIOLATIONS, **LEMMAS}
+    table_inv = table_inv or {**sym.VIOLATIONS, **LEMMAS}
+    broken = goal if broken is None else broken
     shape = sym.make_shape(config.replace(**SMALL_CTI_BOUNDS), bounded=True,
                            cache_slots=cache_slots, pe_limit=SMALL_CTI_PARTITION_EPOCHS)
     inst = next(i for i in sym.action_table(shape) if f"{i.name}{list(i.brokers)}" == label)
@@ -963,17 +968,19 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
             [(x, y) for x in witnesses for y in witnesses] if is_pair(f)
             else [(x,) for x in witnesses])]
     for names, what in ((invariants, "small CTI search, a target broken"),
-                        (goal, "small CTI search")):
+                        (broken, "small CTI search")):
+        if not names:
+            continue
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
         solver.add(*base, z3.Or([violation(table_inv[n], shape, post, w) for n in names]))
         answer = _check(solver, f"{label} ({what})", queries)
         if answer == z3.sat:
             model = solver.model()
-            violated = tuple(n for n in goal if z3.is_true(model.eval(
+            violated = tuple(n for n in broken if z3.is_true(model.eval(
                 violation(table_inv[n], shape, post, w), model_completion=True)))
             return _SmallCti(shape, inst, model, pre, post, a, w, violated)
-        if answer == z3.unknown or names is goal:
+        if answer == z3.unknown:
             return None
     return None
 

@@ -124,6 +124,38 @@ def v_ValuesAtOneOffset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset. Every copy of a value sits at its `value_offset`, so two copies at
+    the same offset are all there is to compare: each pair of logs, and each records
+    response with each log."""
+    out = []
+    logs = s.replicas
+    for i, r1 in enumerate(logs):
+        in1 = z3.And(0 <= w, w < r1.log_len)
+        for r2 in logs[i + 1:]:
+            out.append(z3.And(in1, w < r2.log_len, r1.log_value[w] == r2.log_value[w],
+                              r1.log_epoch[w] != r2.log_epoch[w]))
+        for m in s.fetches:
+            out.append(z3.And(in1, m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
+                              w < m.fetch_offset + m.rec_count,
+                              m.rec_value[w] == r1.log_value[w],
+                              m.rec_epoch[w] != r1.log_epoch[w]))
+    return z3.Or(out)
+
+
+def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset (logs) or a value (acked, consumed: located by `value_offset`)."""
+    out = [z3.And(0 <= w, w < r.log_len, z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch))
+           for r in s.replicas]
+    out.append(z3.And(z3.Or(s.acked[w], s.consumed[w]), s.value_offset[w] < 0))
+    return z3.Or(out)
+
+
+def v_IsrWithinLeaderView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([z3.And(sym._true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
+                  for b, r in enumerate(s.replicas) for x in range(shape.n)])
+
+
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
@@ -264,7 +296,8 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 
 # The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
 # remains").
-DATA = ("RemoteLeoBacked", "CommittedOnIsr")
+DATA = ("RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
+        "IsrWithinLeaderView")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

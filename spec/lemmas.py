@@ -155,6 +155,57 @@ def ValuesAtOneOffset(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def ValuesKeepTheirEpoch(config: Config, s: Cluster) -> str | None:
+    """Every copy of a value, in a log or a fetch response, carries the same leader epoch.
+
+    Why: a value is appended once, by the leader of one epoch, and a follower copies the
+    record whole; two logs with the same value at an offset then hold the same record, which
+    the data lemmas compare.
+    """
+    epoch_of: dict[int, int] = {}
+    copies = [(f"broker {b}'s log", rec) for b, r in enumerate(s.replicas[0]) for rec in r.log]
+    copies += [(f"the response to {f}", rec) for f, m in enumerate(s.fetches[0])
+               if isinstance(m, FetchResponse) for rec in m.records]
+    for where, rec in copies:
+        if epoch_of.setdefault(rec.value, rec.epoch) != rec.epoch:
+            return f"value {rec.value} in epochs {epoch_of[rec.value]} and {rec.epoch} ({where})"
+    return None
+
+
+def RecordsInRange(config: Config, s: Cluster) -> str | None:
+    """Every record in a log has a leader epoch in 0 .. the controller's, and every acked or
+    consumed write names an offset >= 0.
+
+    Why: records are appended by a leader of an epoch the controller chose, and a write is
+    acknowledged or read at the offset it was appended at.
+    """
+    epoch = s.controller.partitions[0].leader_epoch
+    for b, r in enumerate(s.replicas[0]):
+        for o, rec in enumerate(r.log):
+            if not 0 <= rec.epoch <= epoch:
+                return f"broker {b} has {rec} at {o}, outside epochs 0..{epoch}"
+    for w in (*s.acked, *s.consumed):
+        if w.offset < 0:
+            return f"write {w.value} acknowledged or read at offset {w.offset}"
+    return None
+
+
+def IsrWithinLeaderView(config: Config, s: Cluster) -> str | None:
+    """The true leader's ISR view holds every member of the controller's ISR.
+
+    Why: the controller adds a member only when the leader asks for it (synchronous ISR
+    changes), and drops members itself; the leader's HW advances over its view, so a member
+    outside it could miss a committed record.
+    """
+    ps = s.controller.partitions[0]
+    leader = s.true_leader(0)
+    if leader != NO_LEADER:
+        view = s.replicas[0][leader].isr
+        if not set(ps.isr) <= set(view):
+            return f"leader {leader}'s ISR view {list(view)} lacks part of {list(ps.isr)}"
+    return None
+
+
 def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
     """A fetch message names another broker as leader; only an error response has an error
     code; a records response has a fetch offset and HW >= 0 and records whose epochs go up
@@ -280,6 +331,7 @@ Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
-                            ProduceUnwritten, ValuesAtOneOffset, ResponsesWellFormed,
+                            ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
+                            RecordsInRange, IsrWithinLeaderView, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }
