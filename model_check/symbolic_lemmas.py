@@ -144,16 +144,31 @@ def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset (logs) or a value (acked, consumed: located by `value_offset`)."""
-    out = [z3.And(0 <= w, w < r.log_len, z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch))
-           for r in s.replicas]
-    out.append(z3.And(z3.Or(s.acked[w], s.consumed[w]), s.value_offset[w] < 0))
-    return z3.Or(out)
+    """`w` is an offset."""
+    return z3.Or([z3.And(0 <= w, w < r.log_len,
+                         z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch))
+                  for r in s.replicas])
 
 
 def v_IsrWithinLeaderView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([z3.And(sym._true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
                   for b, r in enumerate(s.replicas) for x in range(shape.n)])
+
+
+def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    n = shape.n
+    if not shape.config.variant.broker_epochs:
+        return z3.BoolVal(False)
+    return z3.Or([z3.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.c_isr[b],
+                         z3.Or([s.c_isr[x] for x in range(n) if x != b]))
+                  for b in range(n)])
+
+
+def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN, 0 <= w, w < r.log_len,
+                         r.log_epoch[w] > r.leader_epoch)
+                  for b, r in enumerate(s.replicas)])
 
 
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -202,7 +217,7 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                 continue
             k = r.remote_leo[f]
             follows = z3.And(s.alive[f], rf.leader == b, rf.leader_epoch == r.leader_epoch,
-                             r.isr[f], s.c_isr[f])
+                             r.isr[f], s.c_isr[f], sym._true_leader(s, b))
             out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
                     z3.And(leads, k != UNKNOWN, follows,
                            z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w))))]
@@ -297,7 +312,7 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
 # remains").
 DATA = ("RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
-        "IsrWithinLeaderView")
+        "IsrWithinLeaderView", "ViewlessOutOfIsr", "LogWithinView")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

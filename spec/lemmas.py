@@ -173,20 +173,16 @@ def ValuesKeepTheirEpoch(config: Config, s: Cluster) -> str | None:
 
 
 def RecordsInRange(config: Config, s: Cluster) -> str | None:
-    """Every record in a log has a leader epoch in 0 .. the controller's, and every acked or
-    consumed write names an offset >= 0.
+    """Every record in a log has a leader epoch in 0 .. the controller's.
 
-    Why: records are appended by a leader of an epoch the controller chose, and a write is
-    acknowledged or read at the offset it was appended at.
+    Why: records are appended by a leader of an epoch the controller chose. (LeaderEpochMonotonic
+    says the upper half too, with more; this is the part a step's record epochs need.)
     """
     epoch = s.controller.partitions[0].leader_epoch
     for b, r in enumerate(s.replicas[0]):
         for o, rec in enumerate(r.log):
             if not 0 <= rec.epoch <= epoch:
                 return f"broker {b} has {rec} at {o}, outside epochs 0..{epoch}"
-    for w in (*s.acked, *s.consumed):
-        if w.offset < 0:
-            return f"write {w.value} acknowledged or read at offset {w.offset}"
     return None
 
 
@@ -203,6 +199,37 @@ def IsrWithinLeaderView(config: Config, s: Cluster) -> str | None:
         view = s.replicas[0][leader].isr
         if not set(ps.isr) <= set(view):
             return f"leader {leader}'s ISR view {list(view)} lacks part of {list(ps.isr)}"
+    return None
+
+
+def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
+    """With the broker-epoch check on ISR expansion (KIP-380), a live broker without a view
+    (restarted, no LeaderAndIsr applied yet) is in the controller's ISR only as its last
+    member. (Without the check, B7: a leader re-admits it on its last fetch before the crash.)
+
+    Why: a broker that crashed is taken out of the ISR (unless it is the last member) before
+    it can register again; it comes back in only by fetching, which needs a view. A leader's
+    follower LEO for it is then from before the crash and counts for nothing.
+    """
+    if not config.variant.broker_epochs:
+        return None
+    isr = s.controller.partitions[0].isr
+    for b, r in enumerate(s.replicas[0]):
+        if s.alive[b] and r.partition_epoch == UNKNOWN and b in isr and len(isr) > 1:
+            return f"broker {b} has no view and is in the ISR {list(isr)}"
+    return None
+
+
+def LogWithinView(config: Config, s: Cluster) -> str | None:
+    """A live broker with a view holds no record of a later leader epoch than its view's.
+
+    Why: records come from the leader of the view's epoch or an earlier one, and a view's
+    epoch only goes up until a crash clears it.
+    """
+    for b, r in enumerate(s.replicas[0]):
+        if s.alive[b] and r.leader_epoch != UNKNOWN and r.log and \
+                max(rec.epoch for rec in r.log) > r.leader_epoch:
+            return f"broker {b} holds a record of a later epoch than its view's {r.leader_epoch}"
     return None
 
 
@@ -272,10 +299,10 @@ def UnregisteredOutOfIsr(config: Config, s: Cluster) -> str | None:
 
 
 def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
-    """A live leader never records a follower LEO past its own; and while the follower is
-    alive, follows it in the same leader epoch and is in both its ISR view and the
-    controller's ISR, the recorded LEO is at most the follower's and the two logs agree
-    below it. (Outside the ISR the record may be stale: a follower that crashed, lost its
+    """A live leader never records a follower LEO past its own; and while it is the true
+    leader and the follower is alive, follows it in the same leader epoch and is in both its
+    ISR view and the controller's ISR, the recorded LEO is at most the follower's and the two
+    logs agree below it. (Outside the ISR the record may be stale: a follower that crashed, lost its
     unflushed tail and came back in the same leader epoch is only dropped from the ISR.)
 
     Why: the leader's HW advances to the least LEO it records over its ISR, so what it
@@ -296,7 +323,7 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
             if k > len(r.log):
                 return f"leader {b} records LEO {k} for {f}, past its own {len(r.log)}"
             if not (s.alive[f] and rf.leader == b and rf.leader_epoch == r.leader_epoch
-                    and f in r.isr and f in isr):
+                    and f in r.isr and f in isr and s.is_true_leader(0, b)):
                 continue
             if k > len(rf.log) or rf.log[:k] != r.log[:k]:
                 return f"leader {b} records LEO {k} for {f}, whose log does not back it"
@@ -332,6 +359,7 @@ Lemma = Callable[[Config, Cluster], str | None]
 LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
-                            RecordsInRange, IsrWithinLeaderView, ResponsesWellFormed,
+                            RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr,
+                            LogWithinView, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }

@@ -221,15 +221,21 @@ def test_the_new_lemmas_can_fail():
 
 
 def test_the_record_lemmas_can_fail_in_both_forms():
-    # ValuesKeepTheirEpoch, RecordsInRange and IsrWithinLeaderView each name a broken
-    # hand-made state, and the Z3 form is satisfiable on that state's representation exactly
+    # ValuesKeepTheirEpoch, RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr and
+    # LogWithinView each name a broken hand-made state, and the Z3 form is satisfiable on that state's representation exactly
     # when the concrete one fails (the initial state and a good log break neither).
     import z3
 
     from model_check import symbolic as sym
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
-    from spec.lemmas import IsrWithinLeaderView, RecordsInRange, ValuesKeepTheirEpoch
-    from spec.state import Acked, Record, replace
+    from spec.lemmas import (
+        IsrWithinLeaderView,
+        LogWithinView,
+        RecordsInRange,
+        ValuesKeepTheirEpoch,
+        ViewlessOutOfIsr,
+    )
+    from spec.state import Record, replace
 
     config = _config("current")
     s = initial_state(config)
@@ -238,15 +244,19 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     copied = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),)))
     relabelled = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),)))
     ahead = s.with_replica(0, 0, replace(s.replica(0, 0), log=(Record(5, 1),)))
-    acked = replace(logged, acked=frozenset({Acked(0, -1, 1)}))
     narrow = s.with_replica(0, 0, replace(s.replica(0, 0), isr=(0,)))
-    # An acked write at a negative offset has no representation (its value would sit at
-    # two offsets), so that case is asked of the concrete form only.
-    assert "at offset -1" in RecordsInRange(config, acked)
+    restarted = s.with_replica(0, 1, replace(s.replica(0, 1), leader=-1, leader_epoch=-1,
+                                             partition_epoch=-1, isr=()))
+    alone = replace(restarted, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], isr=(1,)),)))
+    later = s.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),)))
+    later = replace(later, next_value=2)
     cases = [
         (ValuesKeepTheirEpoch, [s, logged, copied], relabelled, "value 1 in epochs 0 and 1"),
         (RecordsInRange, [s, logged], replace(ahead, next_value=2), "outside epochs 0..0"),
         (IsrWithinLeaderView, [s, logged], narrow, "lacks part of [0, 1]"),
+        (ViewlessOutOfIsr, [s, alone], restarted, "broker 1 has no view and is in the ISR"),
+        (LogWithinView, [s, logged], later, "later epoch than its view's 0"),
     ]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
