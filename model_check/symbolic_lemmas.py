@@ -171,6 +171,17 @@ def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b, r in enumerate(s.replicas)])
 
 
+def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a request in flight). The log's last record stands for all
+    of them: record epochs never go down in a log (LeaderEpochMonotonic)."""
+    out = []
+    for b, r in enumerate(s.replicas):
+        last = r.log_epoch[r.log_len - 1]
+        out.append(z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch, r.log_len > 0,
+                          s.hist_epoch[w] < last))
+    return z3.Or(out)
+
+
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
@@ -312,7 +323,8 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
 # remains").
 DATA = ("RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
-        "IsrWithinLeaderView", "ViewlessOutOfIsr", "LogWithinView")
+        "IsrWithinLeaderView", "ViewlessOutOfIsr", "LogWithinView",
+        "RequestsNotBehindLog")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

@@ -233,6 +233,25 @@ def LogWithinView(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
+    """A LeaderAndIsr request in flight to a live broker that it would apply (a later
+    partition epoch than its view's) carries a leader epoch at or above every record in the
+    broker's log.
+
+    Why: the broker's records are of its view's epoch or earlier, and later partition epochs
+    carry later or equal leader epochs; after a crash (no view) the requests sent before it
+    are gone, and those sent since carry the controller's epoch at the restart or later.
+    """
+    row = s.replicas[0]
+    for m in s.leader_and_isr:
+        r = row[m.broker]
+        if s.alive[m.broker] and m.partition_epoch > r.partition_epoch and r.log and \
+                m.leader_epoch < max(rec.epoch for rec in r.log):
+            return (f"LeaderAndIsr of epoch {m.leader_epoch} in flight to broker {m.broker}, "
+                    f"whose log has later records")
+    return None
+
+
 def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
     """A fetch message names another broker as leader; only an error response has an error
     code; a records response has a fetch offset and HW >= 0 and records whose epochs go up
@@ -360,6 +379,6 @@ LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr,
-                            LogWithinView, ResponsesWellFormed,
+                            LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }

@@ -221,8 +221,8 @@ def test_the_new_lemmas_can_fail():
 
 
 def test_the_record_lemmas_can_fail_in_both_forms():
-    # ValuesKeepTheirEpoch, RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr and
-    # LogWithinView each name a broken hand-made state, and the Z3 form is satisfiable on that state's representation exactly
+    # ValuesKeepTheirEpoch, RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr,
+    # LogWithinView and RequestsNotBehindLog each name a broken hand-made state, and the Z3 form is satisfiable on that state's representation exactly
     # when the concrete one fails (the initial state and a good log break neither).
     import z3
 
@@ -232,10 +232,11 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         IsrWithinLeaderView,
         LogWithinView,
         RecordsInRange,
+        RequestsNotBehindLog,
         ValuesKeepTheirEpoch,
         ViewlessOutOfIsr,
     )
-    from spec.state import Record, replace
+    from spec.state import LeaderAndIsr, Record, replace
 
     config = _config("current")
     s = initial_state(config)
@@ -251,12 +252,18 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         replace(s.controller.partitions[0], isr=(1,)),)))
     later = s.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),)))
     later = replace(later, next_value=2)
+    # A request of epoch 0 on its way to a broker whose view and log are at epoch 1.
+    ahead_of_request = later.with_replica(0, 1, replace(later.replica(0, 1), leader_epoch=1))
+    stale = replace(ahead_of_request, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], leader_epoch=1),)), leader_and_isr=frozenset({
+            LeaderAndIsr(1, 0, 0, 0, (0, 1), 1)}))
     cases = [
         (ValuesKeepTheirEpoch, [s, logged, copied], relabelled, "value 1 in epochs 0 and 1"),
         (RecordsInRange, [s, logged], replace(ahead, next_value=2), "outside epochs 0..0"),
         (IsrWithinLeaderView, [s, logged], narrow, "lacks part of [0, 1]"),
         (ViewlessOutOfIsr, [s, alone], restarted, "broker 1 has no view and is in the ISR"),
         (LogWithinView, [s, logged], later, "later epoch than its view's 0"),
+        (RequestsNotBehindLog, [s, ahead_of_request], stale, "whose log has later records"),
     ]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
