@@ -912,7 +912,7 @@ def small_cti_witnesses(top: int) -> range:
 
 @dataclass(frozen=True)
 class _SmallCti:
-    """A CTI found in the bounded encoding, with what decoding it needs."""
+    """A CTI found in the bounded encoding: its model and the terms `_confirm` pins."""
 
     shape: sym.Shape
     inst: Any
@@ -922,10 +922,6 @@ class _SmallCti:
     args: sym.StepArgs
     witness: Any
     violated: tuple[str, ...]
-
-    def decode(self, table_inv, goal) -> Cti:
-        return _decode_cti(self.shape, table_inv, goal, self.inst, self.model, self.pre,
-                           self.post, self.args, self.witness)
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
@@ -941,9 +937,9 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
     term for every other index), with every integer of the pre-state and the step in
     -1..L, L the largest number of cells. Each formula is then assumed at every witness in
     -3..L+3: any witness outside reads only default cells and compares with every integer as
-    L+3 does, so the pre-state breaks no formula anywhere, and the model is a genuine CTI of
-    the unbounded query (the bounded step is the unbounded one with the `max.*` guards
-    added). A CTI breaking a target invariant is asked for first, then any.
+    L+3 does, so the pre-state breaks no formula anywhere. Its step is the caller's to
+    confirm in the unbounded encoding (`_confirm`). A CTI breaking a target invariant is
+    asked for first, then any.
     """
     from model_check.symbolic_lemmas import LEMMAS
 
@@ -1070,9 +1066,7 @@ def _pin(small, unbounded, model) -> list:
                 for eq in _pin(getattr(small, f.name), getattr(unbounded, f.name), model)]
     if isinstance(small, tuple):
         return [eq for x, y in zip(small, unbounded, strict=True) for eq in _pin(x, y, model)]
-    x = sym._z(small)
-    return [] if z3.is_int_value(x) or z3.is_true(x) or z3.is_false(x) else [
-        sym._z(unbounded) == model.eval(x, model_completion=True)]
+    return [sym._z(unbounded) == model.eval(sym._z(small), model_completion=True)]
 
 
 def _confirm(small: _SmallCti, shape, inst, pre, post, a, w, goal, table_inv,
