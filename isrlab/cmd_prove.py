@@ -52,7 +52,9 @@ def register(sub) -> None:
                    help="check only these (repeatable); induction default: NoCommittedDataLoss, "
                    "LogMatching, HighWatermarkBelowLogEnd")
     p.add_argument("--lemma", action="append", metavar="NAME",
-                   help="induction: strengthening lemmas (default: all of spec/lemmas.py)")
+                   help="induction: strengthening lemmas (repeatable; default: what the "
+                   "invariants' proofs use, and for the data invariants the proved invariants "
+                   "and the structural, history and values layers: docs/prove.md)")
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
     # The induction defaults' whole graph at 3 brokers (2,031,731 states for `current`) fits,
     # so a CTI found there is classified, not left at the cap (about 70 s on the flat encoding).
