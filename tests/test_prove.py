@@ -678,3 +678,48 @@ def test_the_default_lemmas_leave_a_genuine_cti_at_every_step_that_moves_data():
         *(f"{name}{x}" for name in ("LeaderHandleFetch", "LeaderShrinkIsr", "LeaderExpandIsr")
           for x in pairs)}
     assert {v.verdict for v in verdicts.values()} == {"inductive", "cti"}
+
+
+def test_a_small_cti_the_unbounded_step_does_not_confirm_is_dropped(monkeypatch):
+    # The bounded encoding can compute a post-state the unbounded one does not (it drops a
+    # write past its cells). Made to here on purpose: its BrokerFlush also lifts broker 0's HW
+    # past its log, and the first query is made to come back junk so the small search runs.
+    # The small "CTI" it finds breaks HighWatermarkBelowLogEnd only in the bounded encoding;
+    # `_confirm` rejects it and the step is proved. Taking the confirmation out reports it.
+    import dataclasses
+
+    import z3
+
+    from model_check import prove
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import proof_lemmas
+
+    _only(monkeypatch, "BrokerFlush")
+    relation, refine = sym.relation, prove._refine
+
+    def bounded_lifts_hw(shape, inst, pre, post, a):
+        if not shape.bounded:
+            return relation(shape, inst, pre, post, a)
+        guard, succ = inst.build(shape, pre, a)
+        r0 = succ.replicas[0]
+        lifted = dataclasses.replace(r0, high_watermark=r0.log_len + 1)
+        succ = dataclasses.replace(succ, replicas=(lifted, *succ.replicas[1:]))
+        return z3.And(guard, sym.state_eq(post, succ))
+
+    def first_is_junk(*args, rounds=None, first=0, **kwargs):
+        if rounds == 1 and first == 0:
+            return prove.JUNK, None, list(args[5])
+        return refine(*args, rounds=rounds, first=first, **kwargs)
+
+    monkeypatch.setattr(sym, "relation", bounded_lifts_hw)
+    monkeypatch.setattr(prove, "_refine", first_is_junk)
+    outcome = induction(Config(brokers=2), PROVED, proof_lemmas(PROVED), classify=False)
+    assert [(v.action, v.verdict) for v in outcome.actions] == [
+        ("BrokerFlush[0]", "inductive"), ("BrokerFlush[1]", "inductive")]
+    confirmations = [q for q in outcome.queries if "small CTI, unbounded step" in q.name]
+    assert confirmations and all(q.answer == "unsat" for q in confirmations)
+    assert any("BrokerFlush[0] (small CTI search" in q.name and q.answer == "sat"
+               for q in outcome.queries)
+    monkeypatch.setattr(prove, "_confirm", lambda small, *args: small.model)
+    unconfirmed = induction(Config(brokers=2), PROVED, proof_lemmas(PROVED), classify=False)
+    assert verdicts_of(unconfirmed)["BrokerFlush[0]"].verdict == "cti"
