@@ -924,6 +924,30 @@ class _SmallCti:
     violated: tuple[str, ...]
 
 
+def small_problem(config: Config, label: str, goal: list[str], cache_slots: int, table_inv):
+    """`_small_cti`'s search without its post-condition: (shape, instance, pre, post, args,
+    constraints) for one action instance in the bounded encoding, every integer of the
+    pre-state and the step bounded, every formula of `goal` assumed at every witness."""
+    shape = sym.make_shape(config.replace(**SMALL_CTI_BOUNDS), bounded=True,
+                           cache_slots=cache_slots, pe_limit=SMALL_CTI_PARTITION_EPOCHS)
+    inst = next(i for i in sym.action_table(shape) if f"{i.name}{list(i.brokers)}" == label)
+    pre, post = sym.fresh_state(shape, "small.pre."), sym.fresh_state(shape, "small.post.")
+    a = sym.fresh_args(shape, "small.a.")
+    top = max(shape.cells(d) for d in ("offset", "value", "pe"))
+    ints = [x for x in sym._leaves(pre) + sym._leaves(a)
+            if z3.is_int(sym._z(x)) and not z3.is_int_value(sym._z(x))]
+    witnesses = small_cti_witnesses(top)
+    base = [z3.And(-1 <= x, x <= top) for x in ints]
+    base += [sym.relation(shape, inst, pre, post, a)]
+    base += sym.decodable(shape, pre) + sym.decodable(shape, post)
+    for n in goal:
+        f = table_inv[n]
+        base += [z3.Not(f(shape, pre, *ts)) for ts in (
+            [(x, y) for x in witnesses for y in witnesses] if is_pair(f)
+            else [(x,) for x in witnesses])]
+    return shape, inst, pre, post, a, base
+
+
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
                cache_slots: int, timeout_ms: int, queries: list[Query],
                table_inv: dict | None = None,
@@ -945,24 +969,9 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
 
     table_inv = table_inv or {**sym.VIOLATIONS, **LEMMAS}
     broken = goal if broken is None else broken
-    shape = sym.make_shape(config.replace(**SMALL_CTI_BOUNDS), bounded=True,
-                           cache_slots=cache_slots, pe_limit=SMALL_CTI_PARTITION_EPOCHS)
-    inst = next(i for i in sym.action_table(shape) if f"{i.name}{list(i.brokers)}" == label)
-    pre, post = sym.fresh_state(shape, "small.pre."), sym.fresh_state(shape, "small.post.")
-    a = sym.fresh_args(shape, "small.a.")
+    shape, inst, pre, post, a, base = small_problem(config, label, goal, cache_slots,
+                                                    table_inv)
     w = z3.Int("small.cti_w")
-    top = max(shape.cells(d) for d in ("offset", "value", "pe"))
-    ints = [x for x in sym._leaves(pre) + sym._leaves(a)
-            if z3.is_int(sym._z(x)) and not z3.is_int_value(sym._z(x))]
-    witnesses = small_cti_witnesses(top)
-    base = [z3.And(-1 <= x, x <= top) for x in ints]
-    base += [sym.relation(shape, inst, pre, post, a)]
-    base += sym.decodable(shape, pre) + sym.decodable(shape, post)
-    for n in goal:
-        f = table_inv[n]
-        base += [z3.Not(f(shape, pre, *ts)) for ts in (
-            [(x, y) for x in witnesses for y in witnesses] if is_pair(f)
-            else [(x,) for x in witnesses])]
     for names, what in ((invariants, "small CTI search, a target broken"),
                         (broken, "small CTI search")):
         if not names:
