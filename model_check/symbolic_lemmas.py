@@ -83,6 +83,17 @@ def v_DownBrokerReset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def _covers(m, o) -> z3.BoolRef:
+    """Fetch message `m` is a records response holding offset `o`."""
+    return z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= o,
+                  o < m.fetch_offset + m.rec_count)
+
+
+def _another_member(s: sym.SState, n: int, b: int) -> z3.BoolRef:
+    """Some broker other than `b` is in the controller's ISR."""
+    return z3.Or([s.c_isr[x] for x in range(n) if x != b])
+
+
 def _holds_value(s: sym.SState, v) -> list:
     """Where value `v` would be, given it sits at its `value_offset`: each log, purgatory and
     records response that has it there."""
@@ -92,8 +103,7 @@ def _holds_value(s: sym.SState, v) -> list:
         out += [z3.And(0 <= o, o < r.log_len, r.log_value[o] == v),
                 z3.And(r.purgatory[o], r.purgatory_value[o] == v)]
     for m in s.fetches:
-        out.append(z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= o,
-                          o < m.fetch_offset + m.rec_count, m.rec_value[o] == v))
+        out.append(z3.And(_covers(m, o), m.rec_value[o] == v))
     return out
 
 
@@ -118,9 +128,7 @@ def v_ValuesAtOneOffset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         out.append(z3.And(r.purgatory[w], z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
     for m in s.fetches:
         v = m.rec_value[w]
-        records = m.kind == sym.RESP_RECORDS
-        out.append(z3.And(records, m.fetch_offset <= w, w < m.fetch_offset + m.rec_count,
-                          z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
+        out.append(z3.And(_covers(m, w), z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
     return z3.Or(out)
 
 
@@ -136,9 +144,7 @@ def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             out.append(z3.And(in1, w < r2.log_len, r1.log_value[w] == r2.log_value[w],
                               r1.log_epoch[w] != r2.log_epoch[w]))
         for m in s.fetches:
-            out.append(z3.And(in1, m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
-                              w < m.fetch_offset + m.rec_count,
-                              m.rec_value[w] == r1.log_value[w],
+            out.append(z3.And(in1, _covers(m, w), m.rec_value[w] == r1.log_value[w],
                               m.rec_epoch[w] != r1.log_epoch[w]))
     return z3.Or(out)
 
@@ -160,7 +166,7 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if not shape.config.variant.broker_epochs:
         return z3.BoolVal(False)
     return z3.Or([z3.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.c_isr[b],
-                         z3.Or([s.c_isr[x] for x in range(n) if x != b]))
+                         _another_member(s, n, b))
                   for b in range(n)])
 
 
@@ -189,8 +195,7 @@ def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         out.append(z3.And(m.kind != sym.NONE, z3.Or(m.leader < 0, m.leader >= shape.n,
                                                     m.leader == f)))
         answer = z3.Or(m.kind == sym.RESP_EPOCH, m.kind == sym.RESP_DIVERGING)
-        inside = z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
-                        w < m.fetch_offset + m.rec_count)
+        inside = _covers(m, w)
         out += [z3.And(inside, z3.Or(m.rec_epoch[w] < 0, m.rec_epoch[w] > s.c_epoch)),
                 z3.And(inside, w + 1 < m.fetch_offset + m.rec_count,
                        m.rec_epoch[w] > m.rec_epoch[w + 1]),
@@ -215,7 +220,7 @@ def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         for b in range(n):
             gone = s.registered[b] == UNKNOWN
             out += [z3.And(gone, s.c_leader == b),
-                    z3.And(gone, s.c_isr[b], z3.Or([s.c_isr[x] for x in range(n) if x != b]))]
+                    z3.And(gone, s.c_isr[b], _another_member(s, n, b))]
     return z3.Or(out)
 
 

@@ -106,17 +106,24 @@ def DownBrokerReset(config: Config, s: Cluster) -> str | None:
     return None
 
 
-def _written_values(s: Cluster):
-    """(where, offset, value) of every record held in a log, a purgatory or a response."""
+def _records(s: Cluster):
+    """(where, offset, record) of every record in a log or a fetch response."""
     for b, r in enumerate(s.replicas[0]):
         for o, rec in enumerate(r.log):
-            yield f"broker {b}'s log", o, rec.value
-        for w in r.purgatory:
-            yield f"broker {b}'s purgatory", w.offset, w.value
+            yield f"broker {b}'s log", o, rec
     for f, m in enumerate(s.fetches[0]):
         if isinstance(m, FetchResponse):
             for i, rec in enumerate(m.records):
-                yield f"the response to {f}", m.fetch_offset + i, rec.value
+                yield f"the response to {f}", m.fetch_offset + i, rec
+
+
+def _written_values(s: Cluster):
+    """(where, offset, value) of every record held in a log, a purgatory or a response."""
+    for where, o, rec in _records(s):
+        yield where, o, rec.value
+    for b, r in enumerate(s.replicas[0]):
+        for w in r.purgatory:
+            yield f"broker {b}'s purgatory", w.offset, w.value
 
 
 def ProduceUnwritten(config: Config, s: Cluster) -> str | None:
@@ -163,10 +170,7 @@ def ValuesKeepTheirEpoch(config: Config, s: Cluster) -> str | None:
     the data lemmas compare.
     """
     epoch_of: dict[int, int] = {}
-    copies = [(f"broker {b}'s log", rec) for b, r in enumerate(s.replicas[0]) for rec in r.log]
-    copies += [(f"the response to {f}", rec) for f, m in enumerate(s.fetches[0])
-               if isinstance(m, FetchResponse) for rec in m.records]
-    for where, rec in copies:
+    for where, _, rec in _records(s):
         if epoch_of.setdefault(rec.value, rec.epoch) != rec.epoch:
             return f"value {rec.value} in epochs {epoch_of[rec.value]} and {rec.epoch} ({where})"
     return None
@@ -220,6 +224,11 @@ def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _top_epoch(r) -> int:
+    """The latest leader epoch of any record in the replica's log, or -1."""
+    return max((rec.epoch for rec in r.log), default=UNKNOWN)
+
+
 def LogWithinView(config: Config, s: Cluster) -> str | None:
     """A live broker with a view holds no record of a later leader epoch than its view's.
 
@@ -227,8 +236,7 @@ def LogWithinView(config: Config, s: Cluster) -> str | None:
     epoch only goes up until a crash clears it.
     """
     for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.leader_epoch != UNKNOWN and r.log and \
-                max(rec.epoch for rec in r.log) > r.leader_epoch:
+        if s.alive[b] and r.leader_epoch != UNKNOWN and _top_epoch(r) > r.leader_epoch:
             return f"broker {b} holds a record of a later epoch than its view's {r.leader_epoch}"
     return None
 
@@ -245,8 +253,8 @@ def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
     row = s.replicas[0]
     for m in s.leader_and_isr:
         r = row[m.broker]
-        if s.alive[m.broker] and m.partition_epoch > r.partition_epoch and r.log and \
-                m.leader_epoch < max(rec.epoch for rec in r.log):
+        if s.alive[m.broker] and m.partition_epoch > r.partition_epoch and \
+                m.leader_epoch < _top_epoch(r):
             return (f"LeaderAndIsr of epoch {m.leader_epoch} in flight to broker {m.broker}, "
                     f"whose log has later records")
     return None
