@@ -130,7 +130,10 @@ def test_induction_reports_a_verdict_for_every_action_instance():
 
     config = Config(brokers=3, variant=VARIANTS["current"])
     outcome = induction(config, list(TARGETS), list(STRUCTURE), classify=False)
-    assert outcome.result == "cti" and outcome.notes == ("inductive for 31 of 64 action instances",)
+    assert outcome.result == "cti" and outcome.notes[0] == "inductive for 31 of 64 action instances"
+    # Which CTI is shown depends on which query hit its time limit on a loaded machine; a note
+    # may then say where spec.step parts from the encoding on that (unreachable) pre-state.
+    assert all("spec.step" in note for note in outcome.notes[1:])
     text = summary(outcome, config)  # an incomplete proof shows the fraction, never PROVED
     assert "inductive for 31 of 64 action instances" in text.splitlines()
     assert "PROVED" not in text
