@@ -176,6 +176,22 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b in range(n)])
 
 
+def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([z3.And(e != UNKNOWN, e != s.broker_epochs[b])
+                  for b, e in enumerate(s.registered)])
+
+
+def v_ViewlessUnrecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for f, rf in enumerate(s.replicas):
+        viewless = z3.And(s.alive[f], rf.partition_epoch < 0)
+        out.append(z3.And(viewless, s.fetches[f].kind != sym.NONE))
+        out += [z3.And(viewless, r.side, r.remote_leo[f] != UNKNOWN,
+                       r.remote_be[f] >= s.broker_epochs[f])
+                for b, r in enumerate(s.replicas) if b != f]
+    return z3.Or(out)
+
+
 def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN, 0 <= w, w < r.log_len,
@@ -239,7 +255,8 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            follows = z3.And(s.alive[f], r.isr[f], s.c_isr[f], sym._true_leader(s, b))
+            current = z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
+            follows = z3.And(s.alive[f], current, sym._true_leader(s, b))
             out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
                     z3.And(leads, k != UNKNOWN, follows,
                            z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w))))]
@@ -338,7 +355,7 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
 # remains").
 DATA = ("HistoryMonotone", "RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
-        "IsrWithinLeaderView", "ViewlessOutOfIsr", "LogWithinView",
+        "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "LogWithinView",
         "RequestsNotBehindLog")
 
 LEMMAS: dict[str, Callable] = {

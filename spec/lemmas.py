@@ -224,6 +224,37 @@ def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def RegistrationCurrent(config: Config, s: Cluster) -> str | None:
+    """The controller holds each broker as unregistered or with the broker epoch it last
+    registered with. Why: KIP-380's check compares a leader's record with the controller's."""
+    for b, e in enumerate(s.controller.registered):
+        if e not in (UNKNOWN, s.broker_epochs[b]):
+            return f"broker {b} registered with epoch {e}, its own is {s.broker_epochs[b]}"
+    return None
+
+
+def ViewlessUnrecorded(config: Config, s: Cluster) -> str | None:
+    """A live broker without a view (restarted, no LeaderAndIsr applied yet) has sent no
+    fetch since, and every broker epoch a leader recorded for it is below the one it
+    registered with on restart.
+
+    Why: a leader's record of a follower is from a fetch, and a fetch needs a view; so
+    KIP-380's check (recorded broker epoch = registered one) never admits a restarted broker
+    to the ISR on a record from before its crash.
+    """
+    for f, rf in enumerate(s.replicas[0]):
+        if not s.alive[f] or rf.partition_epoch != UNKNOWN:
+            continue
+        if s.fetches[0][f] is not None:
+            return f"broker {f} has no view and a fetch message in flight"
+        for b, r in enumerate(s.replicas[0]):
+            if b != f and r.remote_broker_epoch and r.remote_log_end_offset[f] != UNKNOWN \
+                    and r.remote_broker_epoch[f] >= s.broker_epochs[f]:
+                return (f"leader {b} records broker epoch {r.remote_broker_epoch[f]} for "
+                        f"{f}, which has no view since registering with {s.broker_epochs[f]}")
+    return None
+
+
 def _top_epoch(r) -> int:
     """The latest leader epoch of any record in the replica's log, or -1."""
     return max((rec.epoch for rec in r.log), default=UNKNOWN)
@@ -327,16 +358,17 @@ def UnregisteredOutOfIsr(config: Config, s: Cluster) -> str | None:
 
 def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     """A live leader never records a follower LEO past its own; and while it is the true
-    leader and the follower is alive, follows it in the same leader epoch and is in both its
-    ISR view and the controller's ISR, the recorded LEO is at most the follower's and the two
-    logs agree below it. (Outside the ISR the record may be stale: a follower that crashed, lost its
-    unflushed tail and came back in the same leader epoch is only dropped from the ISR.)
+    leader and the follower is alive and either in both its ISR view and the controller's
+    ISR or recorded with the broker epoch it is registered with, the recorded LEO is at most
+    the follower's and the two logs agree below it, whatever view the follower has. (Else the
+    record may be stale: a follower that crashed and lost its unflushed tail registers with a
+    new broker epoch, and KIP-380's check keeps it out of the ISR until it fetches again.)
 
-    Why: the leader's HW advances to the least LEO it records over its ISR, so what it
-    records must be backed by the followers' logs (item 2 of docs/prove.md's list). A
-    follower's fetch offset is its LEO, and its log below it matches the leader's by the
-    fetch protocol's divergence check (KIP-320); it only truncates when that check, or a new
-    leader epoch, says so.
+    Why: the leader's HW advances to the least LEO it records over its ISR, and it admits
+    a follower to the ISR on its record, so what it records must be backed by the
+    followers' logs (item 2 of docs/prove.md's list). A follower's fetch offset is its LEO,
+    and its log below it matches the leader's by the fetch protocol's divergence check
+    (KIP-320); it only truncates when that check, or a new leader epoch, says so.
     """
     row = s.replicas[0]
     isr = s.controller.partitions[0].isr
@@ -349,7 +381,9 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
                 continue
             if k > len(r.log):
                 return f"leader {b} records LEO {k} for {f}, past its own {len(r.log)}"
-            if not (s.alive[f] and f in r.isr and f in isr and s.is_true_leader(0, b)):
+            current = (f in r.isr and f in isr) or \
+                r.remote_broker_epoch[f] == s.controller.registered[f]
+            if not (s.alive[f] and current and s.is_true_leader(0, b)):
                 continue
             if k > len(rf.log) or rf.log[:k] != r.log[:k]:
                 return f"leader {b} records LEO {k} for {f}, whose log does not back it"
@@ -385,7 +419,8 @@ Lemma = Callable[[Config, Cluster], str | None]
 LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
-                            RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr,
+                            RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
+                            RegistrationCurrent,
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }
