@@ -224,9 +224,9 @@ def test_the_new_lemmas_can_fail():
 
 
 def test_the_record_lemmas_can_fail_in_both_forms():
-    # ValuesKeepTheirEpoch, RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr,
-    # LogWithinView and RequestsNotBehindLog each name a broken hand-made state, and the Z3 form is satisfiable on that state's representation exactly
-    # when the concrete one fails (the initial state and a good log break neither).
+    # Each data-layer lemma names a broken hand-made state, and the Z3 form is satisfiable
+    # on that state's representation exactly when the concrete one fails (the initial state
+    # and a good log break none).
     import z3
 
     from model_check import symbolic as sym
@@ -235,9 +235,12 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         IsrWithinLeaderView,
         LogWithinView,
         RecordsInRange,
+        RegistrationCurrent,
+        RemoteLeoBacked,
         RequestsNotBehindLog,
         ValuesKeepTheirEpoch,
         ViewlessOutOfIsr,
+        ViewlessUnrecorded,
     )
     from spec.state import LeaderAndIsr, Record, replace
 
@@ -260,7 +263,27 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     stale = replace(ahead_of_request, controller=replace(s.controller, partitions=(
         replace(s.controller.partitions[0], leader_epoch=1),)), leader_and_isr=frozenset({
             LeaderAndIsr(1, 0, 0, 0, (0, 1), 1)}))
+    # Broker 1 restarted: registered again with epoch 1, or (bad) leader 0 still holding a
+    # record of it with the epoch it has now.
+    restarted_recorded = restarted.with_replica(0, 0, replace(
+        restarted.replica(0, 0), remote_log_end_offset=(-1, 0), remote_broker_epoch=(-1, 0)))
+    reregistered = replace(restarted_recorded, broker_epochs=(0, 1), controller=replace(
+        restarted.controller, registered=(0, 1)))
+    misregistered = replace(s, broker_epochs=(0, 1))
+    # Leader 0 holds a record of follower 1 (out of both ISRs) at LEO 1, in its current
+    # broker epoch: the follower's log must back it; in an older broker epoch it need not.
+    solo = replace(logged, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], isr=(0,)),)))
+    solo = solo.with_replica(0, 0, replace(solo.replica(0, 0), isr=(0,),
+                                           remote_log_end_offset=(-1, 1)))
+    unbacked = solo.with_replica(0, 0, replace(solo.replica(0, 0), remote_broker_epoch=(-1, 0)))
+    older = replace(solo, broker_epochs=(0, 1), controller=replace(
+        solo.controller, registered=(0, 1)))
     cases = [
+        (ViewlessUnrecorded, [s, reregistered], restarted_recorded,
+         "records broker epoch 0 for 1"),
+        (RegistrationCurrent, [s, reregistered], misregistered, "registered with epoch 0"),
+        (RemoteLeoBacked, [s, logged, older], unbacked, "whose log does not back it"),
         (ValuesKeepTheirEpoch, [s, logged, copied], relabelled, "value 1 in epochs 0 and 1"),
         (RecordsInRange, [s, logged], replace(ahead, next_value=2), "outside epochs 0..0"),
         (IsrWithinLeaderView, [s, logged], narrow, "lacks part of [0, 1]"),
@@ -269,11 +292,13 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "whose log has later records"),
     ]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
+    x, t, t2 = sym.fresh_state(shape, "x."), z3.Int("t"), z3.Int("t2")
 
     def symbolic_breaks(name, state) -> bool:
         solver = z3.Solver()
-        solver.add(sym.represent(shape, state, x), SYMBOLIC[name](shape, x, t))
+        f = SYMBOLIC[name]
+        solver.add(sym.represent(shape, state, x),
+                   f(shape, x, t, t2) if getattr(f, "pair", False) else f(shape, x, t))
         return solver.check() == z3.sat
 
     for lemma, good, bad, says in cases:
@@ -752,7 +777,7 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     states = reachable_states(config, 3000)[::150] + random_walks(config, 20, 60, 1)[::5]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t, t2 = sym.fresh_state(shape, "x."), z3.Int("t"), z3.Int("t2")
-    names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr")]
+    names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone")]
     assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr"} <= set(names)
     broken = set()
     for state in states:
