@@ -176,6 +176,41 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b in range(n)])
 
 
+def v_CacheMatchesLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset; the entry covering it is the last one starting at or before it
+    (entries rise: EpochCacheMonotone)."""
+    out = []
+    slots = range(shape.cache_slots)
+    for r in s.replicas:
+        covers = [z3.And(i < r.cache_len, r.cache_start[i] <= w,
+                         z3.Or(i + 1 >= r.cache_len, *([r.cache_start[i + 1] > w]
+                                                       if i + 1 < shape.cache_slots else [])))
+                  for i in slots]
+        record = z3.And(0 <= w, w < r.log_len)
+        out.append(z3.And(record, z3.Not(z3.Or(covers))))
+        out += [z3.And(record, covers[i], r.cache_epoch[i] != r.log_epoch[w]) for i in slots]
+    return z3.Or(out)
+
+
+def v_LeaderCacheCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([z3.And(s.alive[b], r.leader == b, z3.Or(
+        r.cache_len <= 0, sym._at(r.cache_epoch, r.cache_len - 1) != r.leader_epoch))
+        for b, r in enumerate(s.replicas)])
+
+
+def v_CommittedWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    if not shape.config.variant.broker_epochs:
+        return z3.BoolVal(False)
+    out = []
+    for b, lr in enumerate(s.replicas):
+        start = sym.epoch_start_offset(lr, lr.leader_epoch)
+        past = z3.And(sym._true_leader(s, b), w >= lr.high_watermark, w >= start)
+        out += [z3.And(past, 0 <= w, w < r.high_watermark, z3.Not(s.excused[r.log_value[w]]))
+                for r in s.replicas]
+    return z3.Or(out)
+
+
 def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([z3.And(e != UNKNOWN, e != s.broker_epochs[b])
                   for b, e in enumerate(s.registered)])
@@ -355,7 +390,8 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
 # remains").
 DATA = ("HistoryMonotone", "RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
-        "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "LogWithinView",
+        "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "CacheMatchesLog", "LeaderCacheCurrent",
+        "CommittedWithinLeaderReach", "LogWithinView",
         "RequestsNotBehindLog")
 
 LEMMAS: dict[str, Callable] = {

@@ -224,6 +224,57 @@ def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def CacheMatchesLog(config: Config, s: Cluster) -> str | None:
+    """Every record's epoch is the epoch of the cache entry that covers its offset (the last
+    entry starting at or before it).
+
+    Why: a follower truncates to the end offset its leader's cache gives for an epoch
+    (KIP-101, KIP-279) and a leader admits a follower to the ISR from its epoch's start
+    offset, so the caches must say where each epoch's records are.
+    """
+    for b, r in enumerate(s.replicas[0]):
+        for o, rec in enumerate(r.log):
+            covering = [e for e, start in r.epoch_cache if start <= o]
+            if not covering or covering[-1] != rec.epoch:
+                return f"broker {b}: record {rec} at {o}, cache {list(r.epoch_cache)}"
+    return None
+
+
+def LeaderCacheCurrent(config: Config, s: Cluster) -> str | None:
+    """A live broker leading in its view has its leader epoch as its cache's last entry.
+    Why: it assigns the epoch at its LEO on becoming leader and appends only in it, and
+    ISR expansion reads that entry's start (KIP-101's epoch start offset)."""
+    for b, r in enumerate(s.replicas[0]):
+        if s.alive[b] and r.leader == b and \
+                (not r.epoch_cache or r.epoch_cache[-1][0] != r.leader_epoch):
+            return f"leader {b} of epoch {r.leader_epoch} has cache {list(r.epoch_cache)}"
+    return None
+
+
+def CommittedWithinLeaderReach(config: Config, s: Cluster) -> str | None:
+    """With KIP-380's check: every record below any replica's HW, value not excused, is
+    below the true leader's HW or below the start offset of its leader epoch.
+
+    Why: a follower takes its HW from a leader's, and what a leader had committed is on
+    every ISR member, so on the next leader below its LEO at election, where its epoch
+    starts. A follower admitted to the ISR has a recorded LEO at or past both, so it holds
+    every such record (with RemoteLeoBacked). (Without the check, B7 breaks it.)
+    """
+    if not config.variant.broker_epochs:
+        return None
+    leader = s.true_leader(0)
+    if leader == NO_LEADER:
+        return None
+    lr = s.replica(0, leader)
+    reach = max(lr.high_watermark, lr.epoch_start_offset(lr.leader_epoch))
+    for x, r in enumerate(s.replicas[0]):
+        for o in range(reach, r.high_watermark):
+            if r.log[o].value not in s.excused:
+                return (f"broker {x} has {r.log[o]} at {o} below its HW, past leader "
+                        f"{leader}'s HW {lr.high_watermark} and epoch start")
+    return None
+
+
 def RegistrationCurrent(config: Config, s: Cluster) -> str | None:
     """The controller holds each broker as unregistered or with the broker epoch it last
     registered with. Why: KIP-380's check compares a leader's record with the controller's."""
@@ -420,7 +471,8 @@ LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
-                            RegistrationCurrent,
+                            RegistrationCurrent, CacheMatchesLog, LeaderCacheCurrent,
+                            CommittedWithinLeaderReach,
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }

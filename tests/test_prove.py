@@ -232,7 +232,10 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     from model_check import symbolic as sym
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
     from spec.lemmas import (
+        CacheMatchesLog,
+        CommittedWithinLeaderReach,
         IsrWithinLeaderView,
+        LeaderCacheCurrent,
         LogWithinView,
         RecordsInRange,
         RegistrationCurrent,
@@ -279,7 +282,16 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     unbacked = solo.with_replica(0, 0, replace(solo.replica(0, 0), remote_broker_epoch=(-1, 0)))
     older = replace(solo, broker_epochs=(0, 1), controller=replace(
         solo.controller, registered=(0, 1)))
+    miscached = logged.with_replica(0, 0, replace(logged.replica(0, 0), epoch_cache=((1, 0),)))
+    unassigned = s.with_replica(0, 0, replace(s.replica(0, 0), leader_epoch=1))
+    # Follower 1 has the record below its HW 1; leader 0's HW and epoch start are 0.
+    overtaken = copied.with_replica(0, 1, replace(copied.replica(0, 1), high_watermark=1))
+    caught_up = overtaken.with_replica(0, 0, replace(overtaken.replica(0, 0), high_watermark=1))
     cases = [
+        (CacheMatchesLog, [s, logged], miscached, "cache [(1, 0)]"),
+        (LeaderCacheCurrent, [s, logged], unassigned, "leader 0 of epoch 1 has cache"),
+        (CommittedWithinLeaderReach, [s, copied, caught_up], overtaken,
+         "past leader 0's HW 0 and epoch start"),
         (ViewlessUnrecorded, [s, reregistered], restarted_recorded,
          "records broker epoch 0 for 1"),
         (RegistrationCurrent, [s, reregistered], misregistered, "registered with epoch 0"),
