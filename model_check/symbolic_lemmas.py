@@ -211,6 +211,15 @@ def v_CommittedWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolR
     return z3.Or(out)
 
 
+def v_LeaderRequestCoversIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a request in flight)."""
+    return z3.Or([z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
+                         s.hist_leader[w] == b, s.hist_epoch[w] == s.c_epoch,
+                         z3.Or([z3.And(s.c_isr[x], z3.Not(s.hist_isr[x][w]))
+                                for x in range(shape.n)]))
+                  for b, r in enumerate(s.replicas)])
+
+
 def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([z3.And(e != UNKNOWN, e != s.broker_epochs[b])
                   for b, e in enumerate(s.registered)])
@@ -391,7 +400,7 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # remains").
 DATA = ("HistoryMonotone", "RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
         "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "CacheMatchesLog", "LeaderCacheCurrent",
-        "CommittedWithinLeaderReach", "LogWithinView",
+        "CommittedWithinLeaderReach", "LeaderRequestCoversIsr", "LogWithinView",
         "RequestsNotBehindLog")
 
 LEMMAS: dict[str, Callable] = {

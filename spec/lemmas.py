@@ -275,6 +275,23 @@ def CommittedWithinLeaderReach(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def LeaderRequestCoversIsr(config: Config, s: Cluster) -> str | None:
+    """A LeaderAndIsr request in flight to the broker it names as leader, of the controller's
+    leader epoch, which the broker would apply, has every member of the controller's ISR.
+
+    Why: within one leader epoch the ISR grows only by the leader's own expansion, which it
+    makes after applying the request; so a broker becoming leader from it starts with an
+    ISR view that holds the controller's ISR (IsrWithinLeaderView).
+    """
+    ps = s.controller.partitions[0]
+    for m in s.leader_and_isr:
+        r = s.replica(0, m.broker)
+        if s.alive[m.broker] and m.leader == m.broker and m.leader_epoch == ps.leader_epoch \
+                and m.partition_epoch > r.partition_epoch and not set(ps.isr) <= set(m.isr):
+            return f"the request of partition epoch {m.partition_epoch} lacks part of {list(ps.isr)}"
+    return None
+
+
 def RegistrationCurrent(config: Config, s: Cluster) -> str | None:
     """The controller holds each broker as unregistered or with the broker epoch it last
     registered with. Why: KIP-380's check compares a leader's record with the controller's."""
@@ -472,7 +489,7 @@ LEMMAS: dict[str, Lemma] = {
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
                             RegistrationCurrent, CacheMatchesLog, LeaderCacheCurrent,
-                            CommittedWithinLeaderReach,
+                            CommittedWithinLeaderReach, LeaderRequestCoversIsr,
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }
