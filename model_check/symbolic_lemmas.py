@@ -220,6 +220,20 @@ def v_LeaderRequestCoversIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b, r in enumerate(s.replicas)])
 
 
+def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    out = []
+    for m in s.fetches:
+        for b, lr in enumerate(s.replicas):
+            leads = z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b],
+                           lr.leader == b, lr.leader_epoch == m.leader_epoch)
+            out += [z3.And(leads, m.high_watermark > lr.high_watermark),
+                    z3.And(leads, _covers(m, w), z3.Or(
+                        w >= lr.log_len, lr.log_epoch[w] != m.rec_epoch[w],
+                        lr.log_value[w] != m.rec_value[w]))]
+    return z3.Or(out)
+
+
 def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or([z3.And(e != UNKNOWN, e != s.broker_epochs[b])
                   for b, e in enumerate(s.registered)])
@@ -400,7 +414,8 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # remains").
 DATA = ("HistoryMonotone", "RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
         "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "CacheMatchesLog", "LeaderCacheCurrent",
-        "CommittedWithinLeaderReach", "LeaderRequestCoversIsr", "LogWithinView",
+        "CommittedWithinLeaderReach", "LeaderRequestCoversIsr",
+        "ResponsesFromLeaderLog", "LogWithinView",
         "RequestsNotBehindLog")
 
 LEMMAS: dict[str, Callable] = {

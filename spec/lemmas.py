@@ -292,6 +292,28 @@ def LeaderRequestCoversIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
+    """A records response whose leader still leads in the response's leader epoch carries
+    that leader's records at their offsets and a HW at most the leader's.
+
+    Why: a leader's log only grows while it leads in one epoch and its HW never goes down,
+    and a response is dropped when its leader crashes; so a follower appending it copies the
+    leader's log (RemoteLeoBacked, CommittedOnIsr).
+    """
+    for f, m in enumerate(s.fetches[0]):
+        if not isinstance(m, FetchResponse) or m.kind != "records":
+            continue
+        lr = s.replica(0, m.leader)
+        if not (s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch):
+            continue
+        end = m.fetch_offset + len(m.records)
+        if end > len(lr.log) or lr.log[m.fetch_offset:end] != m.records:
+            return f"the response to {f} is not leader {m.leader}'s log from {m.fetch_offset}"
+        if m.high_watermark > lr.high_watermark:
+            return f"the response to {f} carries HW {m.high_watermark}, past its leader's"
+    return None
+
+
 def RegistrationCurrent(config: Config, s: Cluster) -> str | None:
     """The controller holds each broker as unregistered or with the broker epoch it last
     registered with. Why: KIP-380's check compares a leader's record with the controller's."""
@@ -490,6 +512,7 @@ LEMMAS: dict[str, Lemma] = {
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
                             RegistrationCurrent, CacheMatchesLog, LeaderCacheCurrent,
                             CommittedWithinLeaderReach, LeaderRequestCoversIsr,
+                            ResponsesFromLeaderLog,
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
 }

@@ -236,16 +236,18 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         CommittedWithinLeaderReach,
         IsrWithinLeaderView,
         LeaderCacheCurrent,
+        LeaderRequestCoversIsr,
         LogWithinView,
         RecordsInRange,
         RegistrationCurrent,
         RemoteLeoBacked,
         RequestsNotBehindLog,
+        ResponsesFromLeaderLog,
         ValuesKeepTheirEpoch,
         ViewlessOutOfIsr,
         ViewlessUnrecorded,
     )
-    from spec.state import LeaderAndIsr, Record, replace
+    from spec.state import FetchResponse, LeaderAndIsr, Record, replace
 
     config = _config("current")
     s = initial_state(config)
@@ -287,7 +289,14 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # Follower 1 has the record below its HW 1; leader 0's HW and epoch start are 0.
     overtaken = copied.with_replica(0, 1, replace(copied.replica(0, 1), high_watermark=1))
     caught_up = overtaken.with_replica(0, 0, replace(overtaken.replica(0, 0), high_watermark=1))
+    # A records response from leader 0, in its epoch: its log, or (bad) another value.
+    answered = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 0, 0))
+    misanswered = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 2),), 0, 0))
+    # A request to leader 0 of its own epoch, not applied yet, without follower 1.
+    shrunk = replace(s, leader_and_isr=frozenset({LeaderAndIsr(0, 0, 0, 0, (0,), 1)}))
     cases = [
+        (ResponsesFromLeaderLog, [s, answered], misanswered, "not leader 0's log from 0"),
+        (LeaderRequestCoversIsr, [s, stale], shrunk, "lacks part of [0, 1]"),
         (CacheMatchesLog, [s, logged], miscached, "cache [(1, 0)]"),
         (LeaderCacheCurrent, [s, logged], unassigned, "leader 0 of epoch 1 has cache"),
         (CommittedWithinLeaderReach, [s, copied, caught_up], overtaken,
