@@ -410,13 +410,14 @@ VALUES = ("DownBrokerReset", "ProduceUnwritten", "ValuesAtOneOffset", "Responses
 HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRecorded",
            "ViewsFromHistory")
 
-# The data layer: what the data invariants' proofs would rest on (docs/prove.md, "What
-# remains").
-DATA = ("HistoryMonotone", "RemoteLeoBacked", "CommittedOnIsr", "ValuesKeepTheirEpoch", "RecordsInRange",
-        "IsrWithinLeaderView", "ViewlessOutOfIsr", "ViewlessUnrecorded", "RegistrationCurrent", "CacheMatchesLog", "LeaderCacheCurrent",
-        "CommittedWithinLeaderReach", "LeaderRequestCoversIsr",
-        "ResponsesFromLeaderLog", "LogWithinView",
-        "RequestsNotBehindLog")
+# The data layer, written from the CTIs the layers above leave (docs/prove.md, "The data
+# layer"): the history's order, views against logs, broker epochs, epoch caches, the
+# leader's record of its followers and what is committed.
+DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
+        "RegistrationCurrent", "ViewlessOutOfIsr", "ViewlessUnrecorded",
+        "ValuesKeepTheirEpoch", "RecordsInRange", "LogWithinView", "RequestsNotBehindLog",
+        "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
+        "CommittedOnIsr", "CommittedWithinLeaderReach")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
@@ -434,7 +435,8 @@ PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
 def proof_lemmas(invariants: list[str]) -> list[str]:
     """The lemmas a proof of `invariants` uses when none are named: what their proofs assume
     (`PROOF_LEMMAS`, less the invariants asked) when every one has a proof, else every
-    proved invariant and the structural, history and values layers (`UNPROVED_LEMMAS`)."""
+    proved invariant, LeaderEpochMonotonic and the structural, history, values and data
+    layers (`UNPROVED_LEMMAS`)."""
     if not all(name in PROOF_LEMMAS for name in invariants):
         return [x for x in UNPROVED_LEMMAS if x not in invariants]
     return list(dict.fromkeys(x for name in invariants for x in PROOF_LEMMAS[name]
@@ -442,6 +444,7 @@ def proof_lemmas(invariants: list[str]) -> list[str]:
 
 
 # For invariants without a proof yet (the data invariants): with these, `current` at 3
-# brokers has 37 of 64 action instances inductive and a genuine CTI at each of the others
+# brokers has 49 of 64 action instances inductive and a genuine CTI at each of the others
 # (docs/prove.md); the structural layer alone gives 31.
-UNPROVED_LEMMAS = (*PROOF_LEMMAS, *STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES)
+UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
+                   "HistoryLeaderInIsr", *VALUES, *DATA)
