@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from model_check import prove
     from model_check.symbolic import VIOLATIONS, NotRepresentable
     from model_check.symbolic_lemmas import LEMMAS, proof_lemmas
-    from spec import INVARIANTS
+    from spec import INVARIANTS, VARIANTS
 
     if args.bmc is None and not args.induction:
         raise UsageError("prove: choose --bmc K or --induction")
@@ -118,7 +118,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--save-lemmas goes with --houdini")
     found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
     invariants = args.invariant or list(prove.TARGETS)
-    lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants))
+    # The data layer is written for `current` with every rule on and clean elections (a
+    # guard taken out by --without, another variant or an unclean election loses committed
+    # writes: the explorer shows the run).
+    data = config.variant == VARIANTS["current"] and not config.unclean_leader_election_enable
+    lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants, data))
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
