@@ -54,7 +54,8 @@ def register(sub) -> None:
     p.add_argument("--lemma", action="append", metavar="NAME",
                    help="induction: strengthening lemmas (repeatable; default: what the "
                    "invariants' proofs use, and for the data invariants the proved invariants "
-                   "and the structural, history and values layers: docs/prove.md)")
+                   "and the structural, history and values layers, with the data layer for "
+                   "current: docs/prove.md)")
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
     # The induction defaults' whole graph at 3 brokers (2,031,731 states for `current`) fits,
     # so a CTI found there is classified, not left at the cap (about 70 s on the flat encoding).
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from model_check import prove
     from model_check.symbolic import VIOLATIONS, NotRepresentable
     from model_check.symbolic_lemmas import LEMMAS, proof_lemmas
-    from spec import INVARIANTS, VARIANTS
+    from spec import INVARIANTS
 
     if args.bmc is None and not args.induction:
         raise UsageError("prove: choose --bmc K or --induction")
@@ -118,11 +119,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--save-lemmas goes with --houdini")
     found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
     invariants = args.invariant or list(prove.TARGETS)
-    # The data layer is written for `current` with every rule on and clean elections (a
-    # guard taken out by --without, another variant or an unclean election loses committed
-    # writes: the explorer shows the run).
-    data = config.variant == VARIANTS["current"] and not config.unclean_leader_election_enable
-    lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants, data))
+    lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants, config))
     try:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)

@@ -245,8 +245,7 @@ def LeaderCacheCurrent(config: Config, s: Cluster) -> str | None:
     Why: it assigns the epoch at its LEO on becoming leader and appends only in it, and
     ISR expansion reads that entry's start (KIP-101's epoch start offset)."""
     for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.leader == b and \
-                (not r.epoch_cache or r.epoch_cache[-1][0] != r.leader_epoch):
+        if s.alive[b] and r.leader == b and r.latest_epoch() != r.leader_epoch:
             return f"leader {b} of epoch {r.leader_epoch} has cache {list(r.epoch_cache)}"
     return None
 

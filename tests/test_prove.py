@@ -15,7 +15,7 @@ import spec.actions as actions
 from isrlab.cli import main
 from model_check.explorer import explore
 from model_check.model import KafkaModel
-from model_check.prove import bmc, induction, replay, summary
+from model_check.prove import bmc, induction, replay, summary, violation
 from spec import VARIANTS, Config, initial_state, step
 from spec.invariants import violations
 from spec.lemmas import LEMMAS
@@ -313,13 +313,11 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "whose log has later records"),
     ]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, t, t2 = sym.fresh_state(shape, "x."), z3.Int("t"), z3.Int("t2")
+    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
 
     def symbolic_breaks(name, state) -> bool:
         solver = z3.Solver()
-        f = SYMBOLIC[name]
-        solver.add(sym.represent(shape, state, x),
-                   f(shape, x, t, t2) if getattr(f, "pair", False) else f(shape, x, t))
+        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
         return solver.check() == z3.sat
 
     for lemma, good, bad, says in cases:
@@ -681,15 +679,14 @@ def test_a_small_cti_breaks_no_formula_anywhere_in_its_pre_state(monkeypatch):
 
     table = {**sym.VIOLATIONS, **LEMMAS}
     targets, goal = _data_goal()
-    t, t2 = z3.Int("anywhere"), z3.Int("anywhere2")
+    t = z3.Int("anywhere")
 
     def can_break_one() -> z3.CheckSatResult:
         shape, _, pre, _, _, base = prove.small_problem(Config(brokers=2), "LeaderAppend[0]",
                                                         goal, 3, table)
         solver = z3.Solver()
         solver.set("timeout", 120_000)
-        solver.add(*base, z3.Or([table[n](shape, pre, t, t2) if prove.is_pair(table[n])
-                                 else table[n](shape, pre, t) for n in goal]))
+        solver.add(*base, z3.Or([prove.violation(table[n], shape, pre, t) for n in goal]))
         return solver.check()
 
     found = prove._small_cti(Config(brokers=2), "LeaderAppend[0]", targets, goal, 3, 60_000, [])
@@ -739,6 +736,26 @@ def test_the_default_lemmas_prove_every_step_but_those_that_move_data():
     assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 12
     assert outcome.cti is not None and outcome.cti.action in {
         a.split("[")[0] for a, v in verdicts.items() if v.verdict == "cti"}
+
+
+def test_the_data_layer_is_assumed_only_where_it_holds():
+    # The data lemmas are true of `current` with every rule on; on another variant, a guard
+    # taken out or an unclean election they are false (committed writes are lost), so the
+    # default for the data invariants leaves them out there. The proved invariants' lemmas
+    # never include them.
+    from model_check.prove import TARGETS
+    from model_check.symbolic_lemmas import DATA_LEMMAS, proof_lemmas
+
+    current = Config(brokers=2, variant=VARIANTS["current"])
+    elsewhere = [Config(brokers=2, variant=VARIANTS["kip-320"]),
+                 Config(brokers=2, variant=VARIANTS["current"].with_rules(broker_epochs=False)),
+                 current.replace(unclean_leader_election_enable=True)]
+    assert set(DATA_LEMMAS) <= set(proof_lemmas(list(TARGETS), current))
+    assert proof_lemmas(list(TARGETS), current) == proof_lemmas(list(TARGETS))
+    for config in elsewhere:
+        chosen = proof_lemmas(list(TARGETS), config)
+        assert not set(DATA_LEMMAS) & set(chosen) and "ViewsFromHistory" in chosen
+    assert not set(DATA_LEMMAS) & set(proof_lemmas(PROVED, current))
 
 
 def test_a_small_cti_the_unbounded_step_does_not_confirm_is_dropped(monkeypatch):
@@ -801,7 +818,7 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     config = _config("current", brokers=3)
     states = reachable_states(config, 3000)[::150] + random_walks(config, 20, 60, 1)[::5]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, t, t2 = sym.fresh_state(shape, "x."), z3.Int("t"), z3.Int("t2")
+    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
     names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone")]
     assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr"} <= set(names)
     broken = set()
@@ -811,7 +828,7 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
         for name in names:
             f = SYMBOLIC[name]
             solver.push()
-            solver.add(f(shape, x, t, t2) if getattr(f, "pair", False) else f(shape, x, t))
+            solver.add(violation(f, shape, x, t))
             if solver.check() == z3.sat:
                 broken.add(name)
             solver.pop()
