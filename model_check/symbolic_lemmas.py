@@ -18,6 +18,7 @@ at its `value_offset`) to stand for the concrete "held anywhere".
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import z3
@@ -265,6 +266,59 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     return z3.Or(out)
 
 
+def v_CommittableOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    out = []
+    for b, r in enumerate(s.replicas):
+        reach = [z3.Implies(r.isr[x], w < r.remote_leo[x]) for x in range(shape.n) if x != b]
+        below = z3.And(s.alive[b], r.leader == b, z3.Or([r.isr[x] for x in range(shape.n)]),
+                       0 <= w, w < r.log_len, *reach, z3.Not(s.excused[r.log_value[w]]))
+        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)),
+                       sym.record_differs(r, rm, w))
+                for m, rm in enumerate(s.replicas) if m != b]
+    return z3.Or(out)
+
+
+def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for b, r in enumerate(s.replicas):
+        others = [x for x in range(shape.n) if x != b]
+        alone = z3.And(s.alive[b], r.leader == b, r.isr[b], *[z3.Not(r.isr[x]) for x in others])
+        out.append(z3.And(alone, z3.Or(s.c_leader != b, *[s.c_isr[x] for x in others]),
+                          z3.Or(s.c_leader != NO_LEADER, *[s.c_isr[x] for x in others])))
+    return z3.Or(out)
+
+
+def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    out = []
+    for b, lr in enumerate(s.replicas):
+        leads = z3.And(s.alive[b], lr.leader == b)
+
+        def missing(epoch, value):
+            return z3.And(leads, epoch == lr.leader_epoch, z3.Or(
+                w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value))
+
+        out += [z3.And(0 <= w, w < r.log_len, missing(r.log_epoch[w], r.log_value[w]))
+                for x, r in enumerate(s.replicas) if x != b]
+        out += [z3.And(_covers(m, w), missing(m.rec_epoch[w], m.rec_value[w]))
+                for m in s.fetches]
+    return z3.Or(out)
+
+
+@pair
+def v_EpochLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w2` is an offset where two logs hold the same epoch, `w` one at or below it where
+    they differ."""
+    out = []
+    for b1, b2 in itertools.combinations(range(shape.n), 2):
+        r1, r2 = s.replicas[b1], s.replicas[b2]
+        out.append(z3.And(0 <= w, w <= w2, w2 < r1.log_len, w2 < r2.log_len,
+                          r1.log_epoch[w2] == r2.log_epoch[w2], sym.record_differs(r1, r2, w)))
+    return z3.Or(out)
+
+
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
@@ -413,7 +467,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "RegistrationCurrent", "ViewlessOutOfIsr", "ViewlessUnrecorded",
         "ValuesKeepTheirEpoch", "RecordsInRange", "LogWithinView", "RequestsNotBehindLog",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
-        "CommittedOnIsr", "CommittedWithinLeaderReach")
+        "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
+        "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "CommittableOnIsr")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

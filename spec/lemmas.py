@@ -503,6 +503,94 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def CommittableOnIsr(config: Config, s: Cluster) -> str | None:
+    """What any live leader would commit on its next HW advance, stale or not (its log below
+    the least LEO over its ISR view, itself by its own LEO and the others by what it
+    records), is at the same offset in every live member of the controller's ISR (in every
+    member when none is live), its value excused aside.
+
+    Why: a leader the controller has moved on from still advances its HW over its own view.
+    Fencing (KIP-320) stops a follower that moved to a newer epoch from fetching from it, so
+    what it records is what the follower had when they last agreed; and every later ISR is
+    drawn from that view until a newer leader admits others.
+    """
+    row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
+    live = any(s.alive[m] for m in isr)
+    for b, r in enumerate(row):
+        if not (s.alive[b] and r.leader == b and r.isr):
+            continue
+        reach = min(len(r.log) if x == b else r.remote_log_end_offset[x] for x in r.isr)
+        for o in range(min(reach, len(r.log))):
+            rec = r.log[o]
+            if rec.value in s.excused:
+                continue
+            for m in isr:
+                log = row[m].log
+                if (s.alive[m] or not live) and (o >= len(log) or log[o] != rec):
+                    return f"leader {b} could commit {rec} at {o}, ISR member {m} lacks it"
+    return None
+
+
+def LoneLeaderKeepsPartition(config: Config, s: Cluster) -> str | None:
+    """A live broker leading with an ISR view of itself alone keeps the partition: the
+    controller's ISR is within {it} and its leader is it or none.
+
+    Why: after the view the leader read, the ISR only grows through that leader's own
+    expansion (which moves its view), members are only dropped, and a clean election picks
+    an ISR member. So a stale leader alone in its view, which commits each record it appends,
+    cannot be overtaken by a leader whose committed records it lacks (LogMatching).
+    """
+    ps = s.controller.partitions[0]
+    for b, r in enumerate(s.replicas[0]):
+        if s.alive[b] and r.leader == b and tuple(r.isr) == (b,):
+            if ps.leader not in (b, NO_LEADER) or not set(ps.isr) <= {b}:
+                return (f"broker {b} leads alone in its view, the controller has leader "
+                        f"{ps.leader} and ISR {list(ps.isr)}")
+    return None
+
+
+def LeaderHoldsItsEpoch(config: Config, s: Cluster) -> str | None:
+    """Every record of a live leader's epoch, in any log or fetch response, is in that
+    leader's log at its offset.
+
+    Why: only the leader of an epoch appends records of it, and it never truncates while it
+    leads; everyone else copies them. So a leader appending at its LEO writes at an offset
+    where no record of its epoch exists yet (EpochLogMatching).
+    """
+    for b, r in enumerate(s.replicas[0]):
+        if not (s.alive[b] and r.leader == b):
+            continue
+        for where, o, rec in _records(s):
+            if rec.epoch == r.leader_epoch and (o >= len(r.log) or r.log[o] != rec):
+                return f"{where} holds {rec} at {o}, which leader {b} of its epoch does not"
+    return None
+
+
+def EpochLogMatching(config: Config, s: Cluster) -> str | None:
+    """Two logs holding records of one leader epoch at an offset hold the same records at it
+    and at every offset below it.
+
+    Why: the leader of an epoch appends at each offset once and never truncates while it
+    leads; a follower appends a batch only after the fetch protocol's divergence check
+    (KIP-320) found its last record's epoch on the leader's log at the same end offset, so
+    by induction its whole prefix is the leader's. LeaderHandleFetch records a follower's
+    LEO on exactly that check, and only this fact says the logs agree below it.
+    """
+    row = s.replicas[0]
+    for b1, r1 in enumerate(row):
+        for b2 in range(b1 + 1, len(row)):
+            r2 = row[b2]
+            n = min(len(r1.log), len(r2.log))
+            for o in range(n - 1, -1, -1):
+                if r1.log[o].epoch == r2.log[o].epoch:
+                    if r1.log[:o + 1] != r2.log[:o + 1]:
+                        return (f"brokers {b1} and {b2} both hold epoch {r1.log[o].epoch} at "
+                                f"{o} but differ at or below it")
+                    break
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -513,5 +601,7 @@ LEMMAS: dict[str, Lemma] = {
                             CommittedWithinLeaderReach, LeaderRequestCoversIsr,
                             ResponsesFromLeaderLog,
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
-                            UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr)
+                            UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
+                            EpochLogMatching, LeaderHoldsItsEpoch,
+                            LoneLeaderKeepsPartition, CommittableOnIsr)
 }
