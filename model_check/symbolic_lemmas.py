@@ -266,6 +266,10 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     return z3.Or(out)
 
 
+def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Not(z3.Or([s.c_isr[m] for m in range(shape.n)]))
+
+
 def v_CommittableOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
@@ -468,7 +472,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "ValuesKeepTheirEpoch", "RecordsInRange", "LogWithinView", "RequestsNotBehindLog",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
-        "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "CommittableOnIsr")
+        "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "CommittableOnIsr",
+        "IsrNeverEmpty")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

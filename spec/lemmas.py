@@ -503,6 +503,18 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:
+    """The controller's ISR always has a member.
+
+    Why: a shrink drops a follower, never the leader, and a session expiry keeps the last
+    member (an offline partition waits for it). So what the ISR promises about committed
+    records always has someone to hold it (CommittedOnIsr, LoneLeaderKeepsPartition).
+    """
+    if not s.controller.partitions[0].isr:
+        return "the controller's ISR is empty"
+    return None
+
+
 def CommittableOnIsr(config: Config, s: Cluster) -> str | None:
     """What any live leader would commit on its next HW advance, stale or not (its log below
     the least LEO over its ISR view, itself by its own LEO and the others by what it
@@ -603,5 +615,6 @@ LEMMAS: dict[str, Lemma] = {
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
-                            LoneLeaderKeepsPartition, CommittableOnIsr)
+                            LoneLeaderKeepsPartition, CommittableOnIsr,
+                            IsrNeverEmpty)
 }
