@@ -266,6 +266,18 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     return z3.Or(out)
 
 
+def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        fetch = m.kind == sym.FETCH
+        same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch,
+                      z3.Not(r.truncation_pending))
+        out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f])),
+                z3.And(same, z3.Or(m.fetch_offset != r.log_len,
+                                   m.last_fetched_epoch != sym._last_record_epoch(r)))]
+    return z3.Or(out)
+
+
 def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Not(z3.Or([s.c_isr[m] for m in range(shape.n)]))
 
@@ -294,19 +306,21 @@ def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
     return z3.Or(out)
 
 
+def _lacks(lr: sym.SReplica, w, epoch, value) -> z3.BoolRef:
+    """`lr`'s log has no record (`epoch`, `value`) at offset `w`."""
+    return z3.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
+
+
 def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     out = []
     for b, lr in enumerate(s.replicas):
         leads = z3.And(s.alive[b], lr.leader == b)
-
-        def missing(epoch, value):
-            return z3.And(leads, epoch == lr.leader_epoch, z3.Or(
-                w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value))
-
-        out += [z3.And(0 <= w, w < r.log_len, missing(r.log_epoch[w], r.log_value[w]))
+        out += [z3.And(leads, 0 <= w, w < r.log_len, r.log_epoch[w] == lr.leader_epoch,
+                       _lacks(lr, w, r.log_epoch[w], r.log_value[w]))
                 for x, r in enumerate(s.replicas) if x != b]
-        out += [z3.And(_covers(m, w), missing(m.rec_epoch[w], m.rec_value[w]))
+        out += [z3.And(leads, _covers(m, w), m.rec_epoch[w] == lr.leader_epoch,
+                       _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
                 for m in s.fetches]
     return z3.Or(out)
 
@@ -473,7 +487,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "CommittableOnIsr",
-        "IsrNeverEmpty")
+        "IsrNeverEmpty", "FetchRequestsCurrent")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spec.config import Config
-from spec.state import NO_LEADER, UNKNOWN, Cluster, FetchResponse
+from spec.state import NO_LEADER, UNKNOWN, Cluster, FetchRequest, FetchResponse
 
 
 def WellFormed(config: Config, s: Cluster) -> str | None:
@@ -503,6 +503,33 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
+    """A fetch request in flight carries a broker epoch the follower has had (0 .. its
+    current one); and while the follower is still in the view it sent it in (same leader and
+    leader epoch, no truncation due), it carries the follower's LEO and the epoch of its
+    last record.
+
+    Why: a follower's log only changes through its own fetch answers (one at a time), a
+    truncation on a new view, or a crash (which drops the request); a new session gives it
+    a newer broker epoch. So the leader checking a fetch checks the follower's log as it is
+    (EpochLogMatching, RemoteLeoBacked).
+    """
+    for f, m in enumerate(s.fetches[0]):
+        if not isinstance(m, FetchRequest):
+            continue
+        if not 0 <= m.broker_epoch <= s.broker_epochs[f]:
+            return f"the fetch from {f} carries broker epoch {m.broker_epoch}"
+        r = s.replica(0, f)
+        if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch) \
+                or r.truncation_pending:
+            continue
+        if (m.fetch_offset, m.last_fetched_epoch) != (len(r.log), r.last_record_epoch()):
+            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
+                    f"{m.last_fetched_epoch}; its log ends at {len(r.log)} in epoch "
+                    f"{r.last_record_epoch()}")
+    return None
+
+
 def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:
     """The controller's ISR always has a member.
 
@@ -616,5 +643,5 @@ LEMMAS: dict[str, Lemma] = {
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, CommittableOnIsr,
-                            IsrNeverEmpty)
+                            IsrNeverEmpty, FetchRequestsCurrent)
 }
