@@ -282,17 +282,14 @@ def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Not(z3.Or([s.c_isr[m] for m in range(shape.n)]))
 
 
-def v_CommittableOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset."""
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
-        reach = [z3.Implies(r.isr[x], w < r.remote_leo[x]) for x in range(shape.n) if x != b]
-        below = z3.And(s.alive[b], r.leader == b, z3.Or([r.isr[x] for x in range(shape.n)]),
-                       0 <= w, w < r.log_len, *reach, z3.Not(s.excused[r.log_value[w]]))
-        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)),
-                       sym.record_differs(r, rm, w))
-                for m, rm in enumerate(s.replicas) if m != b]
+        members = z3.Sum([z3.If(r.isr[x], 1, 0) for x in range(shape.n)])
+        behind = [z3.Implies(r.isr[x], r.high_watermark < (r.log_len if x == b else r.remote_leo[x]))
+                  for x in range(shape.n)]
+        out.append(z3.And(s.alive[b], r.leader == b, members >= 1,
+                          members >= shape.config.min_insync_replicas, *behind))
     return z3.Or(out)
 
 
@@ -486,7 +483,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "ValuesKeepTheirEpoch", "RecordsInRange", "LogWithinView", "RequestsNotBehindLog",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
-        "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "CommittableOnIsr",
+        "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
         "IsrNeverEmpty", "FetchRequestsCurrent")
 
 LEMMAS: dict[str, Callable] = {

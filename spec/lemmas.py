@@ -542,32 +542,23 @@ def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:
     return None
 
 
-def CommittableOnIsr(config: Config, s: Cluster) -> str | None:
-    """What any live leader would commit on its next HW advance, stale or not (its log below
-    the least LEO over its ISR view, itself by its own LEO and the others by what it
-    records), is at the same offset in every live member of the controller's ISR (in every
-    member when none is live), its value excused aside.
+def HighWatermarkAtReach(config: Config, s: Cluster) -> str | None:
+    """A live leader's HW is at least the least LEO over its ISR view (its own, and what it
+    records for the others), whenever that view has min.insync.replicas members.
 
-    Why: a leader the controller has moved on from still advances its HW over its own view.
-    Fencing (KIP-320) stops a follower that moved to a newer epoch from fetching from it, so
-    what it records is what the follower had when they last agreed; and every later ISR is
-    drawn from that view until a newer leader admits others.
+    Why: the leader moves its HW to that minimum on every step that can raise it (a fetch,
+    an append, a change of its view), so it never falls behind. A stale leader therefore
+    commits nothing beyond its HW on its next append unless it is alone in its view
+    (LoneLeaderKeepsPartition), and what it records for a follower that has since lost its
+    tail is already below its HW, where losing it is excused.
     """
-    row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    live = any(s.alive[m] for m in isr)
-    for b, r in enumerate(row):
-        if not (s.alive[b] and r.leader == b and r.isr):
+    for b, r in enumerate(s.replicas[0]):
+        if not (s.alive[b] and r.leader == b and r.isr) \
+                or len(r.isr) < config.min_insync_replicas:
             continue
         reach = min(len(r.log) if x == b else r.remote_log_end_offset[x] for x in r.isr)
-        for o in range(min(reach, len(r.log))):
-            rec = r.log[o]
-            if rec.value in s.excused:
-                continue
-            for m in isr:
-                log = row[m].log
-                if (s.alive[m] or not live) and (o >= len(log) or log[o] != rec):
-                    return f"leader {b} could commit {rec} at {o}, ISR member {m} lacks it"
+        if r.high_watermark < reach:
+            return f"leader {b} has HW {r.high_watermark}, below {reach} over its ISR view"
     return None
 
 
@@ -642,6 +633,6 @@ LEMMAS: dict[str, Lemma] = {
                             LogWithinView, RequestsNotBehindLog, ResponsesWellFormed,
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
-                            LoneLeaderKeepsPartition, CommittableOnIsr,
+                            LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent)
 }
