@@ -504,8 +504,8 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 
 
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
-    """A fetch request in flight carries a broker epoch the follower has had (0 .. its
-    current one); and while the follower is still in the view it sent it in (same leader and
+    """A fetch request in flight carries a broker epoch and a leader epoch no newer than the
+    follower's; and while the follower is still in the view it sent it in (same leader and
     leader epoch, no truncation due), it carries the follower's LEO and the epoch of its
     last record.
 
@@ -517,9 +517,10 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     for f, m in enumerate(s.fetches[0]):
         if not isinstance(m, FetchRequest):
             continue
-        if not 0 <= m.broker_epoch <= s.broker_epochs[f]:
-            return f"the fetch from {f} carries broker epoch {m.broker_epoch}"
         r = s.replica(0, f)
+        if m.broker_epoch > s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
+            return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
+                    f"epoch {m.current_leader_epoch}, newer than its own")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch) \
                 or r.truncation_pending:
             continue
