@@ -506,8 +506,8 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     """A fetch request in flight carries a broker epoch and a leader epoch no newer than the
     follower's; and while the follower is still in the view it sent it in (same leader and
-    leader epoch, no truncation due), it carries the follower's LEO and the epoch of its
-    last record.
+    leader epoch), no truncation is due and it carries the follower's LEO and the epoch of
+    its last record.
 
     Why: a follower's log only changes through its own fetch answers (one at a time), a
     truncation on a new view, or a crash (which drops the request); a new session gives it
@@ -521,9 +521,10 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if m.broker_epoch > s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
                     f"epoch {m.current_leader_epoch}, newer than its own")
-        if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch) \
-                or r.truncation_pending:
+        if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
+        if r.truncation_pending:
+            return f"the fetch from {f} is in flight in its view, with a truncation due"
         if (m.fetch_offset, m.last_fetched_epoch) != (len(r.log), r.last_record_epoch()):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
                     f"{m.last_fetched_epoch}; its log ends at {len(r.log)} in epoch "
