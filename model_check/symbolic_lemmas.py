@@ -232,7 +232,7 @@ def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(e != UNKNOWN, e != s.broker_epochs[b])
+    return z3.Or([z3.Or(s.broker_epochs[b] < 0, z3.And(e != UNKNOWN, e != s.broker_epochs[b]))
                   for b, e in enumerate(s.registered)])
 
 
@@ -271,7 +271,7 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         fetch = m.kind == sym.FETCH
         same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
-        out += [z3.And(fetch, z3.Or(m.broker_epoch > s.broker_epochs[f],
+        out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
                                    m.current_leader_epoch > r.leader_epoch)),
                 z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len,
                                    m.last_fetched_epoch != sym._last_record_epoch(r)))]
@@ -319,6 +319,18 @@ def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         out += [z3.And(leads, _covers(m, w), m.rec_epoch[w] == lr.leader_epoch,
                        _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
                 for m in s.fetches]
+    return z3.Or(out)
+
+
+@pair
+def v_EpochStartsAgree(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w` is where one log holds an epoch, `w2` a later offset where another log holds it
+    too but not at `w`."""
+    out = []
+    for a, b in itertools.permutations(range(shape.n), 2):
+        ra, rb = s.replicas[a], s.replicas[b]
+        out.append(z3.And(0 <= w, w < w2, w2 < ra.log_len, w < rb.log_len,
+                          ra.log_epoch[w2] == rb.log_epoch[w], ra.log_epoch[w] != ra.log_epoch[w2]))
     return z3.Or(out)
 
 
@@ -484,7 +496,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
-        "IsrNeverEmpty", "FetchRequestsCurrent")
+        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

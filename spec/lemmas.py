@@ -315,8 +315,11 @@ def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
 
 def RegistrationCurrent(config: Config, s: Cluster) -> str | None:
     """The controller holds each broker as unregistered or with the broker epoch it last
-    registered with. Why: KIP-380's check compares a leader's record with the controller's."""
+    registered with, and broker epochs start at 0. Why: KIP-380's check compares a leader's
+    record with the controller's, and an unknown epoch (-1) must not pass for one."""
     for b, e in enumerate(s.controller.registered):
+        if s.broker_epochs[b] < 0:
+            return f"broker {b} has broker epoch {s.broker_epochs[b]}"
         if e not in (UNKNOWN, s.broker_epochs[b]):
             return f"broker {b} registered with epoch {e}, its own is {s.broker_epochs[b]}"
     return None
@@ -504,8 +507,8 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 
 
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
-    """A fetch request in flight carries a broker epoch and a leader epoch no newer than the
-    follower's; and while the follower is still in the view it sent it in (same leader and
+    """A fetch request in flight carries a broker epoch the follower has had (0 .. its own)
+    and a leader epoch no newer than its view's; and while the follower is still in the view it sent it in (same leader and
     leader epoch), no truncation is due and it carries the follower's LEO and the epoch of
     its last record.
 
@@ -518,9 +521,9 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if not isinstance(m, FetchRequest):
             continue
         r = s.replica(0, f)
-        if m.broker_epoch > s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
+        if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
-                    f"epoch {m.current_leader_epoch}, newer than its own")
+                    f"epoch {m.current_leader_epoch}")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
         if r.truncation_pending:
@@ -599,6 +602,26 @@ def LeaderHoldsItsEpoch(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def EpochStartsAgree(config: Config, s: Cluster) -> str | None:
+    """Every log holding records of a leader epoch holds its first one at the same offset.
+
+    Why: the leader of an epoch starts it at its LEO on election and appends it contiguously;
+    a follower copies a prefix of that log (EpochLogMatching). So a leader that finds a
+    follower's last epoch in its own epoch cache, ending at or past the follower's LEO, has
+    that epoch at the follower's last offset too, and the logs match below it.
+    """
+    first: dict[int, tuple[int, int]] = {}
+    for b, r in enumerate(s.replicas[0]):
+        for o, rec in enumerate(r.log):
+            if o and r.log[o - 1].epoch == rec.epoch:
+                continue
+            seen = first.setdefault(rec.epoch, (b, o))
+            if seen[1] != o:
+                return (f"epoch {rec.epoch} starts at {seen[1]} on broker {seen[0]} "
+                        f"and at {o} on broker {b}")
+    return None
+
+
 def EpochLogMatching(config: Config, s: Cluster) -> str | None:
     """Two logs holding records of one leader epoch at an offset hold the same records at it
     and at every offset below it.
@@ -636,5 +659,5 @@ LEMMAS: dict[str, Lemma] = {
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
-                            IsrNeverEmpty, FetchRequestsCurrent)
+                            IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree)
 }
