@@ -507,15 +507,17 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 
 
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
-    """A fetch request in flight carries a broker epoch the follower has had (0 .. its own)
-    and a leader epoch no newer than its view's; and while the follower is still in the view it sent it in (same leader and
-    leader epoch), no truncation is due and it carries the follower's LEO and the epoch of
-    its last record.
+    """A fetch request in flight carries a broker epoch the follower has had (0 .. its own),
+    a leader epoch no newer than its view's, and an offset and last epoch its log still has
+    (the log below the offset is as it was when sent); while the follower is still in the
+    view it sent it in (same leader and leader epoch), no truncation is due and the offset is
+    its LEO.
 
-    Why: a follower's log only changes through its own fetch answers (one at a time), a
-    truncation on a new view, or a crash (which drops the request); a new session gives it
-    a newer broker epoch. So the leader checking a fetch checks the follower's log as it is
-    (EpochLogMatching, RemoteLeoBacked).
+    Why: while its request is in flight a follower's log does not shrink: it truncates only
+    on an answer, which needs the connection, and a crash drops the request. It grows only
+    if it is made leader and appends, which moves its view; a new session gives it a newer
+    broker epoch. So a leader checking the request checks the follower's log as it is, or a
+    prefix of it (EpochLogMatching, RemoteLeoBacked).
     """
     for f, m in enumerate(s.fetches[0]):
         if not isinstance(m, FetchRequest):
@@ -524,14 +526,15 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
                     f"epoch {m.current_leader_epoch}")
+        kept = m.fetch_offset <= len(r.log) and m.last_fetched_epoch == (
+            r.log[m.fetch_offset - 1].epoch if m.fetch_offset > 0 else UNKNOWN)
+        if not kept:
+            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
+                    f"{m.last_fetched_epoch}, which its log no longer has")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
-        if r.truncation_pending:
-            return f"the fetch from {f} is in flight in its view, with a truncation due"
-        if (m.fetch_offset, m.last_fetched_epoch) != (len(r.log), r.last_record_epoch()):
-            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
-                    f"{m.last_fetched_epoch}; its log ends at {len(r.log)} in epoch "
-                    f"{r.last_record_epoch()}")
+        if r.truncation_pending or m.fetch_offset != len(r.log):
+            return f"the fetch from {f} is in flight in its view, behind its log or its truncation"
     return None
 
 
