@@ -271,7 +271,7 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         fetch = m.kind == sym.FETCH
         o = m.fetch_offset
-        kept = z3.And(o <= r.log_len, m.last_fetched_epoch == z3.If(
+        kept = z3.And(0 <= o, o <= r.log_len, m.last_fetched_epoch == z3.If(
             o > 0, r.log_epoch[o - 1], UNKNOWN))
         same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
         out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],

@@ -526,7 +526,7 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
                     f"epoch {m.current_leader_epoch}")
-        kept = m.fetch_offset <= len(r.log) and m.last_fetched_epoch == (
+        kept = 0 <= m.fetch_offset <= len(r.log) and m.last_fetched_epoch == (
             r.log[m.fetch_offset - 1].epoch if m.fetch_offset > 0 else UNKNOWN)
         if not kept:
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
