@@ -276,7 +276,9 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
         out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
                                     m.current_leader_epoch > r.leader_epoch, z3.Not(kept))),
-                z3.And(same, z3.Or(r.truncation_pending, o != r.log_len))]
+                z3.And(same, z3.Or(r.truncation_pending, o != r.log_len)),
+                z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
+                                                     m.current_leader_epoch > r.leader_epoch))]
     return z3.Or(out)
 
 

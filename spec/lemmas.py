@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spec.config import Config
-from spec.state import NO_LEADER, UNKNOWN, Cluster, FetchRequest, FetchResponse
+from spec.state import NO_LEADER, UNKNOWN, Cluster, EpochRequest, FetchRequest, FetchResponse
 
 
 def WellFormed(config: Config, s: Cluster) -> str | None:
@@ -507,7 +507,8 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 
 
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
-    """A fetch request in flight carries a broker epoch the follower has had (0 .. its own),
+    """An epoch request in flight asks for an epoch (or -1) in a leader epoch no newer than
+    its sender's view; a fetch request in flight carries a broker epoch the follower has had (0 .. its own),
     a leader epoch no newer than its view's, and an offset and last epoch its log still has
     (the log below the offset is as it was when sent); while the follower is still in the
     view it sent it in (same leader and leader epoch), no truncation is due and the offset is
@@ -520,9 +521,11 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     prefix of it (EpochLogMatching, RemoteLeoBacked).
     """
     for f, m in enumerate(s.fetches[0]):
+        r = s.replica(0, f)
+        if isinstance(m, EpochRequest) and (m.epoch < UNKNOWN or m.current_leader_epoch > r.leader_epoch):
+            return f"the epoch request from {f} asks for {m.epoch} in leader epoch {m.current_leader_epoch}"
         if not isinstance(m, FetchRequest):
             continue
-        r = s.replica(0, f)
         if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
                     f"epoch {m.current_leader_epoch}")
