@@ -298,12 +298,16 @@ def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a LeaderAndIsr in flight)."""
     out = []
     for b, r in enumerate(s.replicas):
         others = [x for x in range(shape.n) if x != b]
-        alone = z3.And(s.alive[b], r.leader == b, r.isr[b], *[z3.Not(r.isr[x]) for x in others])
-        out.append(z3.And(alone, z3.Or(s.c_leader != b, *[s.c_isr[x] for x in others]),
-                          z3.Or(s.c_leader != NO_LEADER, *[s.c_isr[x] for x in others])))
+        overtaken = z3.And(z3.Or(s.c_leader != b, *[s.c_isr[x] for x in others]),
+                           z3.Or(s.c_leader != NO_LEADER, *[s.c_isr[x] for x in others]))
+        leads = z3.And(r.leader == b, r.isr[b], *[z3.Not(r.isr[x]) for x in others])
+        told = z3.And(s.lai[b][w], w > r.partition_epoch, s.hist_leader[w] == b,
+                      s.hist_isr[b][w], *[z3.Not(s.hist_isr[x][w]) for x in others])
+        out.append(z3.And(s.alive[b], z3.Or(leads, told), overtaken))
     return z3.Or(out)
 
 

@@ -574,20 +574,25 @@ def HighWatermarkAtReach(config: Config, s: Cluster) -> str | None:
 
 
 def LoneLeaderKeepsPartition(config: Config, s: Cluster) -> str | None:
-    """A live broker leading with an ISR view of itself alone keeps the partition: the
-    controller's ISR is within {it} and its leader is it or none.
+    """A live broker leading with an ISR view of itself alone, or with such a LeaderAndIsr in
+    flight to it that it has not passed, keeps the partition: the controller's ISR is within
+    {it} and its leader is it or none.
 
-    Why: after the view the leader read, the ISR only grows through that leader's own
-    expansion (which moves its view), members are only dropped, and a clean election picks
-    an ISR member. So a stale leader alone in its view, which commits each record it appends,
-    cannot be overtaken by a leader whose committed records it lacks (LogMatching).
+    Why: after that view, the ISR only grows through that leader's own expansion (which
+    moves its view), members are only dropped, and a clean election picks an ISR member. So a
+    stale leader alone in its view, which commits each record it appends, cannot be
+    overtaken by a leader whose committed records it lacks (LogMatching).
     """
     ps = s.controller.partitions[0]
-    for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.leader == b and tuple(r.isr) == (b,):
-            if ps.leader not in (b, NO_LEADER) or not set(ps.isr) <= {b}:
-                return (f"broker {b} leads alone in its view, the controller has leader "
-                        f"{ps.leader} and ISR {list(ps.isr)}")
+    alone = {b for b, r in enumerate(s.replicas[0])
+             if s.alive[b] and r.leader == b and tuple(r.isr) == (b,)}
+    alone |= {m.broker for m in s.leader_and_isr
+              if s.alive[m.broker] and m.leader == m.broker and tuple(m.isr) == (m.broker,)
+              and m.partition_epoch > s.replica(0, m.broker).partition_epoch}
+    for b in sorted(alone):
+        if ps.leader not in (b, NO_LEADER) or not set(ps.isr) <= {b}:
+            return (f"broker {b} leads alone in its view (or is told to), the controller has "
+                    f"leader {ps.leader} and ISR {list(ps.isr)}")
     return None
 
 
