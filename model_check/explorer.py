@@ -227,10 +227,17 @@ class _Expander:
             self.ruled_out = ruled_out
         held, self.pending = self.pending, {}
         positions, fps = accepted
-        level = set(fps.tolist())
-        level.update(fp for _, fp, _ in imported)
         for _, fp, state in imported:
             held[fp] = state
+        reduced = expand and self.reduction is not None
+        if reduced:
+            level = set(fps.tolist())
+            level.update(fp for _, fp, _ in imported)
+        elif imported:
+            # Visited now, though another worker reported them: a successor landing on one
+            # is then dropped here, not sent to the coordinator.
+            got = np.fromiter((fp for _, fp, _ in imported), np.int64, len(imported))
+            self.seen.add(got[~self.seen.contains(got)].tolist())
 
         def frontier():
             # In position order (so fingerprint order); built a chunk at a time, as a level
@@ -242,67 +249,103 @@ class _Expander:
                 return own
             return heapq.merge(own, ((pos, fp) for pos, fp, _ in imported), key=_first)
 
-        model = self.model
-        violations = []
+        violations: list = []
         parents = array("q")
         indices = array("H")
         kinds: Counter = Counter()
         generated = 0
+        if expand and not reduced:
+            # Each state checked just before it is expanded: one pass over the level, so one
+            # trip through memory per state.
+            generated = self._check_and_expand(frontier(), held, violations, parents, indices,
+                                               kinds)
+        else:
+            self._check(frontier(), held, violations)
+            if reduced and not violations:
+                generated = self._expand_reduced(frontier(), held, level, parents, indices,
+                                                 kinds)
+                self.previous = level
         pending = self.pending
-        if self.check:
-            checks = self.checks
-            # A model may say at once that every invariant holds (`holds`, one call where the
-            # checks are many); only a state it does not clear is asked invariant by invariant.
-            holds = getattr(model, "holds", None)
-            for pos, fp in frontier():
-                state = held[fp]
-                if holds is not None and holds(state):
-                    continue
-                for order, (name, check) in enumerate(checks):
-                    detail = check(state)
-                    if detail is not None:
-                        violations.append((order, pos, name, detail))
-                        break
-        if expand and not violations and self.reduction is not None:
-            generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
-            self.previous = level
-        elif expand and not violations:
-            canonical = self.model.canonical if self.symmetry else None
-            seen = self.seen
-            successors = model.successors
-            labels_seen: list = []
-            kind_of = labels_seen.append
-            batch: list[tuple[int, int, int, Any, int]] = []
-            fresh = batch.append
-            # Most successors are states of this level or the last: those are looked up in a
-            # set of the two frontiers, and only the rest in the sorted array.
-            previous = self.previous
-            for pos, fp in frontier():
-                state = held.pop(fp)
-                index = 0
-                for label, nxt in successors(state):
-                    kind_of(label)
-                    if canonical is not None:
-                        nxt = canonical(nxt)
-                    fp = hash(nxt)
-                    if fp not in pending and fp not in level and fp not in previous:
-                        fresh((fp, pos, index, nxt, 0))
-                    index += 1
-                generated += index
-                if len(batch) >= _BATCH:
-                    self._accept(batch, parents, indices)
-                if len(labels_seen) > 4096:
-                    _count_kinds(kinds, labels_seen)
-                    labels_seen.clear()
-            self._accept(batch, parents, indices)
-            _count_kinds(kinds, labels_seen)
-            seen.add(pending)
-            self.previous = level
         masks = None
         if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
                                 len(pending))
         return violations, (list(pending), parents, indices), kinds, generated, masks
+
+    def _violations(self, pos: int, state, violations: list) -> None:
+        """Add the first invariant `state` breaks, if any, as (order, position, name,
+        detail). A model may say at once that every invariant holds (`holds`, one call where
+        the checks are many): callers ask it first, and only a state it does not clear here,
+        invariant by invariant."""
+        for order, (name, check) in enumerate(self.checks):
+            detail = check(state)
+            if detail is not None:
+                violations.append((order, pos, name, detail))
+                return
+
+    def _check(self, frontier, held, violations: list) -> None:
+        """Check the level's states, expanding none."""
+        if not self.check:
+            return
+        holds = getattr(self.model, "holds", None)
+        for pos, fp in frontier:
+            state = held[fp]
+            if holds is None or not holds(state):
+                self._violations(pos, state, violations)
+
+    def _check_and_expand(self, frontier, held, violations: list, parents: array,
+                          indices: array, kinds: Counter) -> int:
+        """Check each state of the level and expand it, until one breaks an invariant; from
+        then on only check (the level's violations are all reported, the successors not).
+        Returns the number of successors."""
+        holds = getattr(self.model, "holds", None) if self.check else None
+        check_each = self.check and holds is None
+        canonical = self.model.canonical if self.symmetry else None
+        successors = self.model.successors
+        pending = self.pending
+        labels: list = []
+        kind_of = labels.append
+        batch: list[tuple[int, int, int, Any, int]] = []
+        fresh = batch.append
+        generated = 0
+        # Most successors are states of the next level found before (in `pending`); the rest
+        # are asked of the sorted array, a batch at a time.
+        for pos, fp in frontier:
+            state = held.pop(fp)
+            if check_each or (holds is not None and not holds(state)):
+                self._violations(pos, state, violations)
+            if violations:
+                continue
+            index = 0
+            if canonical is None:
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    fp = hash(nxt)
+                    if fp not in pending:
+                        fresh((fp, pos, index, nxt, 0))
+                    index += 1
+            else:
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    nxt = canonical(nxt)
+                    fp = hash(nxt)
+                    if fp not in pending:
+                        fresh((fp, pos, index, nxt, 0))
+                    index += 1
+            generated += index
+            if len(batch) >= _BATCH:
+                self._accept(batch, parents, indices)
+            if len(labels) > 4096:
+                _count_kinds(kinds, labels)
+                labels.clear()
+        if violations:  # the search stops here: nothing of the next level is kept
+            pending.clear()
+            del parents[:], indices[:]
+            return 0
+        self._accept(batch, parents, indices)
+        _count_kinds(kinds, labels)
+        self.seen.add(pending)
+        return generated
 
     def _accept(self, batch: list, parents: array, indices: array,
                 masks: dict[int, int] | None = None) -> None:
