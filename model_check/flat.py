@@ -939,15 +939,94 @@ class FlatKafka:
         return False
 
     def any_fails(self, s: tuple) -> bool:
-        """Whether one of REPLICA_WISE and DATA_WISE fails."""
-        if self.replica_wise(s) or self.EligibleReplicasWellFormed(s):
+        """Whether one of REPLICA_WISE and DATA_WISE fails: all of them in one pass over the
+        state (the usual search asks this of every state), each field read once. The
+        invariants of the same names below say the same one by one."""
+        ps = s[CTRL][0][0]
+        c_leader, current, c_isr, _ = ps
+        if c_leader != -1 and c_leader not in c_isr:
             return True
-        leader = self._true_leader(s)  # asked once for the three that read it
-        if leader != -1 and (self._uncommitted(s, leader)
-                             or self._lost(s, leader, s[ACKED])
-                             or self._lost(s, leader, s[CONSUMED])):
+        well_formed = self._isr_ok.get(c_isr)
+        if well_formed is None:
+            well_formed = not self.EligibleReplicasWellFormed(s)
+        if not well_formed:
             return True
-        return self.LogMatching(s)
+        alive = s[ALIVE]
+        replicas = s[ROWS][0]
+        # replica_wise
+        leading = None
+        b = -1
+        for r in replicas:
+            b += 1
+            log = r[LOG]
+            if r[HW] > len(log) or r[LEPOCH] > current:
+                return True
+            if log:
+                if len(log) > 1:
+                    top = -1
+                    for e, _ in log:
+                        if e < top:
+                            return True
+                        top = e
+                if log[-1][0] > current:
+                    return True
+            cache = r[CACHE]
+            if len(cache) > 1:
+                for i in range(len(cache) - 1):
+                    if cache[i][0] >= cache[i + 1][0] or cache[i][1] > cache[i + 1][1]:
+                        return True
+            if r[LEADER] == b and alive[b]:
+                if b not in r[ISR]:
+                    return True
+                if leading is None:
+                    leading = {r[LEPOCH]}
+                elif r[LEPOCH] in leading:
+                    return True
+                else:
+                    leading.add(r[LEPOCH])
+        excused = s[EXCUSED]
+        # NoCommittedDataLoss, AckedWritesDurable, ConsumerNeverSeesUncommitted: of the true
+        # leader (_true_leader)
+        if c_leader != -1 and alive[c_leader]:
+            lr = replicas[c_leader]
+            if lr[LEADER] == c_leader and lr[LEPOCH] == current:
+                lead_log, hw = lr[LOG], lr[HW]
+                if hw:
+                    for member in c_isr:
+                        if member == c_leader or not alive[member]:
+                            continue
+                        log = replicas[member][LOG]
+                        if len(log) < hw or (log is not lead_log
+                                             and log[:hw] != lead_log[:hw]):
+                            return True
+                size = len(lead_log)
+                for writes in (s[ACKED], s[CONSUMED]):
+                    for _, o, v in writes:
+                        if not (o < size and lead_log[o][1] == v) and v not in excused:
+                            return True
+        # LogMatching
+        n = self.n
+        for b1 in range(n):
+            r1 = replicas[b1]
+            hw1 = r1[HW]
+            if not hw1:
+                continue
+            l1 = r1[LOG]
+            for b2 in range(b1 + 1, n):
+                r2 = replicas[b2]
+                top = r2[HW]
+                if not top:
+                    continue
+                if hw1 < top:
+                    top = hw1
+                l2 = r2[LOG]
+                if l1 is l2 or l1[:top] == l2[:top]:
+                    continue
+                for o in range(top):
+                    x, y = l1[o], l2[o]
+                    if x != y and x[1] not in excused and y[1] not in excused:
+                        return True
+        return False
 
     def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
         return any(r[HW] > len(r[LOG]) for r in s[ROWS][0])
