@@ -610,7 +610,8 @@ class FlatKafka:
         if not s[ALIVE][b]:
             return None
         r = s[ROWS][0][b]
-        if (m[3], m[5]) <= (r[LEPOCH], r[PEPOCH]):
+        epoch = r[LEPOCH]  # (m[3], m[5]) <= (epoch, partition epoch), without the pairs
+        if m[3] < epoch or (m[3] == epoch and m[5] <= r[PEPOCH]):
             return None
         return r
 
@@ -651,10 +652,8 @@ class FlatKafka:
         b, _, leader, epoch, isr, pe = m
         new_leadership = r[LEADER] != leader or r[LEPOCH] != epoch
         leader_changed = r[LEADER] != leader
-        x = list(r)
-        x[LEADER], x[LEPOCH], x[ISR], x[PEPOCH] = leader, epoch, isr, pe
-        x[RLEO] = x[RBE] = x[LAG] = x[PURG] = ()
-        r = tuple(x)
+        # The fields from LEADER on: the new view, and no leader's records of its followers.
+        r = r[:LEADER] + (leader, epoch, isr, pe, r[TRUNC], (), (), (), ())
         rule = self.truncation
         if rule == "high-watermark":
             if leader_changed and leader != -1:
