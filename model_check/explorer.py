@@ -260,17 +260,16 @@ class _Expander:
         indices = array("H")
         kinds: Counter = Counter()
         generated = 0
-        if expand and not reduced:
-            # Each state checked just before it is expanded: one pass over the level, so one
-            # trip through memory per state.
-            generated = self._check_and_expand(frontier(), held, violations, parents, indices,
-                                               kinds)
-        else:
-            self._check(frontier(), held, violations)
-            if reduced and not violations:
+        # The whole level is checked before any of it is expanded: a level with a violation
+        # is the search's last, and its successors would be wasted.
+        self._check(frontier(), held, violations)
+        if expand and not violations:
+            if reduced:
                 generated = self._expand_reduced(frontier(), held, level, parents, indices,
                                                  kinds)
                 self.previous = level
+            else:
+                generated = self._expand(frontier(), held, parents, indices, kinds)
         pending = self.pending
         masks = None
         if self.reports_masks:
@@ -278,34 +277,27 @@ class _Expander:
                                 len(pending))
         return violations, (list(pending), parents, indices), kinds, generated, masks
 
-    def _violations(self, pos: int, state, violations: list) -> None:
-        """Add the first invariant `state` breaks, if any, as (order, position, name,
-        detail). A model may say at once that every invariant holds (`holds`, one call where
-        the checks are many): callers ask it first, and only a state it does not clear here,
-        invariant by invariant."""
-        for order, (name, check) in enumerate(self.checks):
-            detail = check(state)
-            if detail is not None:
-                violations.append((order, pos, name, detail))
-                return
-
     def _check(self, frontier, held, violations: list) -> None:
-        """Check the level's states, expanding none."""
+        """Add each violation of the level as (invariant order, position, name, detail): the
+        first invariant a state breaks. A model may say at once that every invariant holds
+        (`holds`, one call where the checks are many); only a state it does not clear is
+        asked invariant by invariant."""
         if not self.check:
             return
         holds = getattr(self.model, "holds", None)
+        checks = self.checks
         for pos, fp in frontier:
             state = held[fp]
-            if holds is None or not holds(state):
-                self._violations(pos, state, violations)
+            if holds is not None and holds(state):
+                continue
+            for order, (name, check) in enumerate(checks):
+                detail = check(state)
+                if detail is not None:
+                    violations.append((order, pos, name, detail))
+                    break
 
-    def _check_and_expand(self, frontier, held, violations: list, parents: array,
-                          indices: array, kinds: Counter) -> int:
-        """Check each state of the level and expand it, until one breaks an invariant; from
-        then on only check (the level's violations are all reported, the successors not).
-        Returns the number of successors."""
-        holds = getattr(self.model, "holds", None) if self.check else None
-        check_each = self.check and holds is None
+    def _expand(self, frontier, held, parents: array, indices: array, kinds: Counter) -> int:
+        """Expand the level's states into `pending`; return the number of successors."""
         canonical = self.model.canonical if self.symmetry else None
         successors = self.model.successors
         pending = self.pending
@@ -318,10 +310,6 @@ class _Expander:
         # are asked of the sorted array, a batch at a time.
         for pos, fp in frontier:
             state = held.pop(fp)
-            if check_each or (holds is not None and not holds(state)):
-                self._violations(pos, state, violations)
-            if violations:
-                continue
             index = 0
             if canonical is None:
                 for label, nxt in successors(state):
@@ -344,10 +332,6 @@ class _Expander:
             if len(labels) > 4096:
                 _count_kinds(kinds, labels)
                 labels.clear()
-        if violations:  # the search stops here: nothing of the next level is kept
-            pending.clear()
-            del parents[:], indices[:]
-            return 0
         self._accept(batch, parents, indices)
         _count_kinds(kinds, labels)
         self.seen.add(pending)
