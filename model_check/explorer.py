@@ -35,7 +35,8 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -76,8 +77,7 @@ class Result:
         return self.distinct_states / self.seconds if self.seconds > 0 else 0.0
 
 
-def _first(item):
-    return item[0]
+_first = itemgetter(0)
 
 
 def _count_kinds(kinds: Counter, labels: list) -> None:
@@ -112,9 +112,15 @@ class _Visited:
         """A bool per item of `fps`: whether it is in the set."""
         if not len(self.fps):
             return np.zeros(len(fps), dtype=bool)
-        at = np.searchsorted(self.fps, fps)
+        # Searched in ascending order, each search starts near the last one's answer: half
+        # the time of searching in the given order, sort included.
+        order = np.argsort(fps)
+        ascending = fps[order]
+        at = np.searchsorted(self.fps, ascending)
         at[at == len(self.fps)] = 0
-        return self.fps[at] == fps
+        found = np.empty(len(fps), dtype=bool)
+        found[order] = self.fps[at] == ascending
+        return found
 
     def add(self, fps) -> None:
         """Add fingerprints that are distinct and none of them in the set yet."""
@@ -227,10 +233,17 @@ class _Expander:
             self.ruled_out = ruled_out
         held, self.pending = self.pending, {}
         positions, fps = accepted
-        level = set(fps.tolist())
-        level.update(fp for _, fp, _ in imported)
         for _, fp, state in imported:
             held[fp] = state
+        reduced = expand and self.reduction is not None
+        if reduced:
+            level = set(fps.tolist())
+            level.update(fp for _, fp, _ in imported)
+        elif imported:
+            # Visited now, though another worker reported them: a successor landing on one
+            # is then dropped here, not sent to the coordinator.
+            got = np.fromiter((fp for _, fp, _ in imported), np.int64, len(imported))
+            self.seen.add(got[~self.seen.contains(got)].tolist())
 
         def frontier():
             # In position order (so fingerprint order); built a chunk at a time, as a level
@@ -242,67 +255,87 @@ class _Expander:
                 return own
             return heapq.merge(own, ((pos, fp) for pos, fp, _ in imported), key=_first)
 
-        model = self.model
-        violations = []
+        violations: list = []
         parents = array("q")
         indices = array("H")
         kinds: Counter = Counter()
         generated = 0
+        # The whole level is checked before any of it is expanded: a level with a violation
+        # is the search's last, and its successors would be wasted.
+        self._check(frontier(), held, violations)
+        if expand and not violations:
+            if reduced:
+                generated = self._expand_reduced(frontier(), held, level, parents, indices,
+                                                 kinds)
+                self.previous = level
+            else:
+                generated = self._expand(frontier(), held, parents, indices, kinds)
         pending = self.pending
-        if self.check:
-            checks = self.checks
-            # A model may say at once that every invariant holds (`holds`, one call where the
-            # checks are many); only a state it does not clear is asked invariant by invariant.
-            holds = getattr(model, "holds", None)
-            for pos, fp in frontier():
-                state = held[fp]
-                if holds is not None and holds(state):
-                    continue
-                for order, (name, check) in enumerate(checks):
-                    detail = check(state)
-                    if detail is not None:
-                        violations.append((order, pos, name, detail))
-                        break
-        if expand and not violations and self.reduction is not None:
-            generated = self._expand_reduced(frontier(), held, level, parents, indices, kinds)
-            self.previous = level
-        elif expand and not violations:
-            canonical = self.model.canonical if self.symmetry else None
-            seen = self.seen
-            successors = model.successors
-            labels_seen: list = []
-            kind_of = labels_seen.append
-            batch: list[tuple[int, int, int, Any, int]] = []
-            fresh = batch.append
-            # Most successors are states of this level or the last: those are looked up in a
-            # set of the two frontiers, and only the rest in the sorted array.
-            previous = self.previous
-            for pos, fp in frontier():
-                state = held.pop(fp)
-                index = 0
-                for label, nxt in successors(state):
-                    kind_of(label)
-                    if canonical is not None:
-                        nxt = canonical(nxt)
-                    fp = hash(nxt)
-                    if fp not in pending and fp not in level and fp not in previous:
-                        fresh((fp, pos, index, nxt, 0))
-                    index += 1
-                generated += index
-                if len(batch) >= _BATCH:
-                    self._accept(batch, parents, indices)
-                if len(labels_seen) > 4096:
-                    _count_kinds(kinds, labels_seen)
-                    labels_seen.clear()
-            self._accept(batch, parents, indices)
-            _count_kinds(kinds, labels_seen)
-            seen.add(pending)
-            self.previous = level
         masks = None
         if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
                                 len(pending))
         return violations, (list(pending), parents, indices), kinds, generated, masks
+
+    def _check(self, frontier, held, violations: list) -> None:
+        """Add each violation of the level as (invariant order, position, name, detail): the
+        first invariant a state breaks. A model may say at once that every invariant holds
+        (`holds`, one call where the checks are many); only a state it does not clear is
+        asked invariant by invariant."""
+        if not self.check:
+            return
+        holds = getattr(self.model, "holds", None)
+        checks = self.checks
+        for pos, fp in frontier:
+            state = held[fp]
+            if holds is not None and holds(state):
+                continue
+            for order, (name, check) in enumerate(checks):
+                detail = check(state)
+                if detail is not None:
+                    violations.append((order, pos, name, detail))
+                    break
+
+    def _expand(self, frontier, held, parents: array, indices: array, kinds: Counter) -> int:
+        """Expand the level's states into `pending`; return the number of successors."""
+        canonical = self.model.canonical if self.symmetry else None
+        successors = self.model.successors
+        pending = self.pending
+        labels: list = []
+        kind_of = labels.append
+        batch: list[tuple[int, int, int, Any, int]] = []
+        fresh = batch.append
+        generated = 0
+        # Most successors are states of the next level found before (in `pending`); the rest
+        # are asked of the sorted array, a batch at a time.
+        for pos, fp in frontier:
+            state = held.pop(fp)
+            index = 0
+            if canonical is None:
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    fp = hash(nxt)
+                    if fp not in pending:
+                        fresh((fp, pos, index, nxt, 0))
+                    index += 1
+            else:
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    nxt = canonical(nxt)
+                    fp = hash(nxt)
+                    if fp not in pending:
+                        fresh((fp, pos, index, nxt, 0))
+                    index += 1
+            generated += index
+            if len(batch) >= _BATCH:
+                self._accept(batch, parents, indices)
+            if len(labels) > 4096:
+                _count_kinds(kinds, labels)
+                labels.clear()
+        self._accept(batch, parents, indices)
+        _count_kinds(kinds, labels)
+        self.seen.add(pending)
+        return generated
 
     def _accept(self, batch: list, parents: array, indices: array,
                 masks: dict[int, int] | None = None) -> None:
@@ -312,10 +345,8 @@ class _Expander:
         order the first discovery of a state within this worker is its smallest (parent,
         index); batches keep that order."""
         pending = self.pending
-        known = self.seen.contains(np.fromiter((b[0] for b in batch), np.int64, len(batch)))
-        for (fp, parent, index, nxt, mask), old in zip(batch, known.tolist(), strict=True):
-            if old:
-                continue
+        fresh = ~self.seen.contains(np.fromiter(map(_first, batch), np.int64, len(batch)))
+        for fp, parent, index, nxt, mask in compress(batch, fresh.tolist()):
             if fp not in pending:
                 pending[fp] = nxt
                 parents.append(parent)

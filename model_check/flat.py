@@ -322,11 +322,15 @@ class FlatKafka:
         self.l_crash = [BrokerCrash(b) for b in brokers]
         self.l_register = [BrokerRegister(b) for b in brokers]
         self.l_restart = [BrokerRestart(b) for b in brokers]
-        self._labels: dict[tuple, Any] = {}
+        # The labels made so far, one dict per kind: successors asks `labels.get(key) or
+        # self._label(kind, key)`, no call and no (kind, key) pair on the usual path.
+        self._labels: dict[type, dict[tuple, Any]] = {
+            kind: {} for kind in (BecomeLeader, BecomeFollower, NetworkDropLeaderAndIsr,
+                                  LeaderAppend, LeaderAckProduce)}
 
     def _label(self, kind, key: tuple):
         """The action of `kind` for a message in flight (its tuple) or a (broker, offset)."""
-        label = self._labels.get((kind, key))
+        label = self._labels[kind].get(key)
         if label is None:
             if kind is LeaderAppend:
                 label = kind(0, key[1], key[2])
@@ -334,7 +338,7 @@ class FlatKafka:
                 label = kind(0, key[0], key[1])
             else:
                 label = kind(0, key[0], key[3], key[5])
-            self._labels[kind, key] = label
+            self._labels[kind][key] = label
         return label
 
     # -- shared rules ---------------------------------------------------------------------
@@ -436,6 +440,9 @@ class FlatKafka:
         ((replicas,), alive, _, ((ps,), registered, _), lai, (fetches,), produce, _, _, _,
          next_value, crashes, expiries, drops, ticks) = s[:LOSSES]
         c_leader, c_epoch, c_isr, c_pe = ps
+        labels = self._labels
+        leads, follows = labels[BecomeLeader], labels[BecomeFollower]
+        appends, acks = labels[LeaderAppend], labels[LeaderAckProduce]
         max_epochs = config.max_leader_epochs
         if c_leader == -1:
             nxt = self._controller_elect_leader(s)
@@ -446,11 +453,12 @@ class FlatKafka:
             if nxt is not None:
                 yield self.l_preferred, nxt
         expiries_left = expiries < config.max_session_expiries
-        for b in range(n):
-            if registered[b] != -1 and (expiries_left or not alive[b]):
-                nxt = self._controller_handle_broker_failure(s, b)
-                if nxt is not None:
-                    yield self.l_failure[b], nxt
+        if expiries_left or False in alive:  # mostly neither, then the loop finds nothing
+            for b in range(n):
+                if registered[b] != -1 and (expiries_left or not alive[b]):
+                    nxt = self._controller_handle_broker_failure(s, b)
+                    if nxt is not None:
+                        yield self.l_failure[b], nxt
         drops_left = drops < config.max_message_drops
         if lai:
             for m in sorted(lai):
@@ -458,11 +466,11 @@ class FlatKafka:
                 if m[2] == b:
                     nxt = self._become_leader(s, m)
                     if nxt is not None:
-                        yield self._label(BecomeLeader, m), nxt
+                        yield leads.get(m) or self._label(BecomeLeader, m), nxt
                 else:
                     nxt = self._become_follower(s, m)
                     if nxt is not None:
-                        yield self._label(BecomeFollower, m), nxt
+                        yield follows.get(m) or self._label(BecomeFollower, m), nxt
                 if drops_left:
                     x = list(s)
                     x[LAI] = lai - {m}
@@ -478,7 +486,7 @@ class FlatKafka:
             for m in sorted(produce):
                 nxt = self._leader_append(s, m)
                 if nxt is not None:
-                    yield self._label(LeaderAppend, m), nxt
+                    yield appends.get(m) or self._label(LeaderAppend, m), nxt
         for b in range(n):
             r = replicas[b]
             hw = r[HW]
@@ -486,7 +494,8 @@ class FlatKafka:
                 if offset < hw:
                     nxt = self._leader_ack_produce(s, b, offset)
                     if nxt is not None:
-                        yield self._label(LeaderAckProduce, (b, offset)), nxt
+                        key = (b, offset)
+                        yield acks.get(key) or self._label(LeaderAckProduce, key), nxt
             if r[LEADER] == b and alive[b] and r[LEPOCH] == c_epoch and r[PEPOCH] == c_pe:
                 isr, remote = r[ISR], r[RLEO]
                 for f in range(n):
@@ -529,14 +538,16 @@ class FlatKafka:
                 r = replicas[b]
                 if alive[b] and r[FLUSHED] < len(r[LOG]):
                     yield self.l_flush[b], _with_replica(s, b, _put(r, FLUSHED, len(r[LOG])))
-        for b in range(n):
-            if alive[b]:
-                if crashes_left:
-                    yield self.l_crash[b], self._broker_crash(s, b)
-                if registered[b] == -1:
-                    yield self.l_register[b], self._register(s, b)
-            elif registered[b] == -1:
-                yield self.l_restart[b], self._register(_put(s, ALIVE, _put(alive, b, True)), b)
+        if crashes_left or -1 in registered:  # mostly neither, then the loop finds nothing
+            for b in range(n):
+                if alive[b]:
+                    if crashes_left:
+                        yield self.l_crash[b], self._broker_crash(s, b)
+                    if registered[b] == -1:
+                        yield self.l_register[b], self._register(s, b)
+                elif registered[b] == -1:
+                    restarted = _put(s, ALIVE, _put(alive, b, True))
+                    yield self.l_restart[b], self._register(restarted, b)
         if ticks < config.max_ticks:
             yield self.l_tick, self._tick(s)
 
@@ -599,7 +610,8 @@ class FlatKafka:
         if not s[ALIVE][b]:
             return None
         r = s[ROWS][0][b]
-        if (m[3], m[5]) <= (r[LEPOCH], r[PEPOCH]):
+        epoch = r[LEPOCH]  # (m[3], m[5]) <= (epoch, partition epoch), without the pairs
+        if m[3] < epoch or (m[3] == epoch and m[5] <= r[PEPOCH]):
             return None
         return r
 
@@ -640,10 +652,8 @@ class FlatKafka:
         b, _, leader, epoch, isr, pe = m
         new_leadership = r[LEADER] != leader or r[LEPOCH] != epoch
         leader_changed = r[LEADER] != leader
-        x = list(r)
-        x[LEADER], x[LEPOCH], x[ISR], x[PEPOCH] = leader, epoch, isr, pe
-        x[RLEO] = x[RBE] = x[LAG] = x[PURG] = ()
-        r = tuple(x)
+        # The fields from LEADER on: the new view, and no leader's records of its followers.
+        r = r[:LEADER] + (leader, epoch, isr, pe, r[TRUNC], (), (), (), ())
         rule = self.truncation
         if rule == "high-watermark":
             if leader_changed and leader != -1:
@@ -745,23 +755,16 @@ class FlatKafka:
     def _leader_handle_fetch(self, s: tuple, b: int, f: int, request: tuple) -> tuple:
         r = s[ROWS][0][b]
         epoch = r[LEPOCH]
-
-        def answer(response, replica=None):
-            x = list(s)
-            x[FETCH_ROWS] = (_put(s[FETCH_ROWS][0], f, response),)
-            if replica is not None:
-                x[ROWS] = (_put(s[ROWS][0], b, replica),)
-            return tuple(x)
-
+        answer = _with_fetch
         if r[LEADER] != b:
-            return answer((b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
+            return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
         fetch = len(request) == FETCH_LEN
         if self.fencing:
             current = request[3] if fetch else request[2]
             if current < epoch:
-                return answer((b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
+                return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
             if current > epoch:
-                return answer((b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
+                return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
         log = r[LOG]
         leo = len(log)
         if not fetch:
@@ -769,14 +772,14 @@ class FlatKafka:
                 e, end = request[1], start_offset_after_epoch(r[CACHE], leo, request[1])
             else:
                 e, end = end_offset_for_epoch(r[CACHE], leo, request[1])
-            return answer((b, epoch, ANSWER, (), 0, -1, e, end, 0))
+            return answer(s, f, (b, epoch, ANSWER, (), 0, -1, e, end, 0))
         offset = request[1]
         if self.truncation == "diverging-epoch" and offset > 0:
             e, end = end_offset_for_epoch(r[CACHE], leo, request[2])
             if e != request[2] or end < offset:
-                return answer((b, epoch, DIVERGING, (), 0, -1, e, end, 0))
+                return answer(s, f, (b, epoch, DIVERGING, (), 0, -1, e, end, 0))
         if offset > leo:
-            return answer((b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
+            return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
         remote = _put(r[RLEO], f, offset)
         x = list(r)
         x[RLEO] = remote
@@ -784,7 +787,11 @@ class FlatKafka:
         if offset >= leo:
             x[LAG] = _put(r[LAG], f, 0)
         x[HW] = self._next_hw(r, b, remote)
-        return answer((b, epoch, RECORDS, log[offset:], r[HW], offset, -1, -1, 0), tuple(x))
+        y = list(s)
+        y[FETCH_ROWS] = (_put(s[FETCH_ROWS][0], f,
+                              (b, epoch, RECORDS, log[offset:], r[HW], offset, -1, -1, 0)),)
+        y[ROWS] = (_put(s[ROWS][0], b, tuple(x)),)
+        return tuple(y)
 
     def _follower_handle_fetch_response(self, s: tuple, f: int, m: tuple) -> tuple:
         r = s[ROWS][0][f]
@@ -939,15 +946,94 @@ class FlatKafka:
         return False
 
     def any_fails(self, s: tuple) -> bool:
-        """Whether one of REPLICA_WISE and DATA_WISE fails."""
-        if self.replica_wise(s) or self.EligibleReplicasWellFormed(s):
+        """Whether one of REPLICA_WISE and DATA_WISE fails: all of them in one pass over the
+        state (the usual search asks this of every state), each field read once. The
+        invariants of the same names below say the same one by one."""
+        ps = s[CTRL][0][0]
+        c_leader, current, c_isr, _ = ps
+        if c_leader != -1 and c_leader not in c_isr:
             return True
-        leader = self._true_leader(s)  # asked once for the three that read it
-        if leader != -1 and (self._uncommitted(s, leader)
-                             or self._lost(s, leader, s[ACKED])
-                             or self._lost(s, leader, s[CONSUMED])):
+        well_formed = self._isr_ok.get(c_isr)
+        if well_formed is None:
+            well_formed = not self.EligibleReplicasWellFormed(s)
+        if not well_formed:
             return True
-        return self.LogMatching(s)
+        alive = s[ALIVE]
+        replicas = s[ROWS][0]
+        # replica_wise
+        leading = None
+        b = -1
+        for r in replicas:
+            b += 1
+            log = r[LOG]
+            if r[HW] > len(log) or r[LEPOCH] > current:
+                return True
+            if log:
+                if len(log) > 1:
+                    top = -1
+                    for e, _ in log:
+                        if e < top:
+                            return True
+                        top = e
+                if log[-1][0] > current:
+                    return True
+            cache = r[CACHE]
+            if len(cache) > 1:
+                for i in range(len(cache) - 1):
+                    if cache[i][0] >= cache[i + 1][0] or cache[i][1] > cache[i + 1][1]:
+                        return True
+            if r[LEADER] == b and alive[b]:
+                if b not in r[ISR]:
+                    return True
+                if leading is None:
+                    leading = {r[LEPOCH]}
+                elif r[LEPOCH] in leading:
+                    return True
+                else:
+                    leading.add(r[LEPOCH])
+        excused = s[EXCUSED]
+        # NoCommittedDataLoss, AckedWritesDurable, ConsumerNeverSeesUncommitted: of the true
+        # leader (_true_leader)
+        if c_leader != -1 and alive[c_leader]:
+            lr = replicas[c_leader]
+            if lr[LEADER] == c_leader and lr[LEPOCH] == current:
+                lead_log, hw = lr[LOG], lr[HW]
+                if hw:
+                    for member in c_isr:
+                        if member == c_leader or not alive[member]:
+                            continue
+                        log = replicas[member][LOG]
+                        if len(log) < hw or (log is not lead_log
+                                             and log[:hw] != lead_log[:hw]):
+                            return True
+                size = len(lead_log)
+                for writes in (s[ACKED], s[CONSUMED]):
+                    for _, o, v in writes:
+                        if not (o < size and lead_log[o][1] == v) and v not in excused:
+                            return True
+        # LogMatching
+        n = self.n
+        for b1 in range(n):
+            r1 = replicas[b1]
+            hw1 = r1[HW]
+            if not hw1:
+                continue
+            l1 = r1[LOG]
+            for b2 in range(b1 + 1, n):
+                r2 = replicas[b2]
+                top = r2[HW]
+                if not top:
+                    continue
+                if hw1 < top:
+                    top = hw1
+                l2 = r2[LOG]
+                if l1 is l2 or l1[:top] == l2[:top]:
+                    continue
+                for o in range(top):
+                    x, y = l1[o], l2[o]
+                    if x != y and x[1] not in excused and y[1] not in excused:
+                        return True
+        return False
 
     def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
         return any(r[HW] > len(r[LOG]) for r in s[ROWS][0])
