@@ -270,13 +270,11 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         fetch = m.kind == sym.FETCH
-        o = m.fetch_offset
-        kept = z3.And(0 <= o, o <= r.log_len, m.last_fetched_epoch == z3.If(
-            o > 0, r.log_epoch[o - 1], UNKNOWN))
         same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
         out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
-                                    m.current_leader_epoch > r.leader_epoch, z3.Not(kept))),
-                z3.And(same, z3.Or(r.truncation_pending, o != r.log_len)),
+                                    m.current_leader_epoch > r.leader_epoch)),
+                z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len,
+                                   m.last_fetched_epoch != sym._last_record_epoch(r))),
                 z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
                                                      m.current_leader_epoch > r.leader_epoch))]
     return z3.Or(out)

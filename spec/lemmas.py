@@ -508,36 +508,35 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     """An epoch request in flight asks for an epoch (or -1) in a leader epoch no newer than
-    its sender's view; a fetch request in flight carries a broker epoch the follower has had (0 .. its own),
-    a leader epoch no newer than its view's, and an offset and last epoch its log still has
-    (the log below the offset is as it was when sent); while the follower is still in the
-    view it sent it in (same leader and leader epoch), no truncation is due and the offset is
-    its LEO.
+    its sender's view; a fetch request in flight carries a broker epoch the follower has had
+    (0 .. its own) and a leader epoch no newer than its view's; and while the follower is
+    still in the view it sent it in (same leader and leader epoch), no truncation is due and
+    the request carries its LEO and the epoch of its last record.
 
-    Why: while its request is in flight a follower's log does not shrink: it truncates only
-    on an answer, which needs the connection, and a crash drops the request. It grows only
-    if it is made leader and appends, which moves its view; a new session gives it a newer
-    broker epoch. So a leader checking the request checks the follower's log as it is, or a
-    prefix of it (EpochLogMatching, RemoteLeoBacked).
+    Why: while its request is in flight a follower's log does not change in that view: it
+    truncates only on an answer or a new leader epoch, it appends only answers (one at a
+    time), and a crash drops the request; a new session gives it a newer broker epoch. So a
+    leader checking the request checks the follower's log as it is (EpochLogMatching,
+    EpochStartsAgree, RemoteLeoBacked).
     """
     for f, m in enumerate(s.fetches[0]):
         r = s.replica(0, f)
-        if isinstance(m, EpochRequest) and (m.epoch < UNKNOWN or m.current_leader_epoch > r.leader_epoch):
+        if isinstance(m, EpochRequest) and (m.epoch < UNKNOWN
+                                            or m.current_leader_epoch > r.leader_epoch):
             return f"the epoch request from {f} asks for {m.epoch} in leader epoch {m.current_leader_epoch}"
         if not isinstance(m, FetchRequest):
             continue
         if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
                     f"epoch {m.current_leader_epoch}")
-        kept = 0 <= m.fetch_offset <= len(r.log) and m.last_fetched_epoch == (
-            r.log[m.fetch_offset - 1].epoch if m.fetch_offset > 0 else UNKNOWN)
-        if not kept:
-            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
-                    f"{m.last_fetched_epoch}, which its log no longer has")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
-        if r.truncation_pending or m.fetch_offset != len(r.log):
-            return f"the fetch from {f} is in flight in its view, behind its log or its truncation"
+        if r.truncation_pending:
+            return f"the fetch from {f} is in flight in its view, with a truncation due"
+        if (m.fetch_offset, m.last_fetched_epoch) != (len(r.log), r.last_record_epoch()):
+            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
+                    f"{m.last_fetched_epoch}; its log ends at {len(r.log)} in epoch "
+                    f"{r.last_record_epoch()}")
     return None
 
 
