@@ -234,10 +234,17 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     from spec.lemmas import (
         CacheMatchesLog,
         CommittedWithinLeaderReach,
+        EpochLogMatching,
+        EpochStartsAgree,
+        FetchRequestsCurrent,
+        HighWatermarkAtReach,
+        IsrNeverEmpty,
         IsrWithinLeaderView,
         LeaderCacheCurrent,
+        LeaderHoldsItsEpoch,
         LeaderRequestCoversIsr,
         LogWithinView,
+        LoneLeaderKeepsPartition,
         RecordsInRange,
         RegistrationCurrent,
         RemoteLeoBacked,
@@ -247,7 +254,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         ViewlessOutOfIsr,
         ViewlessUnrecorded,
     )
-    from spec.state import FetchResponse, LeaderAndIsr, Record, replace
+    from spec.state import FetchRequest, FetchResponse, LeaderAndIsr, Record, replace
 
     config = _config("current")
     s = initial_state(config)
@@ -294,7 +301,36 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     misanswered = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 2),), 0, 0))
     # A request to leader 0 of its own epoch, not applied yet, without follower 1.
     shrunk = replace(s, leader_and_isr=frozenset({LeaderAndIsr(0, 0, 0, 0, (0,), 1)}))
+    # Two logs of two records: epoch 0 at offset 1 in both, over another record at 0 (bad);
+    # epoch 1 starting at 1 on broker 0 and at 0 on broker 1 (bad).
+    def logs(first, second, next_value):
+        two = s.with_replica(0, 0, replace(s.replica(0, 0), log=first))
+        return replace(two.with_replica(0, 1, replace(s.replica(0, 1), log=second)),
+                       next_value=next_value)
+
+    diverged = logs((Record(0, 1), Record(0, 2)), (Record(0, 3), Record(0, 2)), 4)
+    restarted_epoch = logs((Record(0, 1), Record(1, 2)), (Record(1, 3),), 4)
+    # Follower 1 holds a record of leader 0's epoch that leader 0 does not.
+    orphan = replace(s.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),))),
+                     next_value=2)
+    # Leader 0 alone in its view with one record: HW 1 (good) or 0 (bad); the controller's
+    # ISR {0} (good) or {0, 1} (bad: another leader could be elected without its record).
+    solo_committed = solo.with_replica(0, 0, replace(solo.replica(0, 0), high_watermark=1))
+    overtakable = logged.with_replica(0, 0, replace(logged.replica(0, 0), isr=(0,),
+                                                    high_watermark=1))
+    emptied = replace(s, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], isr=()),)))
+    # Follower 1's fetch to leader 0 in its view: at its LEO 0 (good) or past it (bad).
+    fetching = s.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
+    misfetching = s.with_fetch(0, 1, FetchRequest(0, 1, -1, 0, 0))
     cases = [
+        (EpochLogMatching, [s, copied, logged], diverged, "both hold epoch 0 at 1"),
+        (EpochStartsAgree, [s, copied, logged], restarted_epoch, "epoch 1 starts at 1"),
+        (LeaderHoldsItsEpoch, [s, copied, logged], orphan, "leader 0 of its epoch does not"),
+        (LoneLeaderKeepsPartition, [s, solo_committed], overtakable, "leads alone"),
+        (HighWatermarkAtReach, [s, logged, solo_committed], solo, "below 1 over its ISR view"),
+        (IsrNeverEmpty, [s], emptied, "the controller's ISR is empty"),
+        (FetchRequestsCurrent, [s, fetching], misfetching, "carries offset 1 in epoch -1"),
         (ResponsesFromLeaderLog, [s, answered], misanswered, "not leader 0's log from 0"),
         (LeaderRequestCoversIsr, [s, stale], shrunk, "lacks part of [0, 1]"),
         (CacheMatchesLog, [s, logged], miscached, "cache [(1, 0)]"),
