@@ -758,18 +758,18 @@ def test_the_default_lemmas_prove_every_step_but_those_that_move_data():
 
     config = Config(brokers=3, variant=VARIANTS["current"])
     outcome = induction(config, list(TARGETS), proof_lemmas(list(TARGETS)), classify=False)
-    assert outcome.notes[0] == "inductive for 49 of 64 action instances"
+    assert outcome.notes[0] == "inductive for 52 of 64 action instances"
     verdicts = verdicts_of(outcome)
     three = [f"[{b}]" for b in range(3)]
     pairs = [f"[{b}, {f}]" for b in range(3) for f in range(3) if b != f]
     assert {a for a, v in verdicts.items() if v.verdict != "inductive"} == {
-        *(f"{name}{x}" for name in ("BecomeLeader", "LeaderAppend",
-                                    "FollowerHandleFetchResponse") for x in three),
+        *(f"{name}{x}" for name in ("BecomeLeader", "FollowerHandleFetchResponse")
+          for x in three),
         *(f"LeaderHandleFetch{x}" for x in pairs)}
-    # On an idle machine each of the 15 is a genuine CTI; with the other core busy (the
+    # On an idle machine each of the 12 is a genuine CTI; with the other core busy (the
     # suite under xdist) one of the slower steps' queries has hit its time limit (`unknown`).
     others = [v.verdict for v in verdicts.values() if v.verdict != "inductive"]
-    assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 12
+    assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 9
     assert outcome.cti is not None and outcome.cti.action in {
         a.split("[")[0] for a, v in verdicts.items() if v.verdict == "cti"}
 
