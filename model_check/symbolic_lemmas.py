@@ -219,12 +219,14 @@ def v_LeaderRequestCoversIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
-    out = []
+    out = [z3.And(_covers(m, w), m.rec_epoch[w] > m.leader_epoch) for m in s.fetches]
     for m in s.fetches:
         for b, lr in enumerate(s.replicas):
             leads = z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b],
                            lr.leader == b, lr.leader_epoch == m.leader_epoch)
-            out += [z3.And(leads, m.high_watermark > lr.high_watermark),
+            out += [z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b],
+                           m.leader_epoch > lr.leader_epoch),
+                    z3.And(leads, m.high_watermark > lr.high_watermark),
                     z3.And(leads, _covers(m, w), z3.Or(
                         w >= lr.log_len, lr.log_epoch[w] != m.rec_epoch[w],
                         lr.log_value[w] != m.rec_value[w]))]

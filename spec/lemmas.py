@@ -292,8 +292,9 @@ def LeaderRequestCoversIsr(config: Config, s: Cluster) -> str | None:
 
 
 def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
-    """A records response whose leader still leads in the response's leader epoch carries
-    that leader's records at their offsets and a HW at most the leader's.
+    """A records response holds no record of a later epoch than its own; from a live leader
+    it carries a leader epoch no later than that leader's view; and while it still leads in that epoch, the response carries its records at
+    their offsets and a HW at most its own.
 
     Why: a leader's log only grows while it leads in one epoch and its HW never goes down,
     and a response is dropped when its leader crashes; so a follower appending it copies the
@@ -302,7 +303,11 @@ def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
     for f, m in enumerate(s.fetches[0]):
         if not isinstance(m, FetchResponse) or m.kind != "records":
             continue
+        if any(rec.epoch > m.leader_epoch for rec in m.records):
+            return f"the response to {f} holds a record of a later epoch than its {m.leader_epoch}"
         lr = s.replica(0, m.leader)
+        if s.alive[m.leader] and m.leader_epoch > lr.leader_epoch:
+            return f"the response to {f} is of leader epoch {m.leader_epoch}, past its leader's"
         if not (s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch):
             continue
         end = m.fetch_offset + len(m.records)
