@@ -299,10 +299,11 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # A records response from leader 0, in its epoch: its log, or (bad) another value.
     answered = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 0, 0))
     misanswered = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 2),), 0, 0))
-    # ... or one of a later leader epoch than leader 0's view, or holding a later record.
+    # ... or one of a later leader epoch than leader 0's view; or (from broker 1, which does
+    # not lead, so only this is asked) one holding a record of a later epoch than its own.
     premature = logged.with_fetch(0, 1, FetchResponse(0, 1, "records", (), 0, 0))
     late_record = replace(logged, next_value=3).with_fetch(
-        0, 1, FetchResponse(0, 0, "records", (Record(1, 2),), 0, 1))
+        0, 0, FetchResponse(1, 0, "records", (Record(1, 2),), 0, 1))
     # A request to leader 0 of its own epoch, not applied yet, without follower 1.
     shrunk = replace(s, leader_and_isr=frozenset({LeaderAndIsr(0, 0, 0, 0, (0,), 1)}))
     # Two logs of two records: epoch 0 at offset 1 in both, over another record at 0 (bad);
