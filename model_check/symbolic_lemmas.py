@@ -406,18 +406,6 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
-def v_ResponsesCommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset."""
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
-    out = []
-    for m in s.fetches:
-        below = z3.And(_covers(m, w), w < m.high_watermark, z3.Not(s.excused[m.rec_value[w]]))
-        out += [z3.And(below, s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)),
-                       _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
-                for x, r in enumerate(s.replicas)]
-    return z3.Or(out)
-
-
 def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
@@ -516,8 +504,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
-        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree",
-        "ResponsesCommittedOnIsr")
+        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

@@ -487,32 +487,6 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     return None
 
 
-def ResponsesCommittedOnIsr(config: Config, s: Cluster) -> str | None:
-    """A record a records response carries below the response's HW (its value not excused)
-    is at the same offset in every live member of the controller's ISR, and in every member
-    when none is live.
-
-    Why: the response's HW is its leader's HW when it answered, so what lies below it was
-    committed then (CommittedOnIsr), and a committed record stays on the ISR. A follower
-    appending a stale response takes that HW, so its HW covers only committed records.
-    """
-    row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    live = any(s.alive[m] for m in isr)
-    for f, m in enumerate(s.fetches[0]):
-        if not isinstance(m, FetchResponse) or m.kind != "records":
-            continue
-        for i, rec in enumerate(m.records):
-            o = m.fetch_offset + i
-            if o >= m.high_watermark or rec.value in s.excused:
-                continue
-            for x in isr:
-                log = row[x].log
-                if (s.alive[x] or not live) and (o >= len(log) or log[o] != rec):
-                    return f"the response to {f} has {rec} at {o} below its HW, ISR member {x} not"
-    return None
-
-
 def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     """A record below any replica's HW (its value not excused) is at the same offset in every
     live member of the controller's ISR, and in every member when none is live.
@@ -700,6 +674,5 @@ LEMMAS: dict[str, Lemma] = {
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
-                            IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
-                            ResponsesCommittedOnIsr)
+                            IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree)
 }

@@ -249,7 +249,6 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         RegistrationCurrent,
         RemoteLeoBacked,
         RequestsNotBehindLog,
-        ResponsesCommittedOnIsr,
         ResponsesFromLeaderLog,
         ValuesKeepTheirEpoch,
         ViewlessOutOfIsr,
@@ -329,13 +328,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # Follower 1's fetch to leader 0 in its view: at its LEO 0 (good) or past it (bad).
     fetching = s.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
     misfetching = s.with_fetch(0, 1, FetchRequest(0, 1, -1, 0, 0))
-    # A response to follower 1 carrying leader 0's record below its HW 1: on both ISR
-    # members (good); with broker 0's log emptied, not on member 0 (bad).
-    committed_answer = copied.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 1, 0))
-    lost_answer = committed_answer.with_replica(0, 0, replace(logged.replica(0, 0), log=()))
     cases = [
-        (ResponsesCommittedOnIsr, [s, answered, committed_answer], lost_answer,
-         "has v1@e0 at 0 below its HW, ISR member 0 not"),
         (EpochLogMatching, [s, copied, logged], diverged, "both hold epoch 0 at 1"),
         (EpochStartsAgree, [s, copied, logged], restarted_epoch, "epoch 1 starts at 1"),
         (LeaderHoldsItsEpoch, [s, copied, logged], orphan, "leader 0 of its epoch does not"),
