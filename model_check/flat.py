@@ -755,16 +755,15 @@ class FlatKafka:
     def _leader_handle_fetch(self, s: tuple, b: int, f: int, request: tuple) -> tuple:
         r = s[ROWS][0][b]
         epoch = r[LEPOCH]
-        answer = _with_fetch
         if r[LEADER] != b:
-            return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
+            return _with_fetch(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, NOT_LEADER))
         fetch = len(request) == FETCH_LEN
         if self.fencing:
             current = request[3] if fetch else request[2]
             if current < epoch:
-                return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
+                return _with_fetch(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, FENCED))
             if current > epoch:
-                return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
+                return _with_fetch(s, f, (b, epoch, ERROR, (), 0, -1, -1, -1, UNKNOWN_EPOCH))
         log = r[LOG]
         leo = len(log)
         if not fetch:
@@ -772,14 +771,14 @@ class FlatKafka:
                 e, end = request[1], start_offset_after_epoch(r[CACHE], leo, request[1])
             else:
                 e, end = end_offset_for_epoch(r[CACHE], leo, request[1])
-            return answer(s, f, (b, epoch, ANSWER, (), 0, -1, e, end, 0))
+            return _with_fetch(s, f, (b, epoch, ANSWER, (), 0, -1, e, end, 0))
         offset = request[1]
         if self.truncation == "diverging-epoch" and offset > 0:
             e, end = end_offset_for_epoch(r[CACHE], leo, request[2])
             if e != request[2] or end < offset:
-                return answer(s, f, (b, epoch, DIVERGING, (), 0, -1, e, end, 0))
+                return _with_fetch(s, f, (b, epoch, DIVERGING, (), 0, -1, e, end, 0))
         if offset > leo:
-            return answer(s, f, (b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
+            return _with_fetch(s, f, (b, epoch, ERROR, (), 0, -1, -1, leo, OUT_OF_RANGE))
         remote = _put(r[RLEO], f, offset)
         x = list(r)
         x[RLEO] = remote
@@ -946,94 +945,17 @@ class FlatKafka:
         return False
 
     def any_fails(self, s: tuple) -> bool:
-        """Whether one of REPLICA_WISE and DATA_WISE fails: all of them in one pass over the
-        state (the usual search asks this of every state), each field read once. The
-        invariants of the same names below say the same one by one."""
-        ps = s[CTRL][0][0]
-        c_leader, current, c_isr, _ = ps
-        if c_leader != -1 and c_leader not in c_isr:
+        """Whether one of REPLICA_WISE and DATA_WISE fails (the usual search asks this of every
+        state): the replicas in one pass, and the true leader found once for the three that
+        read it."""
+        if self.replica_wise(s) or self.EligibleReplicasWellFormed(s):
             return True
-        well_formed = self._isr_ok.get(c_isr)
-        if well_formed is None:
-            well_formed = not self.EligibleReplicasWellFormed(s)
-        if not well_formed:
+        leader = self._true_leader(s)
+        if leader != -1 and (self._uncommitted(s, leader)
+                             or self._lost(s, leader, s[ACKED])
+                             or self._lost(s, leader, s[CONSUMED])):
             return True
-        alive = s[ALIVE]
-        replicas = s[ROWS][0]
-        # replica_wise
-        leading = None
-        b = -1
-        for r in replicas:
-            b += 1
-            log = r[LOG]
-            if r[HW] > len(log) or r[LEPOCH] > current:
-                return True
-            if log:
-                if len(log) > 1:
-                    top = -1
-                    for e, _ in log:
-                        if e < top:
-                            return True
-                        top = e
-                if log[-1][0] > current:
-                    return True
-            cache = r[CACHE]
-            if len(cache) > 1:
-                for i in range(len(cache) - 1):
-                    if cache[i][0] >= cache[i + 1][0] or cache[i][1] > cache[i + 1][1]:
-                        return True
-            if r[LEADER] == b and alive[b]:
-                if b not in r[ISR]:
-                    return True
-                if leading is None:
-                    leading = {r[LEPOCH]}
-                elif r[LEPOCH] in leading:
-                    return True
-                else:
-                    leading.add(r[LEPOCH])
-        excused = s[EXCUSED]
-        # NoCommittedDataLoss, AckedWritesDurable, ConsumerNeverSeesUncommitted: of the true
-        # leader (_true_leader)
-        if c_leader != -1 and alive[c_leader]:
-            lr = replicas[c_leader]
-            if lr[LEADER] == c_leader and lr[LEPOCH] == current:
-                lead_log, hw = lr[LOG], lr[HW]
-                if hw:
-                    for member in c_isr:
-                        if member == c_leader or not alive[member]:
-                            continue
-                        log = replicas[member][LOG]
-                        if len(log) < hw or (log is not lead_log
-                                             and log[:hw] != lead_log[:hw]):
-                            return True
-                size = len(lead_log)
-                for writes in (s[ACKED], s[CONSUMED]):
-                    for _, o, v in writes:
-                        if not (o < size and lead_log[o][1] == v) and v not in excused:
-                            return True
-        # LogMatching
-        n = self.n
-        for b1 in range(n):
-            r1 = replicas[b1]
-            hw1 = r1[HW]
-            if not hw1:
-                continue
-            l1 = r1[LOG]
-            for b2 in range(b1 + 1, n):
-                r2 = replicas[b2]
-                top = r2[HW]
-                if not top:
-                    continue
-                if hw1 < top:
-                    top = hw1
-                l2 = r2[LOG]
-                if l1 is l2 or l1[:top] == l2[:top]:
-                    continue
-                for o in range(top):
-                    x, y = l1[o], l2[o]
-                    if x != y and x[1] not in excused and y[1] not in excused:
-                        return True
-        return False
+        return self.LogMatching(s)
 
     def HighWatermarkBelowLogEnd(self, s: tuple) -> bool:
         return any(r[HW] > len(r[LOG]) for r in s[ROWS][0])
@@ -1061,7 +983,8 @@ class FlatKafka:
             if member == leader or not alive[member]:
                 continue
             log = replicas[member][LOG]
-            if len(log) < hw or log[:hw] != lead_log[:hw]:
+            # A follower that fetched from offset 0 holds the leader's own tuple.
+            if len(log) < hw or (log is not lead_log and log[:hw] != lead_log[:hw]):
                 return True
         return False
 
@@ -1081,7 +1004,7 @@ class FlatKafka:
                 if r1[HW] < top:
                     top = r1[HW]
                 l2 = r2[LOG]
-                if l1[:top] == l2[:top]:
+                if l1 is l2 or l1[:top] == l2[:top]:
                     continue
                 for o in range(top):
                     x, y = l1[o], l2[o]
