@@ -311,21 +311,14 @@ class _Expander:
         for pos, fp in frontier:
             state = held.pop(fp)
             index = 0
-            if canonical is None:
-                for label, nxt in successors(state):
-                    kind_of(label)
-                    fp = hash(nxt)
-                    if fp not in pending:
-                        fresh((fp, pos, index, nxt, 0))
-                    index += 1
-            else:
-                for label, nxt in successors(state):
-                    kind_of(label)
+            for label, nxt in successors(state):
+                kind_of(label)
+                if canonical is not None:
                     nxt = canonical(nxt)
-                    fp = hash(nxt)
-                    if fp not in pending:
-                        fresh((fp, pos, index, nxt, 0))
-                    index += 1
+                fp = hash(nxt)
+                if fp not in pending:
+                    fresh((fp, pos, index, nxt, 0))
+                index += 1
             generated += index
             if len(batch) >= _BATCH:
                 self._accept(batch, parents, indices)
