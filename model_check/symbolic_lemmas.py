@@ -96,6 +96,11 @@ def _covers(m, o) -> z3.BoolRef:
                   o < m.fetch_offset + m.rec_count)
 
 
+def _lacks(lr: sym.SReplica, w, epoch, value) -> z3.BoolRef:
+    """`lr`'s log has no record (`epoch`, `value`) at offset `w`."""
+    return z3.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
+
+
 def _another_member(s: sym.SState, n: int, b: int) -> z3.BoolRef:
     """Some broker other than `b` is in the controller's ISR."""
     return z3.Or([s.c_isr[x] for x in range(n) if x != b])
@@ -222,14 +227,11 @@ def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = [z3.And(_covers(m, w), m.rec_epoch[w] > m.leader_epoch) for m in s.fetches]
     for m in s.fetches:
         for b, lr in enumerate(s.replicas):
-            leads = z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b],
-                           lr.leader == b, lr.leader_epoch == m.leader_epoch)
-            out += [z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b],
-                           m.leader_epoch > lr.leader_epoch),
+            sent = z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b])
+            leads = z3.And(sent, lr.leader == b, lr.leader_epoch == m.leader_epoch)
+            out += [z3.And(sent, m.leader_epoch > lr.leader_epoch),
                     z3.And(leads, m.high_watermark > lr.high_watermark),
-                    z3.And(leads, _covers(m, w), z3.Or(
-                        w >= lr.log_len, lr.log_epoch[w] != m.rec_epoch[w],
-                        lr.log_value[w] != m.rec_value[w]))]
+                    z3.And(leads, _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))]
     return z3.Or(out)
 
 
@@ -311,18 +313,13 @@ def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
     return z3.Or(out)
 
 
-def _lacks(lr: sym.SReplica, w, epoch, value) -> z3.BoolRef:
-    """`lr`'s log has no record (`epoch`, `value`) at offset `w`."""
-    return z3.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
-
-
 def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     out = []
     for b, lr in enumerate(s.replicas):
         leads = z3.And(s.alive[b], lr.leader == b)
         out += [z3.And(leads, 0 <= w, w < r.log_len, r.log_epoch[w] == lr.leader_epoch,
-                       _lacks(lr, w, r.log_epoch[w], r.log_value[w]))
+                       sym.record_differs(r, lr, w))
                 for x, r in enumerate(s.replicas) if x != b]
         out += [z3.And(leads, _covers(m, w), m.rec_epoch[w] == lr.leader_epoch,
                        _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
