@@ -567,11 +567,13 @@ def HighWatermarkAtReach(config: Config, s: Cluster) -> str | None:
     (LoneLeaderKeepsPartition), and what it records for a follower that has since lost its
     tail is already below its HW, where losing it is excused.
     """
+    from spec.actions import _next_high_watermark
+
     for b, r in enumerate(s.replicas[0]):
-        if not (s.alive[b] and r.leader == b and r.isr) \
-                or len(r.isr) < config.min_insync_replicas:
+        if not (s.alive[b] and r.leader == b and r.isr):
             continue
-        reach = min(len(r.log) if x == b else r.remote_log_end_offset[x] for x in r.isr)
+        # The HW the leader's next advance would give it (spec.actions), over what it records.
+        reach = _next_high_watermark(config, r, b, r.remote_log_end_offset)
         if r.high_watermark < reach:
             return f"leader {b} has HW {r.high_watermark}, below {reach} over its ISR view"
     return None
