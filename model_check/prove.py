@@ -760,8 +760,9 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     for inst in table:
         label = f"{inst.name}{list(inst.brokers)}"
         step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
+        step_terms = base_terms + _step_terms(inst, pre)
         # Proofs take a second or two; a first query that takes longer is more often sat.
-        answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, base_terms,
+        answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, step_terms,
                                        min(timeout_ms, FIRST_QUERY_MS), queries, label,
                                        rounds=1)
         small = None
@@ -793,7 +794,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             try:
                 if small is None:
                     model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w,
-                                       step_rel, base_terms, queries, label) or model
+                                       step_rel, step_terms, queries, label) or model
                 cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
             except sym.NotRepresentable as error:
                 undecodable.append(str(error))
@@ -848,6 +849,18 @@ def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     # From W2 on: the partition epochs, where pair formulas are assumed too (`_instances`).
     terms += [W2, w, a.partition_epoch, pre.c_pe] + [r.partition_epoch for r in pre.replicas]
     return terms
+
+
+def _step_terms(inst, pre: sym.SState) -> list:
+    """Where one step reads besides `_instance_terms`, pair formulas included: a leader
+    answering a fetch compares the request's last fetched offset with the epoch boundaries
+    of its cache, where EpochStartsAgree and EpochLogMatching say the two logs agree. Only
+    for that step: for every step they would quadruple the pairs assumed."""
+    if inst.name != "LeaderHandleFetch":
+        return []
+    leader, follower = inst.brokers
+    return [pre.fetches[follower].fetch_offset - 1,
+            *[x - 1 for x in pre.replicas[leader].cache_start]]
 
 
 def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,

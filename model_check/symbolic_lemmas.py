@@ -276,9 +276,14 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         fetch = m.kind == sym.FETCH
         same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
         out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
-                                    m.current_leader_epoch > r.leader_epoch)),
+                                    m.current_leader_epoch > r.leader_epoch,
+                                    m.last_fetched_epoch > m.current_leader_epoch)),
                 z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len,
                                    m.last_fetched_epoch != sym._last_record_epoch(r))),
+                z3.And(fetch, z3.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
+                                    z3.And(w == m.fetch_offset - 1, 0 <= w,
+                                           r.log_epoch[w] != m.last_fetched_epoch),
+                                    z3.And(m.fetch_offset == 0, m.last_fetched_epoch != UNKNOWN))),
                 z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
                                                      m.current_leader_epoch > r.leader_epoch))]
     return z3.Or(out)
@@ -351,6 +356,41 @@ def v_EpochLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def v_NoOffsetOutOfRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    return z3.Or([z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"])
+                  for m in s.fetches])
+
+def v_ResponsesCommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    out = []
+    for m in s.fetches:
+        below = z3.And(_covers(m, w), w < m.high_watermark, z3.Not(s.excused[m.rec_value[w]]))
+        out += [z3.And(below, s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)),
+                       _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
+                for x, r in enumerate(s.replicas)]
+    return z3.Or(out)
+
+def v_EpochAnswersFromCache(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for f, m in enumerate(s.fetches):
+        for x, lr in enumerate(s.replicas):
+            if x == f:
+                continue
+            c = len(lr.cache_epoch)
+            ok = [z3.And(i < lr.cache_len, lr.cache_epoch[i] == m.epoch,
+                         z3.If(lr.cache_len == i + 1, m.end_offset <= lr.log_len,
+                               m.end_offset == lr.cache_start[i + 1] if i + 1 < c else False))
+                  for i in range(c)]
+            ok.append(z3.And(lr.cache_len > 0, m.epoch < lr.cache_epoch[0],
+                             m.end_offset == lr.cache_start[0]))
+            out.append(z3.And(m.kind == sym.RESP_EPOCH, m.leader == x, s.alive[x], lr.leader == x,
+                              lr.leader_epoch == m.leader_epoch, m.epoch != UNKNOWN,
+                              z3.Not(z3.Or(ok))))
+    return z3.Or(out)
+
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
@@ -363,7 +403,9 @@ def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                 z3.And(inside, w + 1 < m.fetch_offset + m.rec_count,
                        m.rec_epoch[w] > m.rec_epoch[w + 1]),
                 z3.And(m.kind >= sym.RESP_RECORDS, m.kind < sym.RESP_ERROR, m.error != 0),
-                z3.And(m.kind == sym.RESP_RECORDS, z3.Or(m.fetch_offset < 0, m.high_watermark < 0)),
+                z3.And(m.kind == sym.RESP_RECORDS,
+                       z3.Or(m.fetch_offset < 0, m.high_watermark < 0,
+                             m.high_watermark > m.fetch_offset + m.rec_count)),
                 z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"],
                        m.end_offset < 0),
                 z3.And(answer, z3.Or(m.epoch < -1, m.end_offset < -1))]
@@ -501,7 +543,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
-        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree")
+        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree", "NoOffsetOutOfRange",
+        "ResponsesCommittedOnIsr", "EpochAnswersFromCache")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

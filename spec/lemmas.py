@@ -390,8 +390,8 @@ def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
 
 def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
     """A fetch message names another broker as leader; only an error response has an error
-    code; a records response has a fetch offset and HW >= 0 and records whose epochs go up
-    from 0 to at most the controller's; an OFFSET_OUT_OF_RANGE error carries the leader's
+    code; a records response has a fetch offset >= 0, a HW from 0 to the end of its records
+    (the leader's LEO), and records whose epochs go up from 0 to at most the controller's; an OFFSET_OUT_OF_RANGE error carries the leader's
     LEO (>= 0); an epoch or diverging answer carries an epoch and end offset >= -1, both
     unknown or both known (KIP-101's start-after-epoch answer may leave the end unknown
     alone).
@@ -412,7 +412,7 @@ def ResponsesWellFormed(config: Config, s: Cluster) -> str | None:
         if m.kind != "error" and m.error:
             return f"the response to {f} is a {m.kind} answer with error {m.error}"
         if m.kind == "records":
-            bad = m.fetch_offset < 0 or m.high_watermark < 0
+            bad = not 0 <= m.high_watermark <= m.fetch_offset + len(m.records) or m.fetch_offset < 0
         elif m.kind == "error":
             bad = m.error == "OFFSET_OUT_OF_RANGE" and m.end_offset < 0
         else:  # an epoch or diverging answer
@@ -531,9 +531,14 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
             return f"the epoch request from {f} asks for {m.epoch} in leader epoch {m.current_leader_epoch}"
         if not isinstance(m, FetchRequest):
             continue
-        if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch:
-            return (f"the fetch from {f} carries broker epoch {m.broker_epoch} and leader "
-                    f"epoch {m.current_leader_epoch}")
+        if not 0 <= m.broker_epoch <= s.broker_epochs[f] or m.current_leader_epoch > r.leader_epoch \
+                or m.last_fetched_epoch > m.current_leader_epoch:
+            return (f"the fetch from {f} carries broker epoch {m.broker_epoch}, leader "
+                    f"epoch {m.current_leader_epoch} and last fetched epoch {m.last_fetched_epoch}")
+        if not 0 <= m.fetch_offset <= len(r.log) or m.last_fetched_epoch != (
+                r.log[m.fetch_offset - 1].epoch if m.fetch_offset > 0 else UNKNOWN):
+            return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
+                    f"{m.last_fetched_epoch}, which its log does not hold")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
         if r.truncation_pending:
@@ -663,6 +668,77 @@ def EpochLogMatching(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def NoOffsetOutOfRange(config: Config, s: Cluster) -> str | None:
+    """With KIP-320's divergence check, no OFFSET_OUT_OF_RANGE answer is in flight.
+
+    Why: the end offset a leader's cache gives for a fetch's last fetched epoch is at most
+    its LEO, so a fetch past its LEO fails the divergence check first. A follower therefore
+    truncates only where its log and the leader's part (a diverging answer), never to a bare
+    LEO that may cut records the leader counts it as holding.
+    """
+    if config.variant.truncation != "diverging-epoch":
+        return None
+    for f, m in enumerate(s.fetches[0]):
+        if isinstance(m, FetchResponse) and m.error == "OFFSET_OUT_OF_RANGE":
+            return f"an OFFSET_OUT_OF_RANGE answer is in flight to {f}"
+    return None
+
+def ResponsesCommittedOnIsr(config: Config, s: Cluster) -> str | None:
+    """A record a records response carries below the response's HW (its value not excused)
+    is at the same offset in every live member of the controller's ISR, and in every member
+    when none is live.
+
+    Why: the response's HW is its leader's HW when it answered, so what lies below it was
+    committed then (CommittedOnIsr), and a committed record stays on the ISR. A follower
+    appending a stale response takes that HW, so its HW covers only committed records.
+    """
+    row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
+    live = any(s.alive[m] for m in isr)
+    for f, m in enumerate(s.fetches[0]):
+        if not isinstance(m, FetchResponse) or m.kind != "records":
+            continue
+        for i, rec in enumerate(m.records):
+            o = m.fetch_offset + i
+            if o >= m.high_watermark or rec.value in s.excused:
+                continue
+            for x in isr:
+                log = row[x].log
+                if (s.alive[x] or not live) and (o >= len(log) or log[o] != rec):
+                    return f"the response to {f} has {rec} at {o} below its HW, ISR member {x} not"
+    return None
+
+def EpochAnswersFromCache(config: Config, s: Cluster) -> str | None:
+    """An epoch answer (KIP-279) in flight from a live broker still leading in the answer's
+    leader epoch is what its epoch cache gives: a cached epoch that is not its latest, ending
+    where the next one starts; its latest, ending at most at its LEO; or an epoch below every
+    cached one, ending where the first starts.
+
+    Why: the leader answers from its cache, and while it leads in one epoch its cache keeps
+    its entries (its own is the last, LeaderCacheCurrent) and only its LEO grows. So a
+    follower truncating on the answer cuts where the leader's log and its own part
+    (EpochStartsAgree), never below what the leader has committed.
+    """
+    for f, m in enumerate(s.fetches[0]):
+        if not isinstance(m, FetchResponse) or m.kind != "epoch" or m.epoch == UNKNOWN:
+            continue
+        x = m.leader
+        lr = s.replica(0, x)
+        if not (s.alive[x] and lr.leader == x and lr.leader_epoch == m.leader_epoch):
+            continue
+        cache = lr.epoch_cache
+        ends = {e: (cache[i + 1][1] if i + 1 < len(cache) else None)
+                for i, (e, _) in enumerate(cache)}
+        if m.epoch in ends:
+            end = ends[m.epoch]
+            fits = m.end_offset <= len(lr.log) if end is None else m.end_offset == end
+        else:
+            fits = bool(cache) and m.epoch < cache[0][0] and m.end_offset == cache[0][1]
+        if not fits:
+            return (f"leader {x}'s epoch answer to {f}, ({m.epoch}, {m.end_offset}), is not "
+                    f"what its cache {cache} gives")
+    return None
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -676,5 +752,7 @@ LEMMAS: dict[str, Lemma] = {
                             UnregisteredOutOfIsr, RemoteLeoBacked, CommittedOnIsr,
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
-                            IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree)
+                            IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
+                            NoOffsetOutOfRange,
+                            ResponsesCommittedOnIsr, EpochAnswersFromCache)
 }
