@@ -333,11 +333,14 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     fetching = s.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
     misfetching = s.with_fetch(0, 1, FetchRequest(0, 1, -1, 0, 0))
     # Follower 1, since moved to leader epoch 1, with a fetch of epoch 0 in flight: its log
-    # still holds the record before the offset (good), or has lost it (bad); or a fetch whose
-    # last fetched epoch is past the leader epoch it was sent in (bad).
+    # still holds the record before the offset (good), or has lost it or holds another
+    # epoch there (bad); or a fetch whose last fetched epoch is past the leader epoch it was
+    # sent in (bad).
     moved_on = copied.with_replica(0, 1, replace(copied.replica(0, 1), leader_epoch=1))
     moved_on = moved_on.with_fetch(0, 1, FetchRequest(0, 1, 0, 0, 0))
     cut_since = moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1), log=()))
+    replaced_since = moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1),
+                                                         log=(Record(1, 1),)))
     future_fetch = moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1),
                                                        log=(Record(1, 1),)))
     future_fetch = future_fetch.with_fetch(0, 1, FetchRequest(0, 1, 1, 0, 0))
@@ -356,6 +359,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
                                                          end_offset=2))
     cases = [
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
+        (FetchRequestsCurrent, [moved_on], replaced_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], future_fetch, "last fetched epoch 1"),
         (ResponsesWellFormed, [s, answered, committed_answer], overcommitted, "malformed"),
         (NoOffsetOutOfRange, [s, answered], out_of_range, "OFFSET_OUT_OF_RANGE answer"),
