@@ -356,39 +356,30 @@ def v_EpochLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     return z3.Or(out)
 
 
-def v_NoOffsetOutOfRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+def v_DivergenceCheckOnly(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if shape.config.variant.truncation != "diverging-epoch":
         return z3.BoolVal(False)
-    return z3.Or([z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"])
-                  for m in s.fetches])
+    out = [r.truncation_pending for r in s.replicas]
+    out += [z3.Or(m.kind == sym.EPOCH_REQ, m.kind == sym.RESP_EPOCH,
+                  z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"]))
+            for m in s.fetches]
+    return z3.Or(out)
 
 def v_ResponsesCommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
-    for m in s.fetches:
-        below = z3.And(_covers(m, w), w < m.high_watermark, z3.Not(s.excused[m.rec_value[w]]))
-        out += [z3.And(below, s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)),
-                       _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
-                for x, r in enumerate(s.replicas)]
-    return z3.Or(out)
-
-def v_EpochAnswersFromCache(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    out = []
     for f, m in enumerate(s.fetches):
-        for x, lr in enumerate(s.replicas):
-            if x == f:
-                continue
-            c = len(lr.cache_epoch)
-            ok = [z3.And(i < lr.cache_len, lr.cache_epoch[i] == m.epoch,
-                         z3.If(lr.cache_len == i + 1, m.end_offset <= lr.log_len,
-                               m.end_offset == lr.cache_start[i + 1] if i + 1 < c else False))
-                  for i in range(c)]
-            ok.append(z3.And(lr.cache_len > 0, m.epoch < lr.cache_epoch[0],
-                             m.end_offset == lr.cache_start[0]))
-            out.append(z3.And(m.kind == sym.RESP_EPOCH, m.leader == x, s.alive[x], lr.leader == x,
-                              lr.leader_epoch == m.leader_epoch, m.epoch != UNKNOWN,
-                              z3.Not(z3.Or(ok))))
+        rf = s.replicas[f]
+        carried = z3.And(_covers(m, w), w < m.high_watermark,
+                         z3.Not(s.excused[m.rec_value[w]]))
+        own = z3.And(m.kind == sym.RESP_RECORDS, 0 <= w, w < m.high_watermark,
+                     w < m.fetch_offset, w < rf.log_len, z3.Not(s.excused[rf.log_value[w]]))
+        for x, r in enumerate(s.replicas):
+            on_isr = z3.And(s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)))
+            out += [z3.And(carried, on_isr, _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))]
+            if x != f:
+                out += [z3.And(own, on_isr, _lacks(r, w, rf.log_epoch[w], rf.log_value[w]))]
     return z3.Or(out)
 
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -543,8 +534,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
-        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree", "NoOffsetOutOfRange",
-        "ResponsesCommittedOnIsr", "EpochAnswersFromCache")
+        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree", "DivergenceCheckOnly",
+        "ResponsesCommittedOnIsr")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

@@ -668,29 +668,38 @@ def EpochLogMatching(config: Config, s: Cluster) -> str | None:
     return None
 
 
-def NoOffsetOutOfRange(config: Config, s: Cluster) -> str | None:
-    """With KIP-320's divergence check, no OFFSET_OUT_OF_RANGE answer is in flight.
+def DivergenceCheckOnly(config: Config, s: Cluster) -> str | None:
+    """With KIP-320's divergence check a follower truncates only on a diverging answer: no
+    truncation is due, no epoch request or answer is in flight, and no OFFSET_OUT_OF_RANGE
+    answer.
 
-    Why: the end offset a leader's cache gives for a fetch's last fetched epoch is at most
-    its LEO, so a fetch past its LEO fails the divergence check first. A follower therefore
-    truncates only where its log and the leader's part (a diverging answer), never to a bare
-    LEO that may cut records the leader counts it as holding.
+    Why: a new leader epoch sets no truncation due (a fetch's last fetched epoch does that
+    work), so no follower asks for an epoch; and the end offset a leader's cache gives for a
+    fetch's last fetched epoch is at most its LEO, so a fetch past its LEO fails the
+    divergence check first. A follower therefore truncates only where its log and the
+    leader's part, never to a bare LEO that may cut records the leader counts it as holding.
     """
     if config.variant.truncation != "diverging-epoch":
         return None
+    for f, r in enumerate(s.replicas[0]):
+        if r.truncation_pending:
+            return f"broker {f} has a truncation due"
     for f, m in enumerate(s.fetches[0]):
-        if isinstance(m, FetchResponse) and m.error == "OFFSET_OUT_OF_RANGE":
-            return f"an OFFSET_OUT_OF_RANGE answer is in flight to {f}"
+        if isinstance(m, EpochRequest) or isinstance(m, FetchResponse) and (
+                m.kind == "epoch" or m.error == "OFFSET_OUT_OF_RANGE"):
+            return f"an epoch request, epoch answer or OFFSET_OUT_OF_RANGE answer is in flight to or from {f}"
     return None
 
 def ResponsesCommittedOnIsr(config: Config, s: Cluster) -> str | None:
-    """A record a records response carries below the response's HW (its value not excused)
-    is at the same offset in every live member of the controller's ISR, and in every member
-    when none is live.
+    """A record below a records response's HW (its value not excused), carried by the
+    response or in its follower's log below the fetch offset, is at the same offset in every
+    live member of the controller's ISR, and in every member when none is live.
 
     Why: the response's HW is its leader's HW when it answered, so what lies below it was
-    committed then (CommittedOnIsr), and a committed record stays on the ISR. A follower
-    appending a stale response takes that HW, so its HW covers only committed records.
+    committed then (CommittedOnIsr), and a committed record stays on the ISR. The follower's
+    log below the fetch offset matched the leader's (the divergence check, KIP-320) and does
+    not change while the answer is in flight. A follower appending a stale response takes
+    that HW, so its HW covers only committed records.
     """
     row = s.replicas[0]
     isr = s.controller.partitions[0].isr
@@ -698,45 +707,16 @@ def ResponsesCommittedOnIsr(config: Config, s: Cluster) -> str | None:
     for f, m in enumerate(s.fetches[0]):
         if not isinstance(m, FetchResponse) or m.kind != "records":
             continue
-        for i, rec in enumerate(m.records):
-            o = m.fetch_offset + i
+        own = row[f].log[:min(m.fetch_offset, m.high_watermark)]
+        carried = [(m.fetch_offset + i, rec) for i, rec in enumerate(m.records)]
+        for o, rec in [*enumerate(own), *carried]:
             if o >= m.high_watermark or rec.value in s.excused:
                 continue
             for x in isr:
                 log = row[x].log
                 if (s.alive[x] or not live) and (o >= len(log) or log[o] != rec):
-                    return f"the response to {f} has {rec} at {o} below its HW, ISR member {x} not"
-    return None
-
-def EpochAnswersFromCache(config: Config, s: Cluster) -> str | None:
-    """An epoch answer (KIP-279) in flight from a live broker still leading in the answer's
-    leader epoch is what its epoch cache gives: a cached epoch that is not its latest, ending
-    where the next one starts; its latest, ending at most at its LEO; or an epoch below every
-    cached one, ending where the first starts.
-
-    Why: the leader answers from its cache, and while it leads in one epoch its cache keeps
-    its entries (its own is the last, LeaderCacheCurrent) and only its LEO grows. So a
-    follower truncating on the answer cuts where the leader's log and its own part
-    (EpochStartsAgree), never below what the leader has committed.
-    """
-    for f, m in enumerate(s.fetches[0]):
-        if not isinstance(m, FetchResponse) or m.kind != "epoch" or m.epoch == UNKNOWN:
-            continue
-        x = m.leader
-        lr = s.replica(0, x)
-        if not (s.alive[x] and lr.leader == x and lr.leader_epoch == m.leader_epoch):
-            continue
-        cache = lr.epoch_cache
-        ends = {e: (cache[i + 1][1] if i + 1 < len(cache) else None)
-                for i, (e, _) in enumerate(cache)}
-        if m.epoch in ends:
-            end = ends[m.epoch]
-            fits = m.end_offset <= len(lr.log) if end is None else m.end_offset == end
-        else:
-            fits = bool(cache) and m.epoch < cache[0][0] and m.end_offset == cache[0][1]
-        if not fits:
-            return (f"leader {x}'s epoch answer to {f}, ({m.epoch}, {m.end_offset}), is not "
-                    f"what its cache {cache} gives")
+                    return (f"the response to {f} has {rec} at {o} below its HW (carried or "
+                            f"its follower's), ISR member {x} not")
     return None
 
 Lemma = Callable[[Config, Cluster], str | None]
@@ -753,6 +733,6 @@ LEMMAS: dict[str, Lemma] = {
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
-                            NoOffsetOutOfRange,
-                            ResponsesCommittedOnIsr, EpochAnswersFromCache)
+                            DivergenceCheckOnly,
+                            ResponsesCommittedOnIsr)
 }
