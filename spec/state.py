@@ -158,6 +158,13 @@ class GrowingSet(Set):
 
     __ror__ = __or__
 
+    def __ge__(self, other: object) -> bool:
+        # `Set`'s, with the membership loop in C: the spec's consumer asks whether its whole
+        # read (`seen <= consumed`, which Python turns into this) is already in the set.
+        if not isinstance(other, Set):
+            return NotImplemented
+        return len(self) >= len(other) and all(map(self._items.__contains__, other))
+
     def __hash__(self) -> int:
         if not self._hash:
             self._hash = hash(frozenset(self._items))
