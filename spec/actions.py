@@ -558,6 +558,12 @@ def _require(condition: bool, code: Refusal, **fields: object) -> None:
         raise NotEnabled(code, **fields)
 
 
+# The guards of the actions replay steps most (fetches, produces) are spelled out as
+# `if ...: raise NotEnabled(...)`: `_require` looks up its Refusal member and builds its fields
+# on every call (a StrEnum member looked up on its class costs as much as a dict lookup).
+_REQUESTS = (FetchRequest, EpochRequest)
+
+
 # Asked on every step (replay checks every argument a trace names): the fields of the refusal
 # are built only when it is raised.
 def _check_partition(config: Config, partition: int) -> None:
@@ -1036,7 +1042,8 @@ def _network_drop_fetch(config: Config, s: Cluster, a: NetworkDropFetch):
 
 def _producer_send(config: Config, s: Cluster, a: ProducerSend):
     _check_partition(config, a.partition)
-    _require(s.next_value <= config.max_records, Refusal.RECORDS_BOUND)
+    if s.next_value > config.max_records:
+        raise NotEnabled(Refusal.RECORDS_BOUND)
     leader = s.controller.partitions[a.partition].leader
     if a.broker != NO_LEADER:
         _check_broker(config, a.broker)
@@ -1045,7 +1052,8 @@ def _producer_send(config: Config, s: Cluster, a: ProducerSend):
         # The controller's own leader is the untargeted send: one action per transition.
         _require(a.broker != leader, Refusal.TARGET_IS_CURRENT_LEADER, broker=a.broker)
         leader = a.broker
-    _require(leader != NO_LEADER, Refusal.NO_LEADER, partition=a.partition)
+    if leader == NO_LEADER:
+        raise NotEnabled(Refusal.NO_LEADER, partition=a.partition)
     request = ProduceRequest(a.partition, leader, s.next_value)
     s = replace(s, produce_requests=s.produce_requests | {request}, next_value=s.next_value + 1)
     return s, Outcome(Code.PRODUCE_SENT, value=request.value, broker=leader)
@@ -1065,8 +1073,10 @@ def _consumer_read(config: Config, s: Cluster, a: ConsumerRead):
 
 def _leader_append(config: Config, s: Cluster, a: LeaderAppend):
     request = ProduceRequest(a.partition, a.broker, a.value)
-    _require(request in s.produce_requests, Refusal.NO_SUCH_PRODUCE)
-    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    if request not in s.produce_requests:
+        raise NotEnabled(Refusal.NO_SUCH_PRODUCE)
+    if not s.alive[a.broker]:
+        raise NotEnabled(Refusal.BROKER_DOWN, broker=a.broker)
     s = replace(s, produce_requests=s.produce_requests - {request})
     r = s.replica(a.partition, a.broker)
     if r.leader != a.broker:
@@ -1089,10 +1099,12 @@ def _leader_ack_produce(config: Config, s: Cluster, a: LeaderAckProduce):
     _check_broker(config, a.broker)
     r = s.replica(a.partition, a.broker)
     pending = [w for w in r.purgatory if w.offset == a.offset]
-    _require(bool(pending), Refusal.NO_PENDING_WRITE, offset=a.offset)
-    _require(s.alive[a.broker] and r.leader == a.broker, Refusal.DOES_NOT_LEAD, broker=a.broker)
-    _require(r.high_watermark > a.offset, Refusal.HW_NOT_PAST, high_watermark=r.high_watermark,
-             offset=a.offset)
+    if not pending:
+        raise NotEnabled(Refusal.NO_PENDING_WRITE, offset=a.offset)
+    if not (s.alive[a.broker] and r.leader == a.broker):
+        raise NotEnabled(Refusal.DOES_NOT_LEAD, broker=a.broker)
+    if r.high_watermark <= a.offset:
+        raise NotEnabled(Refusal.HW_NOT_PAST, high_watermark=r.high_watermark, offset=a.offset)
     w = pending[0]
     s = s.with_replica(a.partition, a.broker, replace(r, purgatory=tuple(x for x in r.purgatory if x != w)))
     if len(r.isr) < config.min_insync_replicas:
@@ -1103,9 +1115,12 @@ def _leader_ack_produce(config: Config, s: Cluster, a: LeaderAckProduce):
 def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     _check_broker(config, a.follower)
     request = s.fetches[a.partition][a.follower]
-    _require(isinstance(request, FetchRequest | EpochRequest), Refusal.NO_REQUEST_IN_FLIGHT)
-    _require(request.leader == a.broker, Refusal.REQUEST_FOR_OTHER_BROKER, broker=request.leader)
-    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    if not isinstance(request, _REQUESTS):
+        raise NotEnabled(Refusal.NO_REQUEST_IN_FLIGHT)
+    if request.leader != a.broker:
+        raise NotEnabled(Refusal.REQUEST_FOR_OTHER_BROKER, broker=request.leader)
+    if not s.alive[a.broker]:
+        raise NotEnabled(Refusal.BROKER_DOWN, broker=a.broker)
     r = s.replica(a.partition, a.broker)
     variant = config.variant
 
@@ -1168,10 +1183,14 @@ def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
     _check_broker(config, a.broker)
     _check_partition(config, a.partition)
     r = s.replica(a.partition, a.broker)
-    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
-    _require(r.leader not in (NO_LEADER, a.broker), Refusal.FOLLOWS_NOBODY, broker=a.broker)
-    _require(s.alive[r.leader], Refusal.LEADER_DOWN, leader=r.leader)
-    _require(s.fetches[a.partition][a.broker] is None, Refusal.CONNECTION_BUSY)
+    if not s.alive[a.broker]:
+        raise NotEnabled(Refusal.BROKER_DOWN, broker=a.broker)
+    if r.leader in (NO_LEADER, a.broker):
+        raise NotEnabled(Refusal.FOLLOWS_NOBODY, broker=a.broker)
+    if not s.alive[r.leader]:
+        raise NotEnabled(Refusal.LEADER_DOWN, leader=r.leader)
+    if s.fetches[a.partition][a.broker] is not None:
+        raise NotEnabled(Refusal.CONNECTION_BUSY)
     if r.truncation_pending:
         message = EpochRequest(r.leader, r.latest_epoch(), r.leader_epoch)
         outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=message.epoch)
@@ -1185,8 +1204,10 @@ def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
 def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandleFetchResponse):
     _check_broker(config, a.broker)
     response = s.fetches[a.partition][a.broker]
-    _require(isinstance(response, FetchResponse), Refusal.NO_RESPONSE_IN_FLIGHT)
-    _require(s.alive[a.broker], Refusal.BROKER_DOWN, broker=a.broker)
+    if not isinstance(response, FetchResponse):
+        raise NotEnabled(Refusal.NO_RESPONSE_IN_FLIGHT)
+    if not s.alive[a.broker]:
+        raise NotEnabled(Refusal.BROKER_DOWN, broker=a.broker)
     r = s.replica(a.partition, a.broker)
 
     # Every answer is taken off the connection; `done` also installs the changed replica.

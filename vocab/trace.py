@@ -334,8 +334,9 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
             merged = heapq.merge(*streams_by_key)
         return [lists[rank][n] for _, rank, n in merged]
     keys = [list(map(key, items)) for items in lists]
+    sizes = [len(items) for items in lists]
     heads = [0] * len(lists)
-    sent: set[str] = set()
+    unsent = traced  # from here on, the traced messages not sent yet: a receive of one waits
     waiting: dict[str, list[int]] = {}
     ready: list[tuple[Any, int]] = []
     # What holding a crash needs: each line's window or None; where each message is received
@@ -363,19 +364,24 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
 
     def offer(rank: int) -> None:
         i = heads[rank]
-        if i < len(lists[rank]):
-            mid = recvs[rank][i]
-            if mid is not None and mid in traced and mid not in sent:
-                waiting.setdefault(mid, []).append(rank)
+        if i < sizes[rank]:
+            if recvs[rank][i] in unsent:
+                waiting.setdefault(recvs[rank][i], []).append(rank)
             else:
-                heapq.heappush(ready, (keys[rank][i], rank))
+                heappush(ready, (keys[rank][i], rank))
 
+    heappush, heappop, heappushpop = heapq.heappush, heapq.heappop, heapq.heappushpop
     for rank in range(len(lists)):
         offer(rank)
     order: list[T] = []
-    while ready or held:
-        rank = None
+    append = order.append
+    # The line offered last, when it is ready: pushed and popped in one heap operation.
+    pending = None
+    while ready or held or pending:
         if held:
+            if pending:
+                heappush(ready, pending)
+                pending = None
             # While a crash is held, only the nodes that receive what its node sent go on, up
             # to those receives; when none of them can, the crash goes.
             first = held[0]
@@ -388,30 +394,43 @@ def causal_merge(streams: Mapping[Hashable, Sequence[T]],
                 rank = entry[1]
             else:
                 rank = held.pop(0)
+            i = heads[rank]
         else:
-            _, rank = heapq.heappop(ready)
-            if windows and windows[rank][heads[rank]] is not None and must_wait(rank):
+            if pending:
+                _, rank = heappushpop(ready, pending)
+                pending = None
+            else:
+                _, rank = heappop(ready)
+            i = heads[rank]
+            if windows and windows[rank][i] is not None and must_wait(rank):
                 held.append(rank)
                 continue
-        i = heads[rank]
-        heads[rank] += 1
-        order.append(lists[rank][i])
+        heads[rank] = i + 1
+        append(lists[rank][i])
         mid = recvs[rank][i]
-        origin = in_flight.pop(mid, None) if mid is not None else None
-        if origin is not None:
-            unreceived[origin].discard(mid)
-            if origin in held and not must_wait(origin):
-                held.remove(origin)
-                heapq.heappush(ready, (keys[origin][heads[origin]], origin))
+        if mid is not None:
+            origin = in_flight.pop(mid, None)
+            if origin is not None:
+                unreceived[origin].discard(mid)
+                if origin in held and not must_wait(origin):
+                    held.remove(origin)
+                    heappush(ready, (keys[origin][heads[origin]], origin))
         for mid in sendl[rank][i]:
-            sent.add(mid)
+            unsent.discard(mid)
             if mid in recv_at:
                 unreceived[rank].add(mid)
                 in_flight[mid] = rank
             for other in waiting.pop(mid, ()):
                 offer(other)
-        offer(rank)
-    if len(order) < sum(map(len, lists)):
+        # offer(rank), inline: the hottest call of the loop
+        i += 1
+        if i < sizes[rank]:
+            mid = recvs[rank][i]
+            if mid in unsent:
+                waiting.setdefault(mid, []).append(rank)
+            else:
+                pending = (keys[rank][i], rank)
+    if len(order) < sum(sizes):
         raise _cycle(lists, heads, sends, recv, key)
     return order
 
