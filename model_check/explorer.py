@@ -1,19 +1,20 @@
 """Exhaustive breadth-first exploration of a `Model`, with shortest counterexamples.
 
 Theory of operation. The search runs level by level. Level d holds the states first reached in
-d steps. Expanding a level means, for each of its states: check every invariant, then compute
-its successors, canonicalise each (symmetry), and fingerprint it (64-bit `hash`). The next level
-is every fingerprint not yet visited. Because levels are sets, the visited set and every count
-are the same whatever order states are expanded in, so:
+d steps. Expanding a level means, for each of its states: compute its successors, canonicalise
+each (symmetry), and fingerprint it (64-bit `hash`). The next level is every fingerprint not yet
+visited; each of its states has every invariant checked when first found, while its memory is
+fresh (and a model may clear it from what the step changed). Because levels are sets, the
+visited set and every count are the same whatever order states are expanded in, so:
 
 - `workers > 1` gives exactly the counts and verdict of `workers = 1`. Workers are forked
   processes that own the states they generated: fingerprints and action labels cross process
   boundaries, and states only when a level is rebalanced (each new state at most once). The coordinator keeps the visited set and, for each new
   state, the smallest (parent fingerprint, successor index) that reached it, so the parent tree,
   and hence every reported trace, is also independent of the number of workers.
-- A violation found in level d is reported after the whole level has been checked, choosing the
-  smallest (invariant order, fingerprint): counts stop at level d, and the counterexample has the
-  shortest possible length, d steps.
+- A violation in level d is reported once the whole level is known and checked, before any of
+  it is expanded, choosing the smallest (invariant order, fingerprint): counts stop at level d,
+  and the counterexample has the shortest possible length, d steps.
 
 Traces are rebuilt from parent pointers by replaying labels from the initial state.
 
@@ -78,6 +79,21 @@ class Result:
 
 
 _first = itemgetter(0)
+
+
+def _clears(model: Model):
+    """The first test of a new state, given the state it was reached from, in which every
+    invariant holds (it was checked, and its level had no violation): True when every
+    invariant holds in the new one too. A model may answer from what the step changed
+    (`holds_from`), or at once (`holds`, one call where the checks are many); only a state
+    not cleared is asked invariant by invariant."""
+    holds_from = getattr(model, "holds_from", None)
+    if holds_from is not None:
+        return holds_from
+    holds = getattr(model, "holds", None)
+    if holds is not None:
+        return lambda source, state: holds(state)
+    return lambda source, state: False
 
 
 def _count_kinds(kinds: Counter, labels: list) -> None:
@@ -199,22 +215,43 @@ class _Expander:
         self.seen = _Visited()
         self.previous: set[int] = set()  # the fingerprints of the last level expanded here
         self.checks = list(model.invariants.items())
+        self.clears = _clears(model) if check else None
+        # A model may rebuild a new state of parts shared with earlier ones (less memory,
+        # and what is shared stays in the processor's caches).
+        self.compact = getattr(model, "compact", None)
+        # The violations among the states found since the last report, as (invariant order,
+        # fingerprint, name, detail).
+        self.found: list[tuple[int, int, str, str]] = []
 
     def fingerprint(self, state: Any) -> tuple[int, Any]:
         if self.symmetry:
             state = self.model.canonical(state)
         return hash(state), state
 
-    def seed(self, states: list[Any]) -> list[tuple[int, int]]:
-        """(fingerprint, index) of each distinct initial state."""
+    def seed(self, states: list[Any]) -> tuple[list[tuple[int, int]], list]:
+        """(fingerprint, index) of each distinct initial state, and their violations
+        (`_violation`)."""
         out = []
         for index, state in enumerate(states):
             fp, canon = self.fingerprint(state)
             if fp not in self.pending:
+                if self.compact is not None:
+                    canon = self.compact(None, canon)
                 self.pending[fp] = canon
                 out.append((fp, index))
+                if self.check:
+                    self._violation(fp, canon)
         self.seen.add(self.pending)
-        return out
+        found, self.found = self.found, []
+        return out, found
+
+    def _violation(self, fp: int, state) -> None:
+        """Record the state's violation, if any: the first invariant it breaks."""
+        for order, (name, check) in enumerate(self.checks):
+            detail = check(state)
+            if detail is not None:
+                self.found.append((order, fp, name, detail))
+                return
 
     def export(self, fps: list[int]) -> list[Any]:
         """Hand some accepted states to the coordinator, to balance the next level."""
@@ -223,12 +260,12 @@ class _Expander:
     def expand(self, accepted: tuple[np.ndarray, np.ndarray],
                imported: list[tuple[int, int, Any]], expand: bool,
                ruled_out: dict[int, int] | None = None):
-        """Check and expand the accepted states, given as (positions, fingerprints), both
-        ascending, and the imported ones, (position, fingerprint, state). Return the violations
-        as (invariant order, position, name, detail), the new states as (fingerprints, parent
-        positions, successor indices), the action counts, the number of successors, and under
-        the reduction each new state's mask (uint64, in the new states' order; else None).
-        `ruled_out`: with several workers, the coordinator's masks of the states given."""
+        """Expand the accepted states, given as (positions, fingerprints), both ascending, and
+        the imported ones, (position, fingerprint, state). Return the new states' violations
+        (`_violation`), the new states as (fingerprints, parent positions, successor indices),
+        the action counts, the number of successors, and under the reduction each new state's
+        mask (uint64, in the new states' order; else None). `ruled_out`: with several
+        workers, the coordinator's masks of the states given."""
         if ruled_out is not None:
             self.ruled_out = ruled_out
         held, self.pending = self.pending, {}
@@ -255,15 +292,11 @@ class _Expander:
                 return own
             return heapq.merge(own, ((pos, fp) for pos, fp, _ in imported), key=_first)
 
-        violations: list = []
         parents = array("q")
         indices = array("H")
         kinds: Counter = Counter()
         generated = 0
-        # The whole level is checked before any of it is expanded: a level with a violation
-        # is the search's last, and its successors would be wasted.
-        self._check(frontier(), held, violations)
-        if expand and not violations:
+        if expand:
             if reduced:
                 generated = self._expand_reduced(frontier(), held, level, parents, indices,
                                                  kinds)
@@ -275,26 +308,8 @@ class _Expander:
         if self.reports_masks:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
                                 len(pending))
-        return violations, (list(pending), parents, indices), kinds, generated, masks
-
-    def _check(self, frontier, held, violations: list) -> None:
-        """Add each violation of the level as (invariant order, position, name, detail): the
-        first invariant a state breaks. A model may say at once that every invariant holds
-        (`holds`, one call where the checks are many); only a state it does not clear is
-        asked invariant by invariant."""
-        if not self.check:
-            return
-        holds = getattr(self.model, "holds", None)
-        checks = self.checks
-        for pos, fp in frontier:
-            state = held[fp]
-            if holds is not None and holds(state):
-                continue
-            for order, (name, check) in enumerate(checks):
-                detail = check(state)
-                if detail is not None:
-                    violations.append((order, pos, name, detail))
-                    break
+        found, self.found = self.found, []
+        return found, (list(pending), parents, indices), kinds, generated, masks
 
     def _expand(self, frontier, held, parents: array, indices: array, kinds: Counter) -> int:
         """Expand the level's states into `pending`; return the number of successors."""
@@ -303,7 +318,7 @@ class _Expander:
         pending = self.pending
         labels: list = []
         kind_of = labels.append
-        batch: list[tuple[int, int, int, Any, int]] = []
+        batch: list[tuple[int, int, int, Any, int, Any]] = []
         fresh = batch.append
         generated = 0
         # Most successors are states of the next level found before (in `pending`); the rest
@@ -317,7 +332,7 @@ class _Expander:
                     nxt = canonical(nxt)
                 fp = hash(nxt)
                 if fp not in pending:
-                    fresh((fp, pos, index, nxt, 0))
+                    fresh((fp, pos, index, nxt, 0, state))
                 index += 1
             generated += index
             if len(batch) >= _BATCH:
@@ -332,18 +347,24 @@ class _Expander:
 
     def _accept(self, batch: list, parents: array, indices: array,
                 masks: dict[int, int] | None = None) -> None:
-        """Take the batch's (fingerprint, parent position, index, state, mask) successors that
-        no earlier level visited into `pending`, recording parent and index of the first; with
-        `masks` (the reduction), AND each step's mask into its state's. In ascending position
-        order the first discovery of a state within this worker is its smallest (parent,
-        index); batches keep that order."""
+        """Take the batch's (fingerprint, parent position, index, state, mask, parent state)
+        successors that no earlier level visited into `pending`, recording parent and index of
+        the first, and check each; with `masks` (the reduction), AND each step's mask into its
+        state's. In ascending position order the first discovery of a state within this
+        worker is its smallest (parent, index); batches keep that order."""
         pending = self.pending
+        clears = self.clears
+        compact = self.compact
         fresh = ~self.seen.contains(np.fromiter(map(_first, batch), np.int64, len(batch)))
-        for fp, parent, index, nxt, mask in compress(batch, fresh.tolist()):
+        for fp, parent, index, nxt, mask, source in compress(batch, fresh.tolist()):
             if fp not in pending:
+                if compact is not None:
+                    nxt = compact(source, nxt)
                 pending[fp] = nxt
                 parents.append(parent)
                 indices.append(index)
+                if clears is not None and not clears(source, nxt):
+                    self._violation(fp, nxt)
                 if masks is not None:
                     masks[fp] = mask
             elif masks is not None:
@@ -362,7 +383,7 @@ class _Expander:
         masks = self.ruled_out
         successors = reduction.successors
         labels: list = []
-        batch: list[tuple[int, int, int, Any, int]] = []
+        batch: list[tuple[int, int, int, Any, int, Any]] = []
         generated = 0
         for pos, fp in frontier:
             state = held.pop(fp)
@@ -377,7 +398,7 @@ class _Expander:
                 if nfp in pending:
                     masks[nfp] &= mask
                 else:
-                    batch.append((nfp, pos, index, nxt, mask))
+                    batch.append((nfp, pos, index, nxt, mask, state))
             if len(batch) >= _BATCH:
                 self._accept(batch, parents, indices, masks)
             if len(labels) > 4096:
@@ -442,7 +463,7 @@ class _Pool:
             self.conns.append(parent)
             self.procs.append(proc)
 
-    def seed(self, states: list[Any]) -> list[tuple[int, int]]:
+    def seed(self, states: list[Any]) -> tuple[list[tuple[int, int]], list]:
         if self.workers == 1:
             return self.local.seed(states)
         self.conns[0].send(("seed", states))
@@ -501,6 +522,17 @@ def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> lis
     if workers == 1:
         return [(positions, fps)]
     return [(positions[owner == w], fps[owner == w]) for w in range(workers)]
+
+
+def _located(found: list, start: int, fps: np.ndarray) -> list:
+    """The violations `found` (invariant order, fingerprint, name, detail) in the level that
+    starts at position `start` and holds `fps`, as (invariant order, position, name,
+    detail). A state with a violation ends the search, so this is asked in earnest once."""
+    if not found:
+        return []
+    position = {fp: start + i for i, fp in enumerate(fps.tolist())}
+    return [(order, position[fp], name, detail) for order, fp, name, detail in found
+            if fp in position]
 
 
 def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.ndarray, ...]:
@@ -577,21 +609,22 @@ def explore(
     violation = None
     try:
         init_states = list(model.init_states())
-        seeded = pool.seed(init_states)
+        seeded, found = pool.seed(init_states)
         start = tree.add_level([fp for fp, _ in seeded], [-1] * len(seeded),
                                [index for _, index in seeded])
         fps = np.array([fp for fp, _ in seeded], dtype=np.int64)
         groups = _groups(workers, start, fps, np.zeros(len(fps), dtype=np.int32))
         while len(fps):
-            last_level = max_depth is not None and depth >= max_depth
-            replies = pool.expand(groups, expand=not last_level, masks=level_masks)
-            found = sorted(v for reply in replies for v in reply[0])
-            if found:
-                _, pos, name, detail = found[0]
+            located = _located(found, start, fps)
+            if located:
+                _, pos, name, detail = min(located)
                 trace = _rebuild(model, use_symmetry, tree, init_states, pos, reduction)
                 violation = Violation(name, detail, trace)
                 result = "violation"
                 break
+            last_level = max_depth is not None and depth >= max_depth
+            replies = pool.expand(groups, expand=not last_level, masks=level_masks)
+            found = [v for reply in replies for v in reply[0]]
             for reply in replies:
                 coverage.update(reply[2])
                 generated += reply[3]

@@ -46,6 +46,8 @@ action the handler returns None.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from model_check.model import core_problem
@@ -896,6 +898,26 @@ class FlatKafka:
             out |= {"AckedWritesDurableKip966", "LeaderCandidatesComplete"}
         return out
 
+    def reads_same(self, before: tuple, s: tuple) -> bool:
+        """Whether every field an invariant reads, but the acknowledged and consumed writes,
+        is the same in `s` as in `before`. The invariants read, of a replica, its log, HW,
+        epoch cache and view of the leadership. Parts are compared as objects: a step
+        rebuilds only what it changes, and the explorer's states share their equal parts
+        (`FlatKafkaModel.compact`)."""
+        if (s[ALIVE] is not before[ALIVE] or s[CTRL][0] is not before[CTRL][0]
+                or s[EXCUSED] is not before[EXCUSED] or s[CTRL][2] != before[CTRL][2]
+                or _losses(s) is not _losses(before)):
+            return False
+        rows, was = s[ROWS][0], before[ROWS][0]
+        if rows is was:
+            return True
+        for r, q in zip(rows, was, strict=True):
+            if r is not q and (r[LOG] is not q[LOG] or r[HW] != q[HW] or r[CACHE] is not q[CACHE]
+                               or r[LEADER] != q[LEADER] or r[LEPOCH] != q[LEPOCH]
+                               or r[ISR] is not q[ISR]):
+                return False
+        return True
+
     def _true_leader(self, s: tuple) -> int:
         ps = s[CTRL][0][0]
         leader = ps[0]
@@ -1103,12 +1125,32 @@ class FlatKafka:
         return False
 
 
+# The invariants that read the acknowledged writes, and the consumed ones.
+ACKED_WISE = ("AckedWritesDurable", "AckedWritesDurableKip966", "LeaderCandidatesComplete")
+CONSUMED_WISE = ("ConsumerNeverSeesUncommitted",)
 # `FlatKafka.any_fails` checks these and REPLICA_WISE in one call (the usual search).
 DATA_WISE = ("NoCommittedDataLoss", "LogMatching", "AckedWritesDurable",
              "ConsumerNeverSeesUncommitted", "EligibleReplicasWellFormed")
 # Checked together by `FlatKafka.replica_wise` when all are asked for.
 REPLICA_WISE = ("HighWatermarkBelowLogEnd", "LeaderInIsr", "LeaderEpochMonotonic",
                 "SingleLeaderPerEpoch")
+
+
+def _shared(table: dict, part):
+    """The one copy of `part` in `table`, made of shared parts itself. Numbers and booleans
+    stay as they are: False and 0 are equal, and a state keeps the types it was built of."""
+    kind = type(part)
+    if kind is not tuple and kind is not frozenset:
+        return part
+    got = table.get(part)
+    if got is not None:
+        return got
+    if kind is tuple:
+        part = tuple([_shared(table, x) for x in part])
+    else:
+        part = frozenset([_shared(table, x) for x in part])
+    table[part] = part
+    return part
 
 
 class FlatKafkaModel:
@@ -1127,8 +1169,13 @@ class FlatKafkaModel:
         self.reference = KafkaModel(config, invariants)
         self.config = config
         self.flat = FlatKafka(config)
+        self._parts: dict = {}
         self.invariants = {name: self._check(name) for name in self.reference.invariants}
         names = [name for name in self.invariants if name not in self.flat.never_fail()]
+        self._fails_acked = tuple(getattr(self.flat, name) for name in names
+                                  if name in ACKED_WISE)
+        self._fails_consumed = tuple(getattr(self.flat, name) for name in names
+                                     if name in CONSUMED_WISE)
         if set(REPLICA_WISE) <= set(names):
             names = ["replica_wise", *(name for name in names if name not in REPLICA_WISE)]
         if set(names) == {"replica_wise", *DATA_WISE}:
@@ -1141,6 +1188,37 @@ class FlatKafkaModel:
         for fails in self._fails:
             if fails(state):
                 return False
+        return True
+
+    def compact(self, before, state):
+        """`state`, a successor of `before`, rebuilt of parts shared with earlier states: the
+        explorer keeps a level or two of states, made of few distinct replicas, messages and
+        sets, which shared stay in the processor's caches. Only what the step changed is
+        looked up (the rest is `before`'s, shared already); with `before` None, every
+        part."""
+        table = self._parts
+        x = list(state)
+        changed = (range(len(state)) if before is None
+                   else compress(range(len(state)), map(is_not, state, before)))
+        for i in changed:
+            if i != ALIVE:  # booleans, not to be swapped for the equal ints of other parts
+                x[i] = table.get(x[i]) or _shared(table, x[i])
+        return tuple(x)
+
+    def holds_from(self, before, state) -> bool:
+        """`holds` of `state`, a successor of `before`, in which every invariant holds: of a
+        step that changed nothing the invariants read, but the acknowledged or consumed
+        writes, only the invariants reading those are asked."""
+        if not self.flat.reads_same(before, state):
+            return self.holds(state)
+        if state[ACKED] is not before[ACKED]:
+            for fails in self._fails_acked:
+                if fails(state):
+                    return False
+        if state[CONSUMED] is not before[CONSUMED]:
+            for fails in self._fails_consumed:
+                if fails(state):
+                    return False
         return True
 
     def _check(self, name: str):

@@ -54,7 +54,10 @@ class Model(Protocol):
     def config_json(self) -> dict[str, Any]: ...
 
     # Optional: `holds(state) -> bool`, True when every invariant holds, asked first so that
-    # a state that breaks none costs one call (model_check.flat has it).
+    # a state that breaks none costs one call; `holds_from(before, state) -> bool`, the same
+    # of a successor of `before`, in which every invariant holds, answered from what the step
+    # changed; `compact(before, state)`, an equal state made of parts shared with earlier
+    # ones (`before` None: a state with no predecessor). model_check.flat has all three.
 
 
 def core_problem(config: Config) -> str | None:
