@@ -365,23 +365,6 @@ def v_DivergenceCheckOnly(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             for m in s.fetches]
     return z3.Or(out)
 
-def v_ResponsesCommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset."""
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
-    out = []
-    for f, m in enumerate(s.fetches):
-        rf = s.replicas[f]
-        carried = z3.And(_covers(m, w), w < m.high_watermark,
-                         z3.Not(s.excused[m.rec_value[w]]))
-        own = z3.And(m.kind == sym.RESP_RECORDS, 0 <= w, w < m.high_watermark,
-                     w < m.fetch_offset, w < rf.log_len, z3.Not(s.excused[rf.log_value[w]]))
-        for x, r in enumerate(s.replicas):
-            on_isr = z3.And(s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)))
-            out += [z3.And(carried, on_isr, _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))]
-            if x != f:
-                out += [z3.And(own, on_isr, _lacks(r, w, rf.log_epoch[w], rf.log_value[w]))]
-    return z3.Or(out)
-
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
@@ -534,8 +517,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
-        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree", "DivergenceCheckOnly",
-        "ResponsesCommittedOnIsr")
+        "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree",
+        "DivergenceCheckOnly")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

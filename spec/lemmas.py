@@ -690,35 +690,6 @@ def DivergenceCheckOnly(config: Config, s: Cluster) -> str | None:
             return f"an epoch request, epoch answer or OFFSET_OUT_OF_RANGE answer is in flight to or from {f}"
     return None
 
-def ResponsesCommittedOnIsr(config: Config, s: Cluster) -> str | None:
-    """A record below a records response's HW (its value not excused), carried by the
-    response or in its follower's log below the fetch offset, is at the same offset in every
-    live member of the controller's ISR, and in every member when none is live.
-
-    Why: the response's HW is its leader's HW when it answered, so what lies below it was
-    committed then (CommittedOnIsr), and a committed record stays on the ISR. The follower's
-    log below the fetch offset matched the leader's (the divergence check, KIP-320) and does
-    not change while the answer is in flight. A follower appending a stale response takes
-    that HW, so its HW covers only committed records.
-    """
-    row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    live = any(s.alive[m] for m in isr)
-    for f, m in enumerate(s.fetches[0]):
-        if not isinstance(m, FetchResponse) or m.kind != "records":
-            continue
-        own = row[f].log[:min(m.fetch_offset, m.high_watermark)]
-        carried = [(m.fetch_offset + i, rec) for i, rec in enumerate(m.records)]
-        for o, rec in [*enumerate(own), *carried]:
-            if o >= m.high_watermark or rec.value in s.excused:
-                continue
-            for x in isr:
-                log = row[x].log
-                if (s.alive[x] or not live) and (o >= len(log) or log[o] != rec):
-                    return (f"the response to {f} has {rec} at {o} below its HW (carried or "
-                            f"its follower's), ISR member {x} not")
-    return None
-
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -733,6 +704,5 @@ LEMMAS: dict[str, Lemma] = {
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
-                            DivergenceCheckOnly,
-                            ResponsesCommittedOnIsr)
+                            DivergenceCheckOnly)
 }

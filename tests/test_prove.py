@@ -250,7 +250,6 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         RegistrationCurrent,
         RemoteLeoBacked,
         RequestsNotBehindLog,
-        ResponsesCommittedOnIsr,
         ResponsesFromLeaderLog,
         ResponsesWellFormed,
         ValuesKeepTheirEpoch,
@@ -345,13 +344,6 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     future_fetch = future_fetch.with_fetch(0, 1, FetchRequest(0, 1, 1, 0, 0))
     # A records response whose HW is past the end of its records.
     overcommitted = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 2, 0))
-    # A response to follower 1 carrying leader 0's record below its HW 1, or (from offset 1)
-    # leaving it below in the follower's log: on both ISR members (good); with broker 0's
-    # log emptied, not on member 0 (bad).
-    committed_answer = copied.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 1, 0))
-    lost_answer = committed_answer.with_replica(0, 0, replace(logged.replica(0, 0), log=()))
-    caught_up_answer = copied.with_fetch(0, 1, FetchResponse(0, 0, "records", (), 1, 1))
-    lost_below = caught_up_answer.with_replica(0, 0, replace(logged.replica(0, 0), log=()))
     # Neither an epoch answer nor an OFFSET_OUT_OF_RANGE one reaches a follower of `current`.
     out_of_range = s.with_fetch(0, 1, FetchResponse(
         0, 0, "error", (), 0, 1, end_offset=0, error="OFFSET_OUT_OF_RANGE"))
@@ -361,13 +353,9 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], replaced_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], future_fetch, "last fetched epoch 1"),
-        (ResponsesWellFormed, [s, answered, committed_answer], overcommitted, "malformed"),
+        (ResponsesWellFormed, [s, answered], overcommitted, "malformed"),
         (DivergenceCheckOnly, [s, answered], out_of_range, "OFFSET_OUT_OF_RANGE answer"),
         (DivergenceCheckOnly, [s, answered], epoch_answer, "epoch answer"),
-        (ResponsesCommittedOnIsr, [s, answered, committed_answer, caught_up_answer],
-         lost_answer, "has v1@e0 at 0 below its HW (carried or its follower's), ISR member 0"),
-        (ResponsesCommittedOnIsr, [s, answered, committed_answer, caught_up_answer],
-         lost_below, "has v1@e0 at 0 below its HW (carried or its follower's), ISR member 0"),
         (EpochLogMatching, [s, copied, logged], diverged, "both hold epoch 0 at 1"),
         (EpochStartsAgree, [s, copied, logged], restarted_epoch, "epoch 1 starts at 1"),
         (LeaderHoldsItsEpoch, [s, copied, logged], orphan, "leader 0 of its epoch does not"),
