@@ -330,6 +330,9 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # Follower 1's fetch to leader 0 in its view: at its LEO 0 (good) or past it (bad).
     fetching = s.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
     misfetching = s.with_fetch(0, 1, FetchRequest(0, 1, -1, 0, 0))
+    # With a record: from its LEO 1 (good), or from 0 (bad: only this clause asks for the LEO).
+    copied_fetching = copied.with_fetch(0, 1, FetchRequest(0, 1, 0, 0, 0))
+    behind_fetch = copied.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
     # Follower 1, since moved to leader epoch 1, with a fetch of epoch 0 in flight: its log
     # still holds the record before the offset (good), or has lost it or holds another
     # epoch there (bad); or a fetch whose last fetched epoch is past the leader epoch it was
@@ -363,6 +366,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (HighWatermarkAtReach, [s, logged, solo_committed], solo, "below 1 over its ISR view"),
         (IsrNeverEmpty, [s], emptied, "the controller's ISR is empty"),
         (FetchRequestsCurrent, [s, fetching], misfetching, "carries offset 1 in epoch -1"),
+        (FetchRequestsCurrent, [s, fetching, copied_fetching], behind_fetch,
+         "carries offset 0 in epoch -1; its log ends at 1"),
         (ResponsesFromLeaderLog, [s, answered], misanswered, "not leader 0's log from 0"),
         (ResponsesFromLeaderLog, [s, answered], premature, "of leader epoch 1, past its leader's"),
         (ResponsesFromLeaderLog, [s, answered], late_record, "a later epoch than its 0"),
