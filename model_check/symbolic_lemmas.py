@@ -422,7 +422,11 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
     for x, rx in enumerate(s.replicas):
-        counted = z3.Or(z3.Not(s.excused[rx.log_value[w]]), z3.And(s.c_isr[x], s.alive[x]))
+        heard = z3.Or([z3.And(sym._true_leader(s, b), lr.remote_leo[x] != UNKNOWN,
+                              lr.remote_be[x] == s.broker_epochs[x])
+                       for b, lr in enumerate(s.replicas) if b != x])
+        counted = z3.Or(z3.Not(s.excused[rx.log_value[w]]),
+                        z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
         below = z3.And(0 <= w, w < rx.high_watermark, counted)
         out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), sym.record_differs(rx, rm, w))
                 for m, rm in enumerate(s.replicas)]

@@ -499,10 +499,15 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     row = s.replicas[0]
     isr = s.controller.partitions[0].isr
     live = any(s.alive[m] for m in isr)
+    leader = s.true_leader(0)
     for x, rx in enumerate(row):
+        lr = row[leader] if leader not in (NO_LEADER, x) else None
+        heard = lr is not None and lr.remote_log_end_offset[x] != UNKNOWN \
+            and lr.remote_broker_epoch[x] == s.broker_epochs[x]
+        counted = s.alive[x] and (x in isr or heard)
         for o in range(rx.high_watermark):
             rec = rx.log[o]
-            if rec.value in s.excused and not (x in isr and s.alive[x]):
+            if rec.value in s.excused and not counted:
                 continue
             for m in isr:
                 log = row[m].log

@@ -236,6 +236,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         CommittedOnIsr,
         CommittedWithinLeaderReach,
         DivergenceCheckOnly,
+        EpochCommittedByLeader,
         EpochLogMatching,
         EpochStartsAgree,
         FetchRequestsCurrent,
@@ -370,9 +371,21 @@ def test_the_record_lemmas_can_fail_in_both_forms():
                                                         log=(Record(0, 2),))), next_value=3)
     unheard = misheard.with_replica(0, 0, replace(misheard.replica(0, 0),
                                                   remote_log_end_offset=(-1, -1)))
+    # Follower 1, out of the ISR, holds below its HW a record whose loss was excused, which
+    # ISR member 0 lacks: asked only once leader 0 has heard from it in its session.
+    unheard_excused = replace(s.with_replica(0, 1, replace(
+        s.replica(0, 1), log=(Record(0, 1),), high_watermark=1)), next_value=2,
+        excused=frozenset({1}), controller=replace(s.controller, partitions=(
+            replace(s.controller.partitions[0], isr=(0,)),)))
+    unheard_excused = unheard_excused.with_replica(0, 0, replace(s.replica(0, 0), isr=(0,)))
+    heard_excused = unheard_excused.with_replica(0, 0, replace(
+        unheard_excused.replica(0, 0), remote_log_end_offset=(-1, 0),
+        remote_broker_epoch=(-1, 0)))
     cases = [
         (CommittedOnIsr, [s, copied, excused_outside], excused_exposed,
          "below its HW, ISR member 1 not"),
+        (CommittedOnIsr, [s, unheard_excused], heard_excused, "below its HW, ISR member 0 not"),
+        (EpochCommittedByLeader, [s, copied, caught_up], overtaken, "past leader 0's HW 0"),
         (FollowerHwOnLeader, [s, heard, unheard], misheard, "covers records leader 0 lacks"),
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], replaced_since, "offset 1 in epoch 0, which its log"),
