@@ -381,10 +381,15 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     heard_excused = unheard_excused.with_replica(0, 0, replace(
         unheard_excused.replica(0, 0), remote_log_end_offset=(-1, 0),
         remote_broker_epoch=(-1, 0)))
+    # Not heard: no LEO recorded, or one recorded in another session of broker 1.
+    no_leo = heard_excused.with_replica(0, 0, replace(
+        heard_excused.replica(0, 0), remote_log_end_offset=(-1, -1)))
+    old_session = heard_excused.with_replica(0, 0, replace(
+        heard_excused.replica(0, 0), remote_broker_epoch=(-1, -1)))
     cases = [
         (CommittedOnIsr, [s, copied, excused_outside], excused_exposed,
          "below its HW, ISR member 1 not"),
-        (CommittedOnIsr, [s, unheard_excused], heard_excused, "below its HW, ISR member 0 not"),
+        (CommittedOnIsr, [s, unheard_excused, no_leo, old_session], heard_excused, "below its HW, ISR member 0 not"),
         (EpochCommittedByLeader, [s, copied, caught_up], overtaken, "past leader 0's HW 0"),
         (FollowerHwOnLeader, [s, heard, unheard], misheard, "covers records leader 0 lacks"),
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
