@@ -421,11 +421,37 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
-    for rx in s.replicas:
-        below = z3.And(0 <= w, w < rx.high_watermark, z3.Not(s.excused[rx.log_value[w]]))
+    for x, rx in enumerate(s.replicas):
+        heard = z3.Or([z3.And(sym._true_leader(s, b), lr.remote_leo[x] != UNKNOWN,
+                              lr.remote_be[x] == s.broker_epochs[x])
+                       for b, lr in enumerate(s.replicas) if b != x])
+        counted = z3.Or(z3.Not(s.excused[rx.log_value[w]]),
+                        z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
+        below = z3.And(0 <= w, w < rx.high_watermark, counted)
         out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), sym.record_differs(rx, rm, w))
                 for m, rm in enumerate(s.replicas)]
     return z3.Or(out)
+
+
+def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    out = []
+    for b, lr in enumerate(s.replicas):
+        for f, rf in enumerate(s.replicas):
+            if f == b:
+                continue
+            heard = z3.And(sym._true_leader(s, b), s.alive[f], lr.remote_leo[f] != UNKNOWN,
+                           lr.remote_be[f] == s.broker_epochs[f])
+            out.append(z3.And(heard, z3.Or(rf.high_watermark > lr.log_len, z3.And(
+                0 <= w, w < rf.high_watermark, sym.record_differs(rf, lr, w)))))
+    return z3.Or(out)
+
+
+def v_EpochCommittedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    return z3.Or([z3.And(sym._true_leader(s, b), 0 <= w, w < rx.high_watermark,
+                         rx.log_epoch[w] == lr.leader_epoch, w >= lr.high_watermark)
+                  for b, lr in enumerate(s.replicas) for rx in s.replicas])
 
 
 def _recorded(s: sym.SState, pe) -> z3.BoolRef:
@@ -517,7 +543,8 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "CommittedOnIsr", "CommittedWithinLeaderReach", "EpochLogMatching",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
         "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree",
-        "DivergenceCheckOnly")
+        "DivergenceCheckOnly", "FollowerHwOnLeader",
+        "EpochCommittedByLeader")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

@@ -499,10 +499,15 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     row = s.replicas[0]
     isr = s.controller.partitions[0].isr
     live = any(s.alive[m] for m in isr)
+    leader = s.true_leader(0)
     for x, rx in enumerate(row):
+        lr = row[leader] if leader not in (NO_LEADER, x) else None
+        heard = lr is not None and lr.remote_log_end_offset[x] != UNKNOWN \
+            and lr.remote_broker_epoch[x] == s.broker_epochs[x]
+        counted = s.alive[x] and (x in isr or heard)
         for o in range(rx.high_watermark):
             rec = rx.log[o]
-            if rec.value in s.excused:
+            if rec.value in s.excused and not counted:
                 continue
             for m in isr:
                 log = row[m].log
@@ -690,6 +695,40 @@ def DivergenceCheckOnly(config: Config, s: Cluster) -> str | None:
             return f"an epoch request, epoch answer or OFFSET_OUT_OF_RANGE answer is in flight to or from {f}"
     return None
 
+
+def FollowerHwOnLeader(config: Config, s: Cluster) -> str | None:
+    """Every record below the HW of a live follower the true leader has heard from in its
+    current session is at the same offset in the true leader's log."""
+    leader = s.true_leader(0)
+    if leader == NO_LEADER:
+        return None
+    row = s.replicas[0]
+    lr = row[leader]
+    for f, rf in enumerate(row):
+        if (f == leader or not s.alive[f] or lr.remote_log_end_offset[f] == UNKNOWN
+                or lr.remote_broker_epoch[f] != s.broker_epochs[f]):
+            continue
+        h = rf.high_watermark
+        if h > len(lr.log) or rf.log[:h] != lr.log[:h]:
+            return f"follower {f}'s HW {h} covers records leader {leader} lacks"
+    return None
+
+
+def EpochCommittedByLeader(config: Config, s: Cluster) -> str | None:
+    """A record of the true leader's epoch is below some replica's HW only if it is below
+    the true leader's HW."""
+    leader = s.true_leader(0)
+    if leader == NO_LEADER:
+        return None
+    lr = s.replicas[0][leader]
+    for x, rx in enumerate(s.replicas[0]):
+        for o in range(lr.high_watermark, rx.high_watermark):
+            if rx.log[o].epoch == lr.leader_epoch:
+                return (f"broker {x}'s HW covers {rx.log[o]} at {o}, past leader {leader}'s "
+                        f"HW {lr.high_watermark}")
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -704,5 +743,6 @@ LEMMAS: dict[str, Lemma] = {
                             EpochLogMatching, LeaderHoldsItsEpoch,
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
-                            DivergenceCheckOnly)
+                            DivergenceCheckOnly, FollowerHwOnLeader,
+                            EpochCommittedByLeader)
 }

@@ -233,11 +233,14 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
     from spec.lemmas import (
         CacheMatchesLog,
+        CommittedOnIsr,
         CommittedWithinLeaderReach,
         DivergenceCheckOnly,
+        EpochCommittedByLeader,
         EpochLogMatching,
         EpochStartsAgree,
         FetchRequestsCurrent,
+        FollowerHwOnLeader,
         HighWatermarkAtReach,
         IsrNeverEmpty,
         IsrWithinLeaderView,
@@ -352,7 +355,43 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         0, 0, "error", (), 0, 1, end_offset=0, error="OFFSET_OUT_OF_RANGE"))
     epoch_answer = logged.with_fetch(0, 1, FetchResponse(0, 0, "epoch", (), 0, 0, epoch=0,
                                                          end_offset=1))
+    # Broker 0 (in the controller's ISR, live) exposes a record whose loss was excused below
+    # its HW while member 1 lacks it (bad: it could lead with it); out of the ISR it may.
+    excused_exposed = replace(logged.with_replica(0, 0, replace(
+        logged.replica(0, 0), high_watermark=1)), excused=frozenset({1}))
+    excused_outside = replace(excused_exposed, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], isr=(1,)),)))
+    # Leader 0 has heard from follower 1 in its session: the follower's HW covers leader 0's
+    # record (good), or another record (bad); not heard from, it is not asked.
+    heard = copied.with_replica(0, 0, replace(copied.replica(0, 0), high_watermark=1,
+                                              remote_log_end_offset=(-1, 1),
+                                              remote_broker_epoch=(-1, 0)))
+    heard = heard.with_replica(0, 1, replace(heard.replica(0, 1), high_watermark=1))
+    misheard = replace(heard.with_replica(0, 1, replace(heard.replica(0, 1),
+                                                        log=(Record(0, 2),))), next_value=3)
+    unheard = misheard.with_replica(0, 0, replace(misheard.replica(0, 0),
+                                                  remote_log_end_offset=(-1, -1)))
+    # Follower 1, out of the ISR, holds below its HW a record whose loss was excused, which
+    # ISR member 0 lacks: asked only once leader 0 has heard from it in its session.
+    unheard_excused = replace(s.with_replica(0, 1, replace(
+        s.replica(0, 1), log=(Record(0, 1),), high_watermark=1)), next_value=2,
+        excused=frozenset({1}), controller=replace(s.controller, partitions=(
+            replace(s.controller.partitions[0], isr=(0,)),)))
+    unheard_excused = unheard_excused.with_replica(0, 0, replace(s.replica(0, 0), isr=(0,)))
+    heard_excused = unheard_excused.with_replica(0, 0, replace(
+        unheard_excused.replica(0, 0), remote_log_end_offset=(-1, 0),
+        remote_broker_epoch=(-1, 0)))
+    # Not heard: no LEO recorded, or one recorded in another session of broker 1.
+    no_leo = heard_excused.with_replica(0, 0, replace(
+        heard_excused.replica(0, 0), remote_log_end_offset=(-1, -1)))
+    old_session = heard_excused.with_replica(0, 0, replace(
+        heard_excused.replica(0, 0), remote_broker_epoch=(-1, -1)))
     cases = [
+        (CommittedOnIsr, [s, copied, excused_outside], excused_exposed,
+         "below its HW, ISR member 1 not"),
+        (CommittedOnIsr, [s, unheard_excused, no_leo, old_session], heard_excused, "below its HW, ISR member 0 not"),
+        (EpochCommittedByLeader, [s, copied, caught_up], overtaken, "past leader 0's HW 0"),
+        (FollowerHwOnLeader, [s, heard, unheard], misheard, "covers records leader 0 lacks"),
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], replaced_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], future_fetch, "last fetched epoch 1"),
