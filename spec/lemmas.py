@@ -489,12 +489,17 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
 
 def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     """A record below any replica's HW (its value not excused) is at the same offset in every
-    live member of the controller's ISR, and in every member when none is live.
+    live member of the controller's ISR, and in every member when none is live. An excused
+    record counts too when it is below the HW of a live ISR member, or of a live follower the
+    true leader has heard from in its current session.
 
     Why: the heart of both data invariants (item 3 of docs/prove.md's list). The next leader
     is an ISR member, so it holds every record some replica already exposes; when every
     member is down, a record one of them lost is excused (`_excuse_lost_writes`), so what
-    is left of the ISR still holds the rest.
+    is left of the ISR still holds the rest. An excused record stays in a live replica only
+    until it follows a leader without it and truncates; before that the replica is out of
+    the ISR (it joins from a fetch that passed KIP-320's check), so a member, or a follower
+    about to join, exposes only what every member holds.
     """
     row = s.replicas[0]
     isr = s.controller.partitions[0].isr
@@ -698,7 +703,14 @@ def DivergenceCheckOnly(config: Config, s: Cluster) -> str | None:
 
 def FollowerHwOnLeader(config: Config, s: Cluster) -> str | None:
     """Every record below the HW of a live follower the true leader has heard from in its
-    current session is at the same offset in the true leader's log."""
+    current session is at the same offset in the true leader's log.
+
+    Why: the leader records a follower's LEO only from a fetch that passed KIP-320's check,
+    below which the two logs agree; the follower's HW comes from this leader's answers (at
+    most its HW, over records it sent) or was kept from before, over records committed then,
+    which the leader, an ISR member then, holds. ISR expansion reads it: the joining follower
+    exposes only the leader's records.
+    """
     leader = s.true_leader(0)
     if leader == NO_LEADER:
         return None
@@ -716,7 +728,12 @@ def FollowerHwOnLeader(config: Config, s: Cluster) -> str | None:
 
 def EpochCommittedByLeader(config: Config, s: Cluster) -> str | None:
     """A record of the true leader's epoch is below some replica's HW only if it is below
-    the true leader's HW."""
+    the true leader's HW.
+
+    Why: only this leader writes records of its epoch, and a replica learns a HW over them
+    only from its answers, which carry its HW; a leader's HW does not go down while it
+    leads.
+    """
     leader = s.true_leader(0)
     if leader == NO_LEADER:
         return None
