@@ -141,32 +141,17 @@ def _event_reason(p: Column) -> Column:
         return F.when(~p[field].rlike(_whole(pattern)),
                       F.concat(F.lit(f"field {field}: {what} "), p[field]))
 
-    def bad_send(mid: Column) -> Column:
-        return ~mid.rlike(_whole(T.MESSAGE_ID_PATTERN))
-
-    def foreign_send(mid: Column) -> Column:
-        return F.substring_index(mid, ":", 1) != p["node"]
-
-    bad_sends = F.filter(p["send"], bad_send)
-    foreign = F.filter(p["send"], foreign_send)
-    # An event nearly always sends one message: its id is checked in place, without the
-    # array functions (interpreted, a new array per line) that any other count needs.
-    one = p["send"][0]
-    sends = (F.when(F.size(p["send"]) == 1,
-                    F.when(bad_send(one), F.concat(F.lit("field send: bad message id "), one))
-                    .when(foreign_send(one),
-                          F.concat(F.lit("field send: an id of another node: "), one)))
-             .otherwise(F.coalesce(
-                 F.when(F.size(bad_sends) > 0,
-                        F.concat(F.lit("field send: bad message id "), bad_sends[0])),
-                 F.when(F.size(foreign) > 0,
-                        F.concat(F.lit("field send: an id of another node: "), foreign[0])))))
+    bad_sends = F.filter(p["send"], lambda mid: ~mid.rlike(_whole(T.MESSAGE_ID_PATTERN)))
+    foreign = F.filter(p["send"], lambda mid: F.substring_index(mid, ":", 1) != p["node"])
     return F.coalesce(
         _missing(p, S.REQUIRED["event"]),
         bad("action", T.ACTION_PATTERN, "not an action name:"),
         bad("outcome", T.CODE_PATTERN, "not an outcome code:"),
         bad("recv", T.MESSAGE_ID_PATTERN, "bad message id"),
-        sends,
+        F.when(F.size(bad_sends) > 0,
+               F.concat(F.lit("field send: bad message id "), bad_sends[0])),
+        F.when(F.size(foreign) > 0,
+               F.concat(F.lit("field send: an id of another node: "), foreign[0])),
     )
 
 
@@ -221,8 +206,8 @@ def config_key(config: Column) -> Column:
 
 def too_long(line: Column) -> Column:
     """`line over ... characters`, or null."""
-    # A line has no more characters than bytes: counting characters (a scan of every byte)
-    # is needed only for the rare line with more bytes than the limit.
+    # A line has no more characters than bytes: characters (a scan of every byte) are
+    # counted only on the rare line with more bytes than the limit.
     return F.when((F.octet_length(line) > MAX_LINE_CHARS) & (F.length(line) > MAX_LINE_CHARS),
                   F.lit(f"line over {MAX_LINE_CHARS:,} characters"))
 
@@ -352,25 +337,7 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
                renamed: dict[tuple[str, str], str] | None = None) -> DataFrame:
     """`parse_lines` of files given as rows (file, value: the whole text of the file), however
     they were made: read from disk, or the traces of runs simulated in the same job."""
-    # Per file (one row): its lines, and every header line in it, parsed and judged once:
-    # its line number, why it cannot govern the lines below it (null if it can), their
-    # config key and stored run name.
-    def judged(n: Column, lines: Column) -> Column:
-        text = F.element_at(lines, n)
-        # (An unsafe header line is a header all the same: it ends the run above it, and
-        # its own lines are malformed because it is.)
-        p = F.when(unsafe_reason(text).isNull(), F.from_json(text, S.LINE, PARSE_OPTIONS))
-        bad = _header_reason(p)
-        run = p["run"]
-        if renamed:
-            ident = _identity(F.col("file"), p)
-            for (run_id, identity), stored_as in renamed.items():
-                run = F.when((p["run"] == run_id) & (ident == identity),
-                             F.lit(stored_as)).otherwise(run)
-        return F.struct(n.alias("line"), bad.alias("bad"),
-                        F.when(bad.isNull(), config_key(p["config"])).alias("key"),
-                        F.when(bad.isNull(), run).alias("run"))
-
+    # Per file (one row): its lines, and every header line in it parsed once.
     per_file = text.select(
         "file", F.split("value", "\n", -1).alias("lines"),
     ).select(
@@ -379,12 +346,17 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
             F.filter(
                 F.sequence(F.lit(1), F.size("lines")),
                 # By text, not by parsing: a header that is not valid JSON must still end
-                # the previous run's lines (they would otherwise be stored under it). The
-                # pattern implies `header"`, a cheaper first test than its own `"` start.
-                lambda n: F.element_at("lines", n).contains('header"')
+                # the previous run's lines (they would otherwise be stored under it).
+                lambda n: F.element_at("lines", n).contains('"header"')
                 & F.element_at("lines", n).rlike(HEADER_PATTERN),
             ),
-            lambda n: judged(n, F.col("lines")),
+            # (An unsafe header line is a header all the same: it ends the run above it, and
+            # its own lines are malformed because it is.)
+            lambda n: F.struct(
+                n.alias("line"),
+                F.when(unsafe_reason(F.element_at("lines", n)).isNull(),
+                       F.from_json(F.element_at("lines", n), S.LINE, PARSE_OPTIONS)).alias("p"),
+            ),
         ).alias("headers"),
     )
     rows = per_file.select(
@@ -418,13 +390,13 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
         .when(~p["kind"].isin(*S.KINDS), F.concat(F.lit("field kind: unknown value "), p["kind"]))
         .when(h.isNull(), F.lit("no header line above this line"))
         .when(p["kind"] == "header", _header_reason(p))
-        .when(h["bad"].isNotNull(),
+        .when(_header_reason(h["p"]).isNotNull(),
               F.concat(F.lit("its header (line "), h["line"].cast("string"),
                        F.lit(") is not valid")))
         .otherwise(_kind_reason(p))
     )
     rows = rows.select("file", "line", "text", "h", "p", reason.alias("reason"))
-    good_header = F.col("h").isNotNull() & F.col("h.bad").isNull()
+    good_header = F.col("h").isNotNull() & _header_reason(F.col("h.p")).isNull()
     table = F.when(F.col("reason").isNotNull(), F.lit(S.MALFORMED)).otherwise(
         F.coalesce(*(F.when(F.col("p.kind") == kind, F.lit(name))
                      for kind, name in S.TABLE_OF_KIND.items())))
@@ -441,9 +413,14 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
         elif name == "table":
             column = table
         elif name == "config_key":
-            column = F.when(good_header, F.col("h.key"))
+            column = F.when(good_header, config_key(F.col("h.p.config")))
         elif name == "run":
-            column = F.when(good_header, F.col("h.run"))
+            column = F.when(good_header, F.col("h.p.run"))
+            if renamed:
+                ident = _identity(F.col("file"), F.col("h.p"))
+                for (run, identity), stored_as in renamed.items():
+                    column = F.when(good_header & (F.col("h.p.run") == run)
+                                    & (ident == identity), F.lit(stored_as)).otherwise(column)
         else:
             # A malformed line keeps only where it came from and why.
             column = F.when(F.col("reason").isNull(), F.col("p")[name])
