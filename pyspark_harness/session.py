@@ -52,6 +52,9 @@ LOCAL_CONF = {
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # Local files are listed by the driver: a listing job (Spark's choice past 32 paths) cost
+    # 10-14 s for a 1,400-file corpus, where the driver's own stat calls take under 2 s.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 
 
