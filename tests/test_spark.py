@@ -667,3 +667,28 @@ def test_replay_from_columns_gives_the_verdicts_of_the_raw_lines(spark, tmp_path
     (_, accepted, _, _), (_, diverged, _, detail) = verdicts[True]
     assert (accepted, diverged) == ("accepted", "divergence")
     assert detail.endswith("replica p0 of broker 1 differs"), detail
+
+
+def test_the_driver_finds_the_header_lines_spark_reads(spark, tmp_path):
+    # The driver's scan of mapped files for header lines gives what Spark's line reader
+    # gives for them: LF, CRLF and CR line ends, a byte order mark at the start of a file, a
+    # header not on the first line, an empty file. A mutant that keeps the CR or the mark, or
+    # splits on LF only, fails.
+    from pyspark_harness.ingest import _header_candidates
+
+    header = b'{"kind":"header","run":"r%d"}'
+    (tmp_path / "lf.ndjson").write_bytes(header % 1 + b'\n{"kind":"event"}\n')
+    (tmp_path / "crlf.ndjson").write_bytes(b'{"kind":"event"}\r\n' + header % 2 + b"\r\n")
+    (tmp_path / "cr.ndjson").write_bytes(header % 3 + b'\r{"kind":"event"}\r' + header % 4)
+    (tmp_path / "bom.ndjson").write_bytes(b"\xef\xbb\xbf" + header % 5 + b"\n")
+    (tmp_path / "empty.ndjson").write_bytes(b"")
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    found = _header_candidates(spark, files)
+    assert found is not None
+    expected = (spark.read.text(files)
+                .select(F.col("_metadata.file_path").alias("file"), F.col("value").alias("text"))
+                .where(F.col("text").contains('header"')))
+    rows = sorted((r["file"], r["text"]) for r in found.collect())
+    assert rows == sorted((r["file"], r["text"]) for r in expected.collect())
+    assert len(rows) == 5 and all(text.startswith("{") and text.endswith("}")
+                                  for _, text in rows)
