@@ -846,7 +846,7 @@ def test_the_default_lemmas_prove_every_step_but_those_that_move_data():
         *(f"LeaderHandleFetch{x}" for x in pairs)}
     # Each of the 12 is a genuine CTI, or `unknown` where one of the slower steps' queries
     # hits its time limit (seen with the other core busy, and once on an idle machine at
-    # FollowerHandleFetchResponse[1]: the refinement's terms differ from run to run).
+    # FollowerHandleFetchResponse[1], which the same code gave as a CTI in another run).
     others = [v.verdict for v in verdicts.values() if v.verdict != "inductive"]
     assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 9
     assert outcome.cti is not None and outcome.cti.action in {
