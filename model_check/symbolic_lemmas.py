@@ -422,15 +422,20 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
     for x, rx in enumerate(s.replicas):
-        heard = z3.Or([z3.And(sym._true_leader(s, b), lr.remote_leo[x] != UNKNOWN,
-                              lr.remote_be[x] == s.broker_epochs[x])
-                       for b, lr in enumerate(s.replicas) if b != x])
+        heard = z3.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
         counted = z3.Or(z3.Not(s.excused[rx.log_value[w]]),
                         z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
         below = z3.And(0 <= w, w < rx.high_watermark, counted)
         out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), sym.record_differs(rx, rm, w))
                 for m, rm in enumerate(s.replicas)]
     return z3.Or(out)
+
+
+def _heard(s: sym.SState, b: int, f: int) -> z3.BoolRef:
+    """`b` is the true leader and has recorded a LEO for `f` in `f`'s current broker epoch."""
+    lr = s.replicas[b]
+    return z3.And(sym._true_leader(s, b), lr.remote_leo[f] != UNKNOWN,
+                  lr.remote_be[f] == s.broker_epochs[f])
 
 
 def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -440,8 +445,7 @@ def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         for f, rf in enumerate(s.replicas):
             if f == b:
                 continue
-            heard = z3.And(sym._true_leader(s, b), s.alive[f], lr.remote_leo[f] != UNKNOWN,
-                           lr.remote_be[f] == s.broker_epochs[f])
+            heard = z3.And(_heard(s, b, f), s.alive[f])
             out.append(z3.And(heard, z3.Or(rf.high_watermark > lr.log_len, z3.And(
                 0 <= w, w < rf.high_watermark, sym.record_differs(rf, lr, w)))))
     return z3.Or(out)

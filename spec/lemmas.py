@@ -487,6 +487,16 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _heard(s: Cluster, leader: int, f: int) -> bool:
+    """`leader` (the true leader, or NO_LEADER) has recorded a LEO for broker `f` in `f`'s
+    current broker epoch: it has heard from `f` since `f` last registered."""
+    if leader in (NO_LEADER, f):
+        return False
+    lr = s.replicas[0][leader]
+    return (lr.remote_log_end_offset[f] != UNKNOWN
+            and lr.remote_broker_epoch[f] == s.broker_epochs[f])
+
+
 def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     """A record below any replica's HW (its value not excused) is at the same offset in every
     live member of the controller's ISR, and in every member when none is live. An excused
@@ -506,10 +516,7 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     live = any(s.alive[m] for m in isr)
     leader = s.true_leader(0)
     for x, rx in enumerate(row):
-        lr = row[leader] if leader not in (NO_LEADER, x) else None
-        heard = lr is not None and lr.remote_log_end_offset[x] != UNKNOWN \
-            and lr.remote_broker_epoch[x] == s.broker_epochs[x]
-        counted = s.alive[x] and (x in isr or heard)
+        counted = s.alive[x] and (x in isr or _heard(s, leader, x))
         for o in range(rx.high_watermark):
             rec = rx.log[o]
             if rec.value in s.excused and not counted:
@@ -524,9 +531,11 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     """An epoch request in flight asks for an epoch (or -1) in a leader epoch no newer than
     its sender's view; a fetch request in flight carries a broker epoch the follower has had
-    (0 .. its own) and a leader epoch no newer than its view's; and while the follower is
-    still in the view it sent it in (same leader and leader epoch), no truncation is due and
-    the request carries its LEO and the epoch of its last record.
+    (0 .. its own), a leader epoch no newer than its view's and a last fetched epoch no newer
+    than that; whatever the follower's view, its log still holds the request's offset and,
+    just below it, a record of the request's last fetched epoch (offset 0: epoch -1); and
+    while the follower is still in the view it sent it in (same leader and leader epoch), no
+    truncation is due and the request carries its LEO.
 
     Why: while its request is in flight a follower's log does not change in that view: it
     truncates only on an answer or a new leader epoch, it appends only answers (one at a
@@ -717,8 +726,7 @@ def FollowerHwOnLeader(config: Config, s: Cluster) -> str | None:
     row = s.replicas[0]
     lr = row[leader]
     for f, rf in enumerate(row):
-        if (f == leader or not s.alive[f] or lr.remote_log_end_offset[f] == UNKNOWN
-                or lr.remote_broker_epoch[f] != s.broker_epochs[f]):
+        if not s.alive[f] or not _heard(s, leader, f):
             continue
         h = rf.high_watermark
         if h > len(lr.log) or rf.log[:h] != lr.log[:h]:
