@@ -692,3 +692,22 @@ def test_the_driver_finds_the_header_lines_spark_reads(spark, tmp_path):
     assert rows == sorted((r["file"], r["text"]) for r in expected.collect())
     assert len(rows) == 5 and all(text.startswith("{") and text.endswith("}")
                                   for _, text in rows)
+
+
+def test_the_ingest_counts_what_it_wrote(spark, corpus, tmp_path):
+    # The counts `ingest` returns are taken during the write (`DataFrame.observe`): they are
+    # those of the dataset read back, with a malformed line and its example among them.
+    from pyspark_harness.ingest import ingest, read_stored
+
+    run = sorted(corpus.glob("*/run-*"))[0]
+    shutil.copytree(run, tmp_path / "in" / run.name)
+    node = sorted((tmp_path / "in" / run.name).glob("*.ndjson"))[0]
+    with node.open("a", encoding="utf-8") as handle:
+        handle.write('{"kind": "event", "node":\n')
+    result = ingest(spark, find_trace_files([str(tmp_path / "in")]), str(tmp_path / "out"))
+    stored = read_stored(spark, str(tmp_path / "out"))
+    counts = {r["table"]: r["count"] for r in stored.groupBy("table").count().collect()}
+    assert result.lines_by_table == counts and counts["malformed"] == 1
+    assert result.runs == stored.where("table = 'headers'").select("run").distinct().count() == 1
+    assert [(Path(f).name, n) for f, n, _ in result.malformed_examples] == [
+        (node.name, len(node.read_text(encoding="utf-8").splitlines()))]
