@@ -66,23 +66,17 @@ def _replacer(cls: type):
     such a twin would not share, is copied through the descriptors."""
     slots = cls.__slots__
     if cls.__base__ is object:
-        lines = [f"def replace_{cls.__name__}(obj, changes):", "    new = _new(twin)"]
-        lines += [f"    new.{name} = {'0' if name == '_hash' else f'obj.{name}'}"
-                  for name in slots]
-        lines += ["    for name, value in changes.items():", "        setattr(new, name, value)",
-                  "    _set(new, '__class__', cls)", "    return new"]
-        namespace = {"_new": _new, "_set": _set, "cls": cls, "twin": _twin(cls)}
-    else:
-        # Each field is copied through its slot descriptor's setter (bound once, here), then
-        # the changes are set over it: faster than a lookup in `changes` per field.
-        lines = [f"def replace_{cls.__name__}(obj, changes):", "    new = _new(cls)"]
-        for name in slots:
-            value = "0" if name == "_hash" else f"obj.{name}"
-            lines.append(f"    set_{name}(new, {value})")
-        lines += ["    for name, value in changes.items():", "        _set(new, name, value)",
-                  "    return new"]
-        namespace = {"_new": _new, "_set": _set, "cls": cls,
-                     **{f"set_{name}": getattr(cls, name).__set__ for name in slots}}
+        return _twin_copier(cls, f"replace_{cls.__name__}", changes=True)
+    # Each field is copied through its slot descriptor's setter (bound once, here), then the
+    # changes are set over it: faster than a lookup in `changes` per field.
+    lines = [f"def replace_{cls.__name__}(obj, changes):", "    new = _new(cls)"]
+    for name in slots:
+        value = "0" if name == "_hash" else f"obj.{name}"
+        lines.append(f"    set_{name}(new, {value})")
+    lines += ["    for name, value in changes.items():", "        _set(new, name, value)",
+              "    return new"]
+    namespace = {"_new": _new, "_set": _set, "cls": cls,
+                 **{f"set_{name}": getattr(cls, name).__set__ for name in slots}}
     exec("\n".join(lines), namespace)
     return namespace[f"replace_{cls.__name__}"]
 
@@ -102,13 +96,23 @@ def _updater(cls: type, *names: str):
     """`replace(obj, name=value, ...)` for these `names`, as `f(obj, value, ...)`: for the
     changes every step makes, without the keyword dict and its loop (see `_replacer`)."""
     assert cls.__base__ is object, cls
-    lines = [f"def with_{'_'.join(names)}(obj, {', '.join(names)}):", "    new = _new(twin)"]
+    return _twin_copier(cls, f"with_{'_'.join(names)}", names)
+
+
+def _twin_copier(cls: type, function: str, names: tuple[str, ...] = (), changes: bool = False):
+    """A copier of `cls` through its twin (see `_replacer`), generated as straight-line code:
+    the fields in `names` are its arguments after `obj`, the others `obj`'s (a cached hash
+    reset); with `changes`, a last argument, a dict of further changes set over them."""
+    params = ", ".join(("obj", *names, *(("changes",) if changes else ())))
+    lines = [f"def {function}({params}):", "    new = _new(twin)"]
     lines += [f"    new.{n} = {n if n in names else '0' if n == '_hash' else f'obj.{n}'}"
               for n in cls.__slots__]
+    if changes:
+        lines += ["    for name, value in changes.items():", "        setattr(new, name, value)"]
     lines += ["    _set(new, '__class__', cls)", "    return new"]
     namespace = {"_new": _new, "_set": _set, "cls": cls, "twin": _twin(cls)}
     exec("\n".join(lines), namespace)
-    return namespace[f"with_{'_'.join(names)}"]
+    return namespace[function]
 
 
 def fast_init(cls: type) -> type:

@@ -1366,3 +1366,28 @@ def test_growing_log_versions_do_not_see_each_others_appends():
     assert hash(longer) == hash((1, 2, 3, 4)) and longer[-1] == 4 and longer[1:3] == (2, 3)
     with pytest.raises(IndexError):
         base[3]  # the shared list holds more than this version
+
+
+def test_the_generated_copiers_make_what_dataclasses_replace_makes():
+    # `spec.state.replace` and the `Cluster.with_*` copiers build through a twin class: the
+    # copy must be of the class, equal to the generic copy, with its own hash (not the cached
+    # one of the state it came from), and leave that state as it was.
+    import dataclasses
+
+    from spec.state import FetchRequest, replace
+
+    config = cfg("current", brokers=3, max_crashes=1)
+    s = run(config, produce(1), fetch(1))
+    before = hash(s)
+    request = FetchRequest(0, 1, 0, 0, 0)
+    replica = replace(s.replica(0, 1), high_watermark=1)
+    # (The generic copy is given `_hash=0`: it would carry over the cached hash.)
+    for copy, expected in (
+            (replace(s, next_value=9), dataclasses.replace(s, next_value=9, _hash=0)),
+            (s.with_replica(0, 1, replica), dataclasses.replace(s, _hash=0, replicas=(
+                (s.replicas[0][0], replica, s.replicas[0][2]),))),
+            (s.with_fetch(0, 2, request), dataclasses.replace(s, _hash=0, fetches=(
+                (*s.fetches[0][:2], request),)))):
+        assert type(copy) is type(s) and copy == expected and copy != s
+        assert hash(copy) == hash(expected) != before
+    assert hash(s) == before and s.replica(0, 1).high_watermark == 0
