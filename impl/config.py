@@ -35,6 +35,9 @@ class VariantRules:
     broker_epochs: bool = False
     hw_requires_min_isr: bool = False
     isr_shrink_bumps_leader_epoch: bool = True
+    # The fix for B11, which no variant has: the broker resets follower state, as Kafka does,
+    # only when it was not leader before (spec.config.Variant documents each rule).
+    missed_epoch_resets_followers: bool = False
 
 
 VARIANTS: dict[str, VariantRules] = {

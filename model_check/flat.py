@@ -295,6 +295,7 @@ class FlatKafka:
         self.expand_requires_epoch_start = v.expand_requires_epoch_start
         self.broker_epochs = v.broker_epochs
         self.strict_hw = v.hw_requires_min_isr
+        self.missed_resets = v.missed_epoch_resets_followers
         self.shrink_bumps = v.isr_shrink_bumps_leader_epoch
         self.min_isr = config.min_insync_replicas
         self.acks_all = config.acks == "all"
@@ -629,6 +630,11 @@ class FlatKafka:
             pass
         elif r[LEADER] == b:
             x[CACHE] = assign_epoch(r[CACHE], epoch, len(r[LOG]))
+            if self.missed_resets and epoch > r[LEPOCH] + 1:
+                n = self.n
+                x[RLEO] = (-1,) * n
+                x[RBE] = (-1,) * n
+                x[LAG] = tuple(0 if f in isr else self.lag_cap for f in range(n))
         else:
             n = self.n
             x[RLEO] = (-1,) * n

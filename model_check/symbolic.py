@@ -707,7 +707,12 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
         lag=tuple(z3.If(isr[x], 0, cap) for x in range(n)),
         truncation_pending=z3.BoolVal(False), purgatory=_k(r.purgatory, False))
     same_epoch = z3.And(r.leader == b, r.leader_epoch == a.leader_epoch)
-    new_r = ite(same_epoch, viewed, ite(r.leader == b, reappointed, fresh))
+    kept = reappointed
+    if cfg.variant.missed_epoch_resets_followers:
+        forgot = dataclasses.replace(
+            reappointed, remote_leo=fresh.remote_leo, remote_be=fresh.remote_be, lag=fresh.lag)
+        kept = ite(a.leader_epoch > r.leader_epoch + 1, forgot, reappointed)
+    new_r = ite(same_epoch, viewed, ite(r.leader == b, kept, fresh))
     new_leadership = r.leader != b
     if not shape.config.leader_keeps_last_fetch:
         t = ite(new_leadership, _slot(t, b, _none_slot(t.fetches[b])), t)

@@ -209,7 +209,9 @@ class BecomeLeader(Action):
     up) and the broker's own fetcher for the partition stops: a fetch it had in flight stays
     in flight (`leader_keeps_last_fetch`; off, it is dropped), the old leader may still handle
     it, and its answer is dropped. A leader re-appointed in a new epoch keeps its follower
-    state and purgatory and starts the epoch at its LEO. A request that only changes the ISR of
+    state and purgatory and starts the epoch at its LEO (B11 when it missed epochs; with
+    `missed_epoch_resets_followers` such a leader resets its follower state as a new leader
+    does). A request that only changes the ISR of
     the current leadership updates the view and keeps the rest. The HW is left as it was: a
     new leader's HW may be stale (that is what KAFKA-7128 is about).
     With `max.controller.failovers` above 0 the broker first checks the controller epoch, as
@@ -978,8 +980,14 @@ def _become_leader(config: Config, s: Cluster, a: BecomeLeader):
         r = replace(r, **view)
         outcome = Outcome(Code.ISR_UPDATED)
     elif r.leader == a.broker:
-        # Still the leader, in a new epoch: follower state carries over; the epoch starts here.
-        r = replace(r, **view, epoch_cache=assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset))
+        # Still the leader, in a new epoch: follower state carries over (B11 when epochs were
+        # missed: another leader's followers may have truncated below what is recorded here);
+        # the epoch starts here.
+        cache = assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset)
+        if config.variant.missed_epoch_resets_followers and m.leader_epoch > r.leader_epoch + 1:
+            r = replace(r, **view, **leader_side_state(config, m.isr), epoch_cache=cache)
+        else:
+            r = replace(r, **view, epoch_cache=cache)
         outcome = Outcome(Code.STILL_LEADER, leader_epoch=m.leader_epoch)
     else:
         cache = assign_epoch(r.epoch_cache, m.leader_epoch, r.log_end_offset)

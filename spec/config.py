@@ -51,6 +51,12 @@ class Variant:
     isr_shrink_bumps_leader_epoch: when the controller removes a failed follower from the ISR
       it also bumps the leader epoch (ZooKeeper-era controllers did; KRaft bumps only the
       partition epoch), so every replica applies a new LeaderAndIsr.
+    missed_epoch_resets_followers: a leader that becomes leader again in a leader epoch more
+      than one past its own (it missed the epochs between, in which another broker may have
+      led) forgets what it knew of its followers, as a new leader does. Kafka resets follower
+      state only for a broker that was not leader (`Partition.makeLeader`, `isNewLeader`), so
+      no variant has this rule: it is the fix for B11 (docs/protocol.md), switched on with
+      `--with missed_epoch_resets_followers`.
     """
 
     name: str
@@ -60,6 +66,7 @@ class Variant:
     broker_epochs: bool = False
     hw_requires_min_isr: bool = False
     isr_shrink_bumps_leader_epoch: bool = True
+    missed_epoch_resets_followers: bool = False
 
     def with_rules(self, **rules: object) -> Variant:
         """A mutant: this variant with some rules switched (named `name+rule=value`)."""

@@ -81,7 +81,8 @@ def test_json_config_shows_every_setting_and_it_is_the_replayed_model(capsys, tm
     assert unshown_settings(Config().to_properties()) == [
         "replication_factor", "replica_lag_max_messages", "log_flush_interval_messages", "variant.truncation",
         "variant.fencing", "variant.expand_requires_epoch_start", "variant.broker_epochs",
-        "variant.hw_requires_min_isr", "variant.isr_shrink_bumps_leader_epoch"]
+        "variant.hw_requires_min_isr", "variant.isr_shrink_bumps_leader_epoch",
+        "variant.missed_epoch_resets_followers"]
     assert (shown["variant.truncation"], shown["variant.fencing"]) == ("diverging-epoch", "true")
     # The protocol settings and model switches are the ones replay holds a run of this
     # cluster to (replay lifts only the exploration bounds).

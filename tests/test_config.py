@@ -289,15 +289,16 @@ def test_non_utf8_file(tmp_path):
 def test_variant_rules():
     rules = {
         name: (v.truncation, v.fencing, v.expand_requires_epoch_start, v.broker_epochs,
-               v.hw_requires_min_isr, v.isr_shrink_bumps_leader_epoch)
+               v.hw_requires_min_isr, v.isr_shrink_bumps_leader_epoch,
+               v.missed_epoch_resets_followers)
         for name, v in VARIANTS.items()
     }
     assert rules == {
-        "hw-truncation": ("high-watermark", False, False, False, False, True),
-        "kip-101": ("epoch-end", False, False, False, False, True),
-        "kip-279": ("epoch-end-279", False, False, False, False, True),
-        "kip-320": ("diverging-epoch", True, True, False, False, True),
-        "current": ("diverging-epoch", True, True, True, True, False),
+        "hw-truncation": ("high-watermark", False, False, False, False, True, False),
+        "kip-101": ("epoch-end", False, False, False, False, True, False),
+        "kip-279": ("epoch-end-279", False, False, False, False, True, False),
+        "kip-320": ("diverging-epoch", True, True, False, False, True, False),
+        "current": ("diverging-epoch", True, True, True, True, False, False),
     }
 
 

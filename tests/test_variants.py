@@ -7,6 +7,7 @@ best; the expected outcomes are written out per variant.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -21,9 +22,9 @@ from conftest import (
     run_from,
 )
 
-from spec import VARIANTS, violations
+from spec import VARIANTS, Config, initial_state, violations
 from spec import actions as S
-from spec.state import FetchResponse, PartitionState, Record, Replica
+from spec.state import UNKNOWN, FetchResponse, PartitionState, Record, Replica
 from vocab.outcomes import Code, Outcome, Refusal
 
 ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
@@ -752,3 +753,117 @@ def test_b2_total_loss_converges_under_kip_279():
     ]
     assert state.replica(0, 0).log == (v(2, 3),)
     assert violations(config, state) == []
+
+
+# ------------------------------------------------------------------------------------------
+# B11: a leader that missed leader epochs keeps its followers' LEOs (and the rule that fixes it)
+
+B11 = Path(__file__).parent / "testdata" / "b11_leader_missed_epoch.txt"
+FIXED = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
+
+
+def b11_run(variant=None):
+    """The B11 transcript's commands run on `variant` (None: the transcript's own, `current`):
+    (config, [(command, output, state after)]). The step that matters is the second
+    `become-leader broker=1`: broker 1 goes from epoch 1 to epoch 3."""
+    from model_check import scenario
+
+    runner = scenario.Runner(str(B11))
+    out = []
+    for block in scenario.parse(B11.read_text(), str(B11)):
+        text = runner.run(block)
+        if block.command.startswith("config") and variant is not None:
+            runner.config = runner.config.replace(variant=variant)
+            runner.state = initial_state(runner.config)
+        out.append((block.command, text, runner.state))
+    return runner.config, out
+
+
+def b11_reelection(out) -> int:
+    return [i for i, (command, _, _) in enumerate(out) if command == "become-leader broker=1"][1]
+
+
+def test_b11_the_reelected_leader_counts_a_follower_that_truncated():
+    _, out = b11_run()
+    i = b11_reelection(out)
+    before, after = out[i - 1][2].replicas[0], out[i][2].replicas[0]
+    assert (before[1].leader_epoch, after[1].leader_epoch) == (1, 3)
+    # What broker 1 recorded of broker 2 in epoch 1 (LEO 2), though broker 2 has since
+    # truncated v2 and written v3 at offset 1: the HW passes v2, an ISR member lacks it.
+    assert after[1].remote_log_end_offset[2] == 2
+    assert [r.value for r in after[2].log] == [1, 3]
+    assert (before[1].high_watermark, after[1].high_watermark) == (1, 2)
+    assert "VIOLATED NoCommittedDataLoss" in out[i][1]
+    assert out[-1][1].splitlines()[-1].startswith("VIOLATED AckedWritesDurable: p0: acknowledged v2")
+
+
+def test_b11_the_fix_forgets_the_followers_and_loses_nothing():
+    config, out = b11_run(FIXED)
+    assert config.variant.missed_epoch_resets_followers
+    i = b11_reelection(out)
+    after = out[i][2].replicas[0][1]
+    assert after.leader_epoch == 3
+    assert after.remote_log_end_offset == (UNKNOWN,) * 3
+    assert after.high_watermark == 1  # waits for broker 2 to fetch again
+    assert out[i + 1][1] == ("LeaderAckProduce(partition=0, broker=1, offset=1): not enabled: "
+                             "HW 1 has not passed 1")
+    assert not any("VIOLATED" in text for _, text, _ in out)
+    # One epoch up (no epoch missed), a re-elected leader keeps what it knew, as in Kafka.
+    r = out[i - 1][2].replicas[0][1]
+    s = out[i - 1][2]
+    m = next(m for m in s.leader_and_isr if m.broker == 1 and m.leader == 1)
+    one_up = replace(s, leader_and_isr=frozenset({replace(m, leader_epoch=r.leader_epoch + 1)}))
+    kept, _ = S.step_with_outcome(config, one_up, S.BecomeLeader(0, 1, r.leader_epoch + 1,
+                                                                 m.partition_epoch))
+    assert kept.replicas[0][1].remote_log_end_offset == r.remote_log_end_offset
+
+
+@pytest.mark.parametrize("variant", [VARIANTS["current"], FIXED], ids=["current", "fixed"])
+def test_b11_the_flat_encoding_takes_the_same_steps(variant):
+    from test_flat import compare_state
+
+    from model_check.flat import FlatKafka
+
+    config, out = b11_run(variant)
+    states = [state for _, _, state in out]
+    for s in states:
+        _, _, difference = compare_state(config, FlatKafka(config), s)
+        assert difference is None
+    # The flat encoding without the rule's branch leads elsewhere from the state before the
+    # re-election.
+    mutant = FlatKafka(config)
+    mutant.missed_resets = not variant.missed_epoch_resets_followers
+    _, _, difference = compare_state(config, mutant, states[b11_reelection(out) - 1])
+    assert difference is not None and "BecomeLeader(partition=0, broker=1" in difference
+
+
+def test_b11_the_z3_relation_takes_the_same_step():
+    import z3
+
+    from model_check import symbolic as sym
+
+    _, out = b11_run()
+    _, fixed = b11_run(FIXED)
+    i = b11_reelection(out)
+    s = out[i - 1][2]
+    assert s == fixed[i - 1][2]  # the same path up to the re-election
+    config = Config(variant=FIXED, brokers=3, max_records=3, max_crashes=2, max_leader_epochs=5)
+    step = next(a for a, _ in S.successors(config, s)
+                if isinstance(a, S.BecomeLeader) and a.broker == 1 and a.leader_epoch == 3)
+
+    def relates(variant, pre_state, post_state) -> bool:
+        config = Config(variant=variant, brokers=3, max_records=3, max_crashes=2,
+                        max_leader_epochs=5)
+        shape = sym.make_shape(config)
+        inst = sym.instance_for(sym.action_table(shape), step, pre_state)
+        pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
+        a = sym.fresh_args(shape, "a.")
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, pre_state, pre), sym.represent(shape, post_state, post),
+                   *sym.pin_args(a, step), sym.relation(shape, inst, pre, post, a))
+        return solver.check() == z3.sat
+
+    kept, forgot = out[i][2], fixed[i][2]
+    assert kept != forgot
+    assert relates(VARIANTS["current"], s, kept) and not relates(VARIANTS["current"], s, forgot)
+    assert relates(FIXED, s, forgot) and not relates(FIXED, s, kept)

@@ -26,12 +26,12 @@ VARIANT_NAMES = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
 # `truncation` rule.
 RULE_NAMES = (
     "truncation", "fencing", "expand_requires_epoch_start", "broker_epochs",
-    "hw_requires_min_isr", "isr_shrink_bumps_leader_epoch",
+    "hw_requires_min_isr", "isr_shrink_bumps_leader_epoch", "missed_epoch_resets_followers",
 )
 # Boolean rules a variant can have switched off on the command line (`--without RULE`).
 SWITCHABLE_RULES = (
     "fencing", "expand_requires_epoch_start", "broker_epochs", "hw_requires_min_isr",
-    "isr_shrink_bumps_leader_epoch",
+    "isr_shrink_bumps_leader_epoch", "missed_epoch_resets_followers",
 )
 # Rules that only add a guard to an action (the expansion's): every path of a variant with one
 # switched on is a path of the variant without it, so its counterexample can run on the
