@@ -867,3 +867,19 @@ def test_b11_the_z3_relation_takes_the_same_step():
     assert kept != forgot
     assert relates(VARIANTS["current"], s, kept) and not relates(VARIANTS["current"], s, forgot)
     assert relates(FIXED, s, forgot) and not relates(FIXED, s, kept)
+
+
+def test_b11_the_fix_is_a_rule_the_command_line_switches_on(capsys):
+    import json
+
+    from isrlab.cli import main
+
+    assert main(["check", "--variant", "current", "--with", "missed_epoch_resets_followers",
+                 "--brokers", "2", "--records", "1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["config"]
+    assert shown["variant"] == "current+missed_epoch_resets_followers=True"
+    assert shown["variant.missed_epoch_resets_followers"] == "true"
+    # No variant has it, so it cannot be switched off.
+    assert main(["check", "--variant", "current", "--without",
+                 "missed_epoch_resets_followers"]) == 2
+    assert "does not have that rule" in capsys.readouterr().err
