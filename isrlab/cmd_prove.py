@@ -26,7 +26,8 @@ def register(sub) -> None:
         "prove", help="Z3: bounded model checking (--bmc K) or induction (--induction)",
         description="Exit 0: proved / no violation within K steps; 1: a violation or a CTI "
         "classified reachable; 2: bad usage; 3: unknown, or a CTI classified unreachable "
-        "(the invariant needs strengthening).")
+        "(unreachable within the bounds searched: the invariant needs strengthening, or a "
+        "longer run reaches it).")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--bmc", type=integer(0, 1000), metavar="K",
                       help="search K steps for a violation")

@@ -1193,8 +1193,9 @@ def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: in
     proof device), at small bounds first (`reachable_violation`). A violation is a real bug:
     its shortest run's last step is reported as the CTI, with a reachable pre-state. A
     complete search of the config's own bounds without one means no reachable state within
-    them violates the invariants, so the CTI's pre-state is unreachable there and the
-    invariant needs strengthening.
+    them violates the invariants, so the CTI's pre-state is unreachable there: the invariant
+    needs strengthening, or a run longer than the bounds allow reaches it (B11, whose run
+    takes 46 steps, was a CTI classified unreachable).
     """
     names = [n for n in invariants if n in INVARIANTS]
     found, searches = reachable_violation(config, invariants, max_states, queries)
@@ -1205,7 +1206,8 @@ def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: in
         return Cti(cti.action, cti.args, cti.pre, cti.post, cti.violated, "unreachable",
                    f"the explorer visited all {result.distinct_states:,} states reachable "
                    f"within the config's bounds and none violates {', '.join(names)}: the "
-                   "CTI's pre-state is not reachable there; the invariant needs strengthening",
+                   "CTI's pre-state is not reachable there: the invariant needs "
+                   "strengthening, or a longer run reaches it (B11 was found so)",
                    bounds=_bounds(bounds))
     probed = ""
     if len(searches) > 1 and searches[0][1].result == "ok":
