@@ -403,3 +403,17 @@ def test_cluster_config_rejects_unknown_bugs_and_variants():
         ClusterConfig(bugs=frozenset({"nope"}))
     with pytest.raises(ClusterConfigError, match="variant"):
         ClusterConfig(variant="kip-999")
+
+
+def test_a_leader_re_elected_after_a_missed_epoch_keeps_its_followers_leos():
+    # B11 (docs/protocol.md) on the reference broker: like Kafka's makeLeader, a broker that
+    # was leader keeps what it recorded of each follower when named leader in a later epoch,
+    # even two epochs later, and its HW moves to that record at once.
+    core = leader_core(isr=(0, 1, 2))
+    core.on_message(5, "producer", "p:m1", Produce(0, (7, 8), (b"", b""), "1"))
+    core.on_message(6, "b2", "b2:m1", Fetch(0, 2, 2, 0, 0, 0))
+    r = core.replicas[0]
+    assert (r.remote_leo[2], r.high_watermark) == (2, 0)  # broker 1 has not fetched
+    effects = core.on_message(7, "meta", "meta:m9", LeaderAndIsr(0, 0, 2, (0, 2), 3))
+    assert outcomes(effects) == [(Code.STILL_LEADER, {"leader_epoch": 2})]
+    assert (r.leader_epoch, r.remote_leo[2], r.high_watermark) == (2, 2, 2)
