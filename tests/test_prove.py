@@ -830,25 +830,23 @@ def test_every_step_gets_a_verdict_with_the_values_layer():
 @pytest.mark.slow
 def test_the_default_lemmas_prove_every_step_but_those_that_move_data():
     # What `isrlab prove --variant current --induction` assumes for the data invariants:
-    # the proved invariants and the structural, history, values and data layers. 3 brokers.
+    # the proved invariants and the structural, history, values and data layers. 2 brokers
+    # (85 s); 3 brokers, 52 of 64 with every BecomeLeader, LeaderHandleFetch and
+    # FollowerHandleFetchResponse left, take ten minutes and are in bench/prove_bench.py.
     from model_check.prove import TARGETS
     from model_check.symbolic_lemmas import proof_lemmas
 
-    config = Config(brokers=3, variant=VARIANTS["current"])
+    config = Config(brokers=2, variant=VARIANTS["current"])
     outcome = induction(config, list(TARGETS), proof_lemmas(list(TARGETS)), classify=False)
-    assert outcome.notes[0] == "inductive for 52 of 64 action instances"
+    assert outcome.notes[0] == "inductive for 34 of 38 action instances"
     verdicts = verdicts_of(outcome)
-    three = [f"[{b}]" for b in range(3)]
-    pairs = [f"[{b}, {f}]" for b in range(3) for f in range(3) if b != f]
     assert {a for a, v in verdicts.items() if v.verdict != "inductive"} == {
-        *(f"{name}{x}" for name in ("BecomeLeader", "FollowerHandleFetchResponse")
-          for x in three),
-        *(f"LeaderHandleFetch{x}" for x in pairs)}
-    # Each of the 12 is a genuine CTI, or `unknown` where one of the slower steps' queries
-    # hits its time limit (seen with the other core busy, and once on an idle machine at
-    # FollowerHandleFetchResponse[1], which the same code gave as a CTI in another run).
+        f"{name}[{b}]" for name in ("BecomeLeader", "FollowerHandleFetchResponse")
+        for b in (0, 1)}
+    # Each of the 4 is a genuine CTI, or `unknown` where a query hits its time limit (seen
+    # at 3 brokers with the other core busy, and once on an idle machine).
     others = [v.verdict for v in verdicts.values() if v.verdict != "inductive"]
-    assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 9
+    assert set(others) <= {"cti", "unknown"} and others.count("cti") >= 3
     assert outcome.cti is not None and outcome.cti.action in {
         a.split("[")[0] for a, v in verdicts.items() if v.verdict == "cti"}
 
