@@ -631,16 +631,9 @@ class FlatKafka:
         elif r[LEADER] == b:
             x[CACHE] = assign_epoch(r[CACHE], epoch, len(r[LOG]))
             if self.missed_resets and epoch > r[LEPOCH] + 1:
-                n = self.n
-                x[RLEO] = (-1,) * n
-                x[RBE] = (-1,) * n
-                x[LAG] = tuple(0 if f in isr else self.lag_cap for f in range(n))
+                self._forget_followers(x, isr)
         else:
-            n = self.n
-            x[RLEO] = (-1,) * n
-            x[RBE] = (-1,) * n
-            cap = self.lag_cap
-            x[LAG] = tuple(0 if f in isr else cap for f in range(n))
+            self._forget_followers(x, isr)
             x[CACHE] = assign_epoch(r[CACHE], epoch, len(r[LOG]))
             x[TRUNC] = False
             x[PURG] = ()
@@ -652,6 +645,14 @@ class FlatKafka:
         y[ROWS] = (_put(s[ROWS][0], b, r),)
         y[FETCH_ROWS] = fetches
         return tuple(y)
+
+    def _forget_followers(self, x: list, isr: tuple) -> None:
+        """leader_side_state into the replica being built: remote LEOs and broker epochs
+        unknown, ISR members caught up."""
+        n = self.n
+        x[RLEO] = (-1,) * n
+        x[RBE] = (-1,) * n
+        x[LAG] = tuple(0 if f in isr else self.lag_cap for f in range(n))
 
     def _become_follower(self, s: tuple, m: tuple) -> tuple | None:
         r = self._applicable(s, m)
