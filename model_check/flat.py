@@ -136,6 +136,9 @@ def problem(config: Config) -> str | None:
 def _truncated(r: tuple, offset: int) -> tuple:
     log = r[LOG]
     if offset >= len(log):
+        cache = r[CACHE]
+        if cache and cache[-1][1] >= offset:
+            return _put(r, CACHE, tuple(e for e in cache if e[1] < offset))
         return r
     x = list(r)
     x[LOG] = log[:offset]
@@ -756,8 +759,8 @@ class FlatKafka:
             cache = r[CACHE]
             message = (r[LEADER], cache[-1][0] if cache else -1, r[LEPOCH])
         else:
-            log = r[LOG]
-            message = (r[LEADER], len(log), log[-1][0] if log else -1, r[LEPOCH],
+            cache = r[CACHE]
+            message = (r[LEADER], len(r[LOG]), cache[-1][0] if cache else -1, r[LEPOCH],
                        s[BROKER_EPOCHS][f])
         return _with_fetch(s, f, message)
 

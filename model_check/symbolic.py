@@ -414,10 +414,6 @@ def _latest_epoch(r: SReplica):
     return z3.If(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1), UNKNOWN)
 
 
-def _last_record_epoch(r: SReplica):
-    return z3.If(r.log_len > 0, r.log_epoch[r.log_len - 1], UNKNOWN)
-
-
 def end_offset_for_epoch(r: SReplica, epoch) -> tuple:
     """Replica.end_offset_for_epoch (KIP-279) over cache slots."""
     c = len(r.cache_epoch)
@@ -475,7 +471,7 @@ def truncated_to(r: SReplica, offset) -> SReplica:
     cut = dataclasses.replace(
         r, log_len=offset, high_watermark=_min(r.high_watermark, offset),
         flushed_offset=_min(r.flushed_offset, offset), cache_len=kept)
-    return ite(offset >= r.log_len, r, cut)
+    return ite(offset >= r.log_len, dataclasses.replace(r, cache_len=kept), cut)
 
 
 def _flush_policy(shape: Shape, r: SReplica) -> SReplica:
@@ -900,7 +896,7 @@ def FollowerSendFetch(shape: Shape, s: SState, a: StepArgs, b: int):
         current_leader_epoch=r.leader_epoch)
     fetch = dataclasses.replace(
         m, kind=z3.IntVal(FETCH), leader=r.leader, fetch_offset=r.log_len,
-        last_fetched_epoch=_last_record_epoch(r), current_leader_epoch=r.leader_epoch,
+        last_fetched_epoch=_latest_epoch(r), current_leader_epoch=r.leader_epoch,
         broker_epoch=s.broker_epochs[b])
     return guard, _slot(s, b, ite(r.truncation_pending, epoch_request, fetch))
 

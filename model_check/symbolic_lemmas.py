@@ -270,6 +270,23 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     return z3.Or(out)
 
 
+def _fetched_epoch_uncached(shape: sym.Shape, r: sym.SReplica, m, w) -> z3.BoolRef:
+    """spec.lemmas._fetched_epoch_cached fails; `w` is the offset just below the request's."""
+    o, e, c = m.fetch_offset, m.last_fetched_epoch, shape.cache_slots
+    held = [i < r.cache_len for i in range(c)]
+    below = [z3.And(held[i], r.cache_start[i] < o) for i in range(c)]
+    # Starts rise along the cache, so the entries below the offset are a prefix of it.
+    last = [z3.And(below[i], *([z3.Not(below[i + 1])] if i + 1 < c else []))
+            for i in range(c)]
+    out = [z3.And(last[i], r.cache_epoch[i] > e) for i in range(c)]
+    out += [z3.And(last[i], r.cache_epoch[i] == e, w == o - 1, 0 <= w, r.log_epoch[w] != e)
+            for i in range(c)]
+    out += [z3.And(held[j], r.cache_start[j] >= o,
+                   z3.Not(z3.And(r.cache_epoch[j] == e, r.cache_start[j] == o)),
+                   r.cache_epoch[j] <= m.current_leader_epoch) for j in range(c)]
+    return z3.Or(out)
+
+
 def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
@@ -280,9 +297,7 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                                     m.last_fetched_epoch > m.current_leader_epoch)),
                 z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len)),
                 z3.And(fetch, z3.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
-                                    z3.And(w == m.fetch_offset - 1, 0 <= w,
-                                           r.log_epoch[w] != m.last_fetched_epoch),
-                                    z3.And(m.fetch_offset == 0, m.last_fetched_epoch != UNKNOWN))),
+                                    _fetched_epoch_uncached(shape, r, m, w))),
                 z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
                                                      m.current_leader_epoch > r.leader_epoch))]
     return z3.Or(out)

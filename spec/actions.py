@@ -1203,7 +1203,10 @@ def _follower_send_fetch(config: Config, s: Cluster, a: FollowerSendFetch):
         message = EpochRequest(r.leader, r.latest_epoch(), r.leader_epoch)
         outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=message.epoch)
     else:
-        message = FetchRequest(r.leader, r.log_end_offset, r.last_record_epoch(), r.leader_epoch,
+        # The last fetched epoch is the cache's latest, as Kafka's fetcher starts from
+        # (`latestEpoch`) and keeps after each append: an epoch this broker led without
+        # writing stays in it until a truncation answer sheds it (KAFKA-10706).
+        message = FetchRequest(r.leader, r.log_end_offset, r.latest_epoch(), r.leader_epoch,
                                s.broker_epochs[a.broker])
         outcome = Outcome(Code.FETCH_SENT, fetch_offset=message.fetch_offset)
     return s.with_fetch(a.partition, a.broker, message), outcome

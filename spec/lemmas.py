@@ -532,16 +532,22 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     """An epoch request in flight asks for an epoch (or -1) in a leader epoch no newer than
     its sender's view; a fetch request in flight carries a broker epoch the follower has had
     (0 .. its own), a leader epoch no newer than its view's and a last fetched epoch no newer
-    than that; whatever the follower's view, its log still holds the request's offset and,
-    just below it, a record of the request's last fetched epoch (offset 0: epoch -1); and
-    while the follower is still in the view it sent it in (same leader and leader epoch), no
-    truncation is due and the request carries its LEO.
+    than that; whatever the follower's view, its log still holds the request's offset; of
+    its cache entries starting below the offset the last has the request's last fetched
+    epoch (and the record just below the offset is of it) or an older one (none for -1);
+    and every entry from the offset on is the last fetched epoch's starting at the offset,
+    or of a leader epoch past the request's; and while the follower is still in the view it
+    sent it in (same leader and leader epoch), no truncation is due and the request carries
+    its LEO.
 
     Why: while its request is in flight a follower's log does not change in that view: it
     truncates only on an answer or a new leader epoch, it appends only answers (one at a
-    time), and a crash drops the request; a new session gives it a newer broker epoch. So a
-    leader checking the request checks the follower's log as it is (EpochLogMatching,
-    EpochStartsAgree, RemoteLeoBacked).
+    time), and a crash drops the request; a new session gives it a newer broker epoch. It
+    sends its cache's latest epoch, and its cache changes only by becoming leader in a newer
+    epoch, at its LEO (which may drop an entry starting there). So a leader
+    checking the request checks the follower's log as it is (EpochLogMatching,
+    EpochStartsAgree, RemoteLeoBacked), and sees the epoch the follower last led in even
+    if it wrote nothing in it.
     """
     for f, m in enumerate(s.fetches[0]):
         r = s.replica(0, f)
@@ -554,19 +560,27 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
                 or m.last_fetched_epoch > m.current_leader_epoch:
             return (f"the fetch from {f} carries broker epoch {m.broker_epoch}, leader "
                     f"epoch {m.current_leader_epoch} and last fetched epoch {m.last_fetched_epoch}")
-        if not 0 <= m.fetch_offset <= len(r.log) or m.last_fetched_epoch != (
-                r.log[m.fetch_offset - 1].epoch if m.fetch_offset > 0 else UNKNOWN):
+        if not 0 <= m.fetch_offset <= len(r.log) or not _fetched_epoch_cached(r, m):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
-                    f"{m.last_fetched_epoch}, which its log does not hold")
+                    f"{m.last_fetched_epoch}, which its log and cache do not hold")
         if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
             continue
         if r.truncation_pending:
             return f"the fetch from {f} is in flight in its view, with a truncation due"
-        # Its last fetched epoch is then the log's last (the clause above).
         if m.fetch_offset != len(r.log):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
                     f"{m.last_fetched_epoch}; its log ends at {len(r.log)}")
     return None
+
+
+def _fetched_epoch_cached(r, m: FetchRequest) -> bool:
+    """The follower's cache as FetchRequestsCurrent says it is for `m`."""
+    o, e = m.fetch_offset, m.last_fetched_epoch
+    below = [epoch for epoch, start in r.epoch_cache if start < o]
+    if below and (below[-1] > e or below[-1] == e and r.log[o - 1].epoch != e):
+        return False
+    return all((epoch, start) == (e, o) or epoch > m.current_leader_epoch
+               for epoch, start in r.epoch_cache if start >= o)
 
 
 def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:

@@ -431,9 +431,6 @@ class Replica:
         """The epoch of the last entry of the leader-epoch cache, or -1."""
         return self.epoch_cache[-1][0] if self.epoch_cache else UNKNOWN
 
-    def last_record_epoch(self) -> int:
-        return self.log[-1].epoch if self.log else UNKNOWN
-
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch as Kafka >= 2.0 answers it (KIP-279): see
         `end_offset_for_epoch` below."""
@@ -452,9 +449,15 @@ class Replica:
         return UNKNOWN
 
     def truncated_to(self, offset: int) -> Replica:
-        """The replica with its log cut to `offset` (HW, flushed and cache follow)."""
+        """The replica with its log cut to `offset` (HW, flushed and cache follow).
+
+        At or past the LEO the log stays, but cache entries starting there go: a broker that
+        became leader and wrote nothing before losing the leadership holds an entry no other
+        log has, and must shed it on a truncation answer (KAFKA-10706).
+        """
         if offset >= self.log_end_offset:
-            return self
+            cache = tuple(e for e in self.epoch_cache if e[1] < offset)
+            return self if cache == self.epoch_cache else replace(self, epoch_cache=cache)
         return replace(
             self,
             log=self.log[:offset],

@@ -265,7 +265,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     s = initial_state(config)
     logged = s.with_replica(0, 0, replace(s.replica(0, 0), log=(Record(0, 1),)))
     logged = replace(logged, next_value=2)
-    copied = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),)))
+    copied = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),),
+                                               epoch_cache=((0, 0),)))
     relabelled = logged.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),)))
     ahead = s.with_replica(0, 0, replace(s.replica(0, 0), log=(Record(5, 1),)))
     narrow = s.with_replica(0, 0, replace(s.replica(0, 0), isr=(0,)))
@@ -335,7 +336,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     misfetching = s.with_fetch(0, 1, FetchRequest(0, 1, -1, 0, 0))
     # With a record: from its LEO 1 (good), or from 0 (bad: only this clause asks for the LEO).
     copied_fetching = copied.with_fetch(0, 1, FetchRequest(0, 1, 0, 0, 0))
-    behind_fetch = copied.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
+    behind_fetch = copied.with_fetch(0, 1, FetchRequest(0, 0, 0, 0, 0))
     # Follower 1, since moved to leader epoch 1, with a fetch of epoch 0 in flight: its log
     # still holds the record before the offset (good), or has lost it or holds another
     # epoch there (bad); or a fetch whose last fetched epoch is past the leader epoch it was
@@ -348,6 +349,12 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     future_fetch = moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1),
                                                        log=(Record(1, 1),)))
     future_fetch = future_fetch.with_fetch(0, 1, FetchRequest(0, 1, 1, 0, 0))
+    # Follower 1 led epoch 1 without writing and follows again in epoch 2: its fetch carries
+    # epoch 1, its cache's latest (good), or its last record's epoch 0 (bad: KAFKA-10706).
+    led_empty = copied.with_replica(0, 1, replace(copied.replica(0, 1), leader_epoch=2,
+                                                  epoch_cache=((0, 0), (1, 1))))
+    latest_fetch = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 1, 2, 0))
+    last_record_fetch = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 0, 2, 0))
     # A records response whose HW is past the end of its records.
     overcommitted = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 2, 0))
     # Neither an epoch answer nor an OFFSET_OUT_OF_RANGE one reaches a follower of `current`.
@@ -395,6 +402,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (FetchRequestsCurrent, [moved_on], cut_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], replaced_since, "offset 1 in epoch 0, which its log"),
         (FetchRequestsCurrent, [moved_on], future_fetch, "last fetched epoch 1"),
+        (FetchRequestsCurrent, [moved_on, latest_fetch], last_record_fetch,
+         "offset 1 in epoch 0, which its log and cache do not hold"),
         (ResponsesWellFormed, [s, answered], overcommitted, "malformed"),
         (DivergenceCheckOnly, [s, answered], out_of_range, "OFFSET_OUT_OF_RANGE answer"),
         (DivergenceCheckOnly, [s, answered], epoch_answer, "epoch answer"),
@@ -406,7 +415,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (IsrNeverEmpty, [s], emptied, "the controller's ISR is empty"),
         (FetchRequestsCurrent, [s, fetching], misfetching, "carries offset 1 in epoch -1"),
         (FetchRequestsCurrent, [s, fetching, copied_fetching], behind_fetch,
-         "carries offset 0 in epoch -1; its log ends at 1"),
+         "carries offset 0 in epoch 0; its log ends at 1"),
         (ResponsesFromLeaderLog, [s, answered], misanswered, "not leader 0's log from 0"),
         (ResponsesFromLeaderLog, [s, answered], premature, "of leader epoch 1, past its leader's"),
         (ResponsesFromLeaderLog, [s, answered], late_record, "a later epoch than its 0"),

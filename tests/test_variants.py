@@ -24,7 +24,7 @@ from conftest import (
 
 from spec import VARIANTS, initial_state, violations
 from spec import actions as S
-from spec.state import UNKNOWN, FetchResponse, PartitionState, Record, Replica
+from spec.state import UNKNOWN, FetchRequest, FetchResponse, PartitionState, Record, Replica
 from vocab.outcomes import Code, Outcome, Refusal
 
 ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
@@ -59,8 +59,15 @@ def test_start_offset_after_epoch_is_kip_101s_answer():
 def test_epoch_start_offset_and_latest_epoch():
     r = Replica(log=(v(1), v(2, 2)), epoch_cache=((0, 0), (2, 1)))
     assert [r.epoch_start_offset(e) for e in (0, 1, 2)] == [0, -1, 1]
-    assert (r.latest_epoch(), r.last_record_epoch()) == (2, 2)
-    assert (Replica().latest_epoch(), Replica().last_record_epoch()) == (-1, -1)
+    assert r.latest_epoch() == 2
+    assert Replica().latest_epoch() == -1
+
+
+def test_truncating_at_the_leo_drops_a_cache_entry_that_starts_there():
+    # KAFKA-10706: an epoch led without a write is shed though no record goes.
+    r = Replica(log=(v(1),), epoch_cache=((0, 0), (2, 1)))
+    assert r.truncated_to(1) == replace(r, epoch_cache=((0, 0),))
+    assert r.truncated_to(2) is r and r.truncated_to(1).truncated_to(1) == r.truncated_to(1)
 
 
 def test_truncated_to_cuts_log_hw_flushed_offset_and_epoch_cache():
@@ -892,3 +899,56 @@ def test_b11_the_fix_is_a_rule_the_command_line_switches_on(capsys):
     assert main(["check", "--variant", "current", "--without",
                  "missed_epoch_resets_followers"]) == 2
     assert "does not have that rule" in capsys.readouterr().err
+
+
+EMPTY_EPOCH = Path(__file__).parent / "testdata" / "empty_epoch_shed.txt"
+
+
+def empty_epoch_run():
+    """The commands of the transcript where brokers shed an epoch they led without writing:
+    [(command, output, state after)]."""
+    from model_check import scenario
+
+    runner = scenario.Runner(str(EMPTY_EPOCH))
+    return [(block.command, runner.run(block), runner.state)
+            for block in scenario.parse(EMPTY_EPOCH.read_text(), str(EMPTY_EPOCH))]
+
+
+def test_a_broker_sheds_an_epoch_it_led_without_writing_on_its_first_fetch():
+    out = empty_epoch_run()
+    i = next(i for i, (_, text, _) in enumerate(out) if "diverged: LEO 2 -> 2" in text)
+    before, after = out[i - 1][2].replicas[0][0], out[i][2].replicas[0][0]
+    # The fetch carried the cache's latest epoch (2, led without a write); the leader has no
+    # epoch 2 and answers where epoch 1 ends; the log stays, the entry goes.
+    assert "FollowerSendFetch(partition=0, broker=0): fetch from 2" in out[i][1]
+    assert before.epoch_cache == ((0, 0), (1, 1), (2, 2))
+    assert (after.log, after.epoch_cache) == (before.log, ((0, 0), (1, 1)))
+    final = out[-1][2].replicas[0]
+    assert {tuple(r.value for r in x.log) for x in final} == {(1, 3, 4, 5)}
+    assert final[0].high_watermark == 4
+    assert all(text.splitlines()[-1] == "invariants: ok" for _, text, _ in out)
+
+
+def test_a_fetch_carrying_its_last_records_epoch_would_lose_a_committed_record(monkeypatch):
+    """The same commands with the fetch carrying the last record's epoch instead of the
+    cache's latest: broker 0's cache comes to misplace the end of epoch 0, and broker 2 keeps
+    v2 at offset 1 under broker 0's HW."""
+    real = S._HANDLERS[S.FollowerSendFetch]
+
+    def last_record_epoch(config, s, a):
+        s2, outcome = real(config, s, a)
+        m = s2.fetches[a.partition][a.broker]
+        if isinstance(m, FetchRequest):
+            log = s.replica(a.partition, a.broker).log
+            m = replace(m, last_fetched_epoch=log[-1].epoch if log else -1)
+            s2 = s2.with_fetch(a.partition, a.broker, m)
+        return s2, outcome
+
+    monkeypatch.setitem(S._HANDLERS, S.FollowerSendFetch, last_record_epoch)
+    out = empty_epoch_run()
+    assert not any("LEO 2 -> 2" in text for _, text, _ in out)
+    misplaced = next(s for _, _, s in out if s.replicas[0][0].epoch_cache[:2] == ((0, 0), (1, 2)))
+    assert [r.epoch for r in misplaced.replicas[0][0].log] == [0, 1, 1, 1]
+    broken = [text.splitlines()[-1] for _, text, _ in out if "VIOLATED" in text]
+    assert broken and broken[0].startswith(
+        "VIOLATED NoCommittedDataLoss: p0 offset 1: leader 0 has v3@e1")

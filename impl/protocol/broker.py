@@ -176,9 +176,6 @@ class Replica:
     def leo(self) -> int:
         return len(self.log)
 
-    def last_epoch(self) -> int:
-        return self.log[-1][0] if self.log else UNKNOWN
-
     def latest_cached_epoch(self) -> int:
         return self.epoch_cache[-1][0] if self.epoch_cache else UNKNOWN
 
@@ -426,7 +423,13 @@ class BrokerCore:
 
     def _truncate(self, r: Replica, offset: int) -> list:
         if offset >= r.leo:
-            return []
+            # The log stays, but not a cache entry from a leadership without writes
+            # (KAFKA-10706: otherwise the follower asks about that epoch forever).
+            kept = [e for e in r.epoch_cache if e[1] < offset]
+            if kept == r.epoch_cache:
+                return []
+            r.epoch_cache = kept
+            return [self._checkpoint(r)]
         del r.log[offset:]
         r.high_watermark = min(r.high_watermark, offset)
         r.flushed = min(r.flushed, offset)
@@ -541,8 +544,10 @@ class BrokerCore:
                                             r.leader_epoch, r.fetch_seq)
             outcome = Outcome(Code.EPOCH_REQUEST_SENT, epoch=request.epoch)
         else:
-            request = Fetch(r.partition, self.broker, r.leo, r.last_epoch(), r.leader_epoch,
-                            self.broker_epoch, r.fetch_seq)
+            # Kafka's fetcher sends its cache's latest epoch (`latestEpoch`), not its last
+            # record's: an epoch it led without writing must meet the divergence check.
+            request = Fetch(r.partition, self.broker, r.leo, r.latest_cached_epoch(),
+                            r.leader_epoch, self.broker_epoch, r.fetch_seq)
             outcome = Outcome(Code.FETCH_SENT, fetch_offset=r.leo)
         t = self._transition(r, A.FOLLOWER_SEND_FETCH, {}, outcome)
         t.sends.append((broker_node(r.leader), request))
