@@ -857,7 +857,8 @@ class FlatKafka:
                 x[LOSSES] = losses
             else:
                 x.append(losses)
-        r = _truncated(r, flushed)
+        if flushed < len(log):  # the cache at the LEO is recovery's rule (below)
+            r = _truncated(r, flushed)
         cache = r[CACHE]
         if self.config.recovery_truncates_epoch_cache:
             cache = tuple(e for e in cache if e[1] < len(r[LOG]))

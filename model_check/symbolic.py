@@ -1004,7 +1004,9 @@ def BrokerFlush(shape: Shape, s: SState, a: StepArgs, b: int):
 def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     n = shape.n
     guard = z3.And(s.alive[b], _bound(shape, s.crashes < shape.config.max_crashes))
-    r = truncated_to(s.replicas[b], s.replicas[b].flushed_offset)
+    r = s.replicas[b]
+    # A crash loses the unflushed records; the cache at the LEO is recovery's rule (below).
+    r = ite(r.flushed_offset < r.log_len, truncated_to(r, r.flushed_offset), r)
     if shape.config.recovery_truncates_epoch_cache:
         # Recovery drops cache entries at or past the recovered log end (a prefix: starts
         # increase).

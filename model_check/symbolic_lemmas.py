@@ -252,9 +252,10 @@ def v_ViewlessUnrecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset."""
-    return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN, 0 <= w, w < r.log_len,
-                         r.log_epoch[w] > r.leader_epoch)
+    """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
+    return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN,
+                         z3.Or(z3.And(0 <= w, w < r.log_len, r.log_epoch[w] > r.leader_epoch),
+                               sym._latest_epoch(r) > r.leader_epoch))
                   for b, r in enumerate(s.replicas)])
 
 
@@ -609,9 +610,9 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
                               if x not in invariants))
 
 
-# For invariants without a proof yet (the data invariants): with these, `current` at 3
-# brokers has 52 of 64 action instances inductive and a genuine CTI at each of the others
-# (docs/prove.md); the structural layer alone gives 31.
+# For invariants without a proof yet (the data invariants): with these, `current` at 2
+# brokers has 30 of 38 action instances inductive and a genuine CTI at each of the others
+# (docs/prove.md); the structural layer alone gives 31 of 64 at 3.
 DATA_LEMMAS = ("LeaderEpochMonotonic", *DATA)
 UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
                    "HistoryLeaderInIsr", *VALUES, *DATA)

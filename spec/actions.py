@@ -1484,7 +1484,9 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     for row in s.replicas:
         if count_losses and row[b].flushed_offset < len(row[b].log):
             losses = _with_losses(losses, b, row[b].log, row[b].flushed_offset)
-        r = row[b].truncated_to(row[b].flushed_offset)
+        r = row[b]
+        if r.flushed_offset < len(r.log):  # the cache at the LEO is recovery's rule (below)
+            r = r.truncated_to(r.flushed_offset)
         # With `recovery_truncates_epoch_cache`, recovery also drops cache entries at or past
         # the recovered log end (Kafka's truncateFromEnd(LEO) on load).
         cache = r.epoch_cache

@@ -358,14 +358,17 @@ def _top_epoch(r) -> int:
 
 
 def LogWithinView(config: Config, s: Cluster) -> str | None:
-    """A live broker with a view holds no record of a later leader epoch than its view's.
+    """A live broker with a view holds no record, and no cache entry, of a later leader epoch
+    than its view's.
 
-    Why: records come from the leader of the view's epoch or an earlier one, and a view's
-    epoch only goes up until a crash clears it.
+    Why: records come from the leader of the view's epoch or an earlier one, a cache entry
+    from such a record or from leading in the view's epoch, and a view's epoch only goes up
+    until a crash clears it. A fetch carries the cache's latest epoch (FetchRequestsCurrent).
     """
     for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.leader_epoch != UNKNOWN and _top_epoch(r) > r.leader_epoch:
-            return f"broker {b} holds a record of a later epoch than its view's {r.leader_epoch}"
+        if s.alive[b] and r.leader_epoch != UNKNOWN and max(
+                _top_epoch(r), r.latest_epoch()) > r.leader_epoch:
+            return f"broker {b} holds a record or cache entry of a later epoch than its view's {r.leader_epoch}"
     return None
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+import spec.actions
+import spec.state
 from spec import VARIANTS, Config, initial_state, step
 from spec.actions import (
     BecomeLeader,
@@ -505,7 +507,7 @@ def test_b2_with_every_invariant_the_stale_expansion_fires_first(explored):
             "ControllerHandleBrokerFailure", "BecomeLeader", "LeaderExpandIsr", "BrokerRestart",
         ],
         "detail": "p0 offset 0: leader 0 has v1@e0 below HW 1, ISR member 1 has nothing",
-        "distinct": 14678,
+        "distinct": 14677,
     }
 
 
@@ -532,7 +534,7 @@ def test_b2_divergence_is_found_by_log_matching(explored):
             "BecomeLeader", "ProducerSend", "LeaderAppend",
         ],
         "detail": "p0 offset 0: broker 0 has v1@e0, broker 1 has v2@e2, both below HW",
-        "distinct": 183084,
+        "distinct": 182498,
     }
     # The re-admission uses the down follower's last fetch, before it is even back.
     assert r["steps"][7:12] == [
@@ -700,7 +702,7 @@ def test_b5_stale_hw_admits_a_replica_missing_committed_data(explored):
     assert (candidates["invariant"], candidates["length"], candidates["detail"]) == (
         "LeaderCandidatesComplete", 16, "p0: ISR member 0 lacks acknowledged v1 at offset 0")
     # 8,876 with the crash-loss ghost (KIP-966's promise counts who lost what) at min ISR 2.
-    assert pins(explored("b5_fixed")) == ok(8876)
+    assert pins(explored("b5_fixed")) == ok(9332)
     # The same rule switched off in kip-320 shows B7 first (kip-320 lacks broker epochs): the
     # 12-step stale expansion of test_b7 comes before B5's 18 steps.
     b5_on_kip_320 = explored("b5_on_kip_320")
@@ -752,7 +754,7 @@ def test_b9_unclean_election_loses_an_acknowledged_write(explored):
         "distinct": 2217,
     }
     # Clean election at the same bounds: the partition stays offline instead.
-    assert pins(explored("b9_fixed")) == ok(50353)
+    assert pins(explored("b9_fixed")) == ok(51237)
 
 
 def test_unclean_election_also_undoes_a_consumer_read(explored):
@@ -795,7 +797,7 @@ def test_b10_acks_1_loses_an_acknowledged_write(explored):
 def test_current_with_clean_election_acks_all_min_isr_2_and_one_crash_is_safe(explored):
     # 254,215 states: the crash-loss ghost (which replica lost which record) that KIP-966's
     # promise reads splits states at min ISR 2; without it the same search had 226,899.
-    assert pins(explored("current_clean")) == ok(254215)
+    assert pins(explored("current_clean")) == ok(266611)
 
 
 # ------------------------------------------------------------------------------------------
@@ -866,14 +868,14 @@ def test_b8_last_replica_standing_loses_an_acknowledged_write_with_elr_off(explo
 def test_b8_is_invisible_to_the_pre_kip966_guarantee(explored):
     # At the same bounds the old invariants hold everywhere: `excused` forgives the loss
     # (every ISR member, the one broker 0, was down and lost v1).
-    assert pins(explored("b8_pre_kip966")) == ok(242226)
+    assert pins(explored("b8_pre_kip966")) == ok(252761)
 
 
 def test_b8_is_absent_with_eligible_leader_replicas(explored):
     # ELR on, every invariant, to B8's depth: broker 1 joins the ELR when the ISR drops to
     # {0}; when 0 is fenced the ISR empties and 1 is elected from the ELR. (Exhaustively, at
     # 569,348 states: bench/exhaustive_bench.py.)
-    assert pins(explored("b8_fixed_depth")) == ok(34931)
+    assert pins(explored("b8_fixed_depth")) == ok(34933)
 
 
 def test_elr_bookkeeping_mutant_is_caught(explored):
@@ -1018,11 +1020,36 @@ def test_old_epoch_cache_rule_truncates_a_committed_record():
         return None
 
     assert replay() is None
+    # The run needs broker 0's first fetch after leading epoch 2 to carry its last record's
+    # epoch: with the cache's latest (Kafka's, and the spec's), the leader answers that it
+    # never had epoch 2, broker 0 truncates, and the stale entry goes before any append.
     with _patched("old_assign_epoch"):
-        assert replay() == (37, [(
-            "NoCommittedDataLoss",
-            "p0 offset 0: leader 0 has v1@e1 below HW 1, ISR member 2 has nothing")])
+        with pytest.raises(spec.actions.NotEnabled):  # another path: these steps stop
+            replay()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(spec.actions._HANDLERS, spec.actions.FollowerSendFetch,
+                       _last_record_epoch_fetch(spec.actions._HANDLERS))
+            assert replay() == (37, [(
+                "NoCommittedDataLoss",
+                "p0 offset 0: leader 0 has v1@e1 below HW 1, ISR member 2 has nothing")])
     assert replay() is None  # restored
+
+
+def _last_record_epoch_fetch(handlers):
+    """FollowerSendFetch as it was: the fetch carries the last record's epoch."""
+    from dataclasses import replace
+
+    real = handlers[spec.actions.FollowerSendFetch]
+
+    def send(config, s, a):
+        s2, outcome = real(config, s, a)
+        m = s2.fetches[a.partition][a.broker]
+        if isinstance(m, spec.state.FetchRequest):
+            log = s.replica(a.partition, a.broker).log
+            s2 = s2.with_fetch(a.partition, a.broker,
+                               replace(m, last_fetched_epoch=log[-1].epoch if log else -1))
+        return s2, outcome
+    return send
 
 
 # ------------------------------------------------------------------------------------------
