@@ -116,3 +116,22 @@ def fetch(follower: int, leader: int = 0, partition: int = 0) -> tuple[Action, .
         LeaderHandleFetch(partition, leader, follower),
         FollowerHandleFetchResponse(partition, follower),
     )
+
+
+def last_record_epoch_fetch(handlers: dict):
+    """A FollowerSendFetch mutant for `handlers` (spec.actions._HANDLERS): the fetch carries
+    the follower's last record's epoch, not its cache's latest (Kafka's `latestEpoch`)."""
+    from spec.actions import FollowerSendFetch
+    from spec.state import FetchRequest
+
+    real = handlers[FollowerSendFetch]
+
+    def send(config, s, a):
+        s2, out = real(config, s, a)
+        m = s2.fetches[a.partition][a.broker]
+        if isinstance(m, FetchRequest):
+            log = s.replica(a.partition, a.broker).log
+            s2 = s2.with_fetch(a.partition, a.broker, dataclasses.replace(
+                m, last_fetched_epoch=log[-1].epoch if log else -1))
+        return s2, out
+    return send

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import last_record_epoch_fetch
 
 import spec.actions
 import spec.state
@@ -1028,28 +1029,12 @@ def test_old_epoch_cache_rule_truncates_a_committed_record():
             replay()
         with pytest.MonkeyPatch.context() as mp:
             mp.setitem(spec.actions._HANDLERS, spec.actions.FollowerSendFetch,
-                       _last_record_epoch_fetch(spec.actions._HANDLERS))
+                       last_record_epoch_fetch(spec.actions._HANDLERS))
             assert replay() == (37, [(
                 "NoCommittedDataLoss",
                 "p0 offset 0: leader 0 has v1@e1 below HW 1, ISR member 2 has nothing")])
     assert replay() is None  # restored
 
-
-def _last_record_epoch_fetch(handlers):
-    """FollowerSendFetch as it was: the fetch carries the last record's epoch."""
-    from dataclasses import replace
-
-    real = handlers[spec.actions.FollowerSendFetch]
-
-    def send(config, s, a):
-        s2, outcome = real(config, s, a)
-        m = s2.fetches[a.partition][a.broker]
-        if isinstance(m, spec.state.FetchRequest):
-            log = s.replica(a.partition, a.broker).log
-            s2 = s2.with_fetch(a.partition, a.broker,
-                               replace(m, last_fetched_epoch=log[-1].epoch if log else -1))
-        return s2, outcome
-    return send
 
 
 # ------------------------------------------------------------------------------------------

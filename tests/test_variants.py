@@ -13,6 +13,7 @@ import pytest
 from conftest import (
     cfg,
     fetch,
+    last_record_epoch_fetch,
     not_enabled,
     outcome,
     outcomes,
@@ -24,7 +25,7 @@ from conftest import (
 
 from spec import VARIANTS, initial_state, violations
 from spec import actions as S
-from spec.state import UNKNOWN, FetchRequest, FetchResponse, PartitionState, Record, Replica
+from spec.state import UNKNOWN, FetchResponse, PartitionState, Record, Replica
 from vocab.outcomes import Code, Outcome, Refusal
 
 ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
@@ -933,18 +934,7 @@ def test_a_fetch_carrying_its_last_records_epoch_would_lose_a_committed_record(m
     """The same commands with the fetch carrying the last record's epoch instead of the
     cache's latest: broker 0's cache comes to misplace the end of epoch 0, and broker 2 keeps
     v2 at offset 1 under broker 0's HW."""
-    real = S._HANDLERS[S.FollowerSendFetch]
-
-    def last_record_epoch(config, s, a):
-        s2, outcome = real(config, s, a)
-        m = s2.fetches[a.partition][a.broker]
-        if isinstance(m, FetchRequest):
-            log = s.replica(a.partition, a.broker).log
-            m = replace(m, last_fetched_epoch=log[-1].epoch if log else -1)
-            s2 = s2.with_fetch(a.partition, a.broker, m)
-        return s2, outcome
-
-    monkeypatch.setitem(S._HANDLERS, S.FollowerSendFetch, last_record_epoch)
+    monkeypatch.setitem(S._HANDLERS, S.FollowerSendFetch, last_record_epoch_fetch(S._HANDLERS))
     out = empty_epoch_run()
     assert not any("LEO 2 -> 2" in text for _, text, _ in out)
     misplaced = next(s for _, _, s in out if s.replicas[0][0].epoch_cache[:2] == ((0, 0), (1, 2)))
