@@ -456,8 +456,10 @@ class Replica:
         log has, and must shed it on a truncation answer (KAFKA-10706).
         """
         if offset >= self.log_end_offset:
-            cache = tuple(e for e in self.epoch_cache if e[1] < offset)
-            return self if cache == self.epoch_cache else replace(self, epoch_cache=cache)
+            cache = self.epoch_cache
+            if not cache or cache[-1][1] < offset:  # starts rise: the last is the one to ask
+                return self
+            return replace(self, epoch_cache=tuple(e for e in cache if e[1] < offset))
         return replace(
             self,
             log=self.log[:offset],

@@ -355,6 +355,10 @@ def test_the_record_lemmas_can_fail_in_both_forms():
                                                   epoch_cache=((0, 0), (1, 1))))
     latest_fetch = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 1, 2, 0))
     last_record_fetch = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 0, 2, 0))
+    # ... or (bad) an epoch older than one its log holds below the offset.
+    wrote_in_1 = replace(led_empty.with_replica(0, 1, replace(
+        led_empty.replica(0, 1), log=(Record(0, 1), Record(1, 2)))), next_value=3)
+    older_fetch = wrote_in_1.with_fetch(0, 1, FetchRequest(0, 2, 0, 2, 0))
     # A records response whose HW is past the end of its records.
     overcommitted = logged.with_fetch(0, 1, FetchResponse(0, 0, "records", (Record(0, 1),), 2, 0))
     # Neither an epoch answer nor an OFFSET_OUT_OF_RANGE one reaches a follower of `current`.
@@ -404,6 +408,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (FetchRequestsCurrent, [moved_on], future_fetch, "last fetched epoch 1"),
         (FetchRequestsCurrent, [moved_on, latest_fetch], last_record_fetch,
          "offset 1 in epoch 0, which its log and cache do not hold"),
+        (FetchRequestsCurrent, [moved_on, latest_fetch], older_fetch,
+         "offset 2 in epoch 0, which its log and cache do not hold"),
         (ResponsesWellFormed, [s, answered], overcommitted, "malformed"),
         (DivergenceCheckOnly, [s, answered], out_of_range, "OFFSET_OUT_OF_RANGE answer"),
         (DivergenceCheckOnly, [s, answered], epoch_answer, "epoch answer"),

@@ -417,3 +417,17 @@ def test_a_leader_re_elected_after_a_missed_epoch_keeps_its_followers_leos():
     effects = core.on_message(7, "meta", "meta:m9", LeaderAndIsr(0, 0, 2, (0, 2), 3))
     assert outcomes(effects) == [(Code.STILL_LEADER, {"leader_epoch": 2})]
     assert (r.leader_epoch, r.remote_leo[2], r.high_watermark) == (2, 2, 2)
+
+
+def test_a_truncation_at_the_leo_sheds_and_persists_an_epoch_led_without_writing():
+    # KAFKA-10706, as spec.state.Replica.truncated_to: the log stays, the entry goes, and the
+    # cache is checkpointed; with nothing to shed the truncation does nothing.
+    from impl.protocol.broker import Replica
+    from impl.protocol.messages import DiskCheckpoint
+
+    core = BrokerCore(0, ClusterConfig())
+    r = Replica(0, 3, log=[(0, 1, b"")])
+    r.epoch_cache = [(0, 0), (2, 1)]  # the constructor keeps only entries below the LEO
+    assert core._truncate(r, 1) == [DiskCheckpoint(0, ((0, 0),), 0)]
+    assert (r.leo, r.epoch_cache) == (1, [(0, 0)])
+    assert core._truncate(r, 1) == []

@@ -770,21 +770,26 @@ B11 = Path(__file__).parent / "testdata" / "b11_leader_missed_epoch.txt"
 FIXED = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
 
 
-def b11_run(variant=None):
-    """The B11 transcript's commands run on `variant` (None: the transcript's own, `current`):
-    (config, [(command, output, state after)]). The step that matters is the second
-    `become-leader broker=1`: broker 1 goes from epoch 1 to epoch 3."""
+def transcript_run(path: Path, variant=None):
+    """A transcript's commands run on `variant` (None: the transcript's own):
+    (config, [(command, output, state after)])."""
     from model_check import scenario
 
-    runner = scenario.Runner(str(B11))
+    runner = scenario.Runner(str(path))
     out = []
-    for block in scenario.parse(B11.read_text(), str(B11)):
+    for block in scenario.parse(path.read_text(), str(path)):
         text = runner.run(block)
         if block.command.startswith("config") and variant is not None:
             runner.config = runner.config.replace(variant=variant)
             runner.state = initial_state(runner.config)
         out.append((block.command, text, runner.state))
     return runner.config, out
+
+
+def b11_run(variant=None):
+    """The B11 transcript's run (`transcript_run`). The step that matters is the second
+    `become-leader broker=1`: broker 1 goes from epoch 1 to epoch 3."""
+    return transcript_run(B11, variant)
 
 
 def b11_reelection(out) -> int:
@@ -908,11 +913,20 @@ EMPTY_EPOCH = Path(__file__).parent / "testdata" / "empty_epoch_shed.txt"
 def empty_epoch_run():
     """The commands of the transcript where brokers shed an epoch they led without writing:
     [(command, output, state after)]."""
-    from model_check import scenario
+    return transcript_run(EMPTY_EPOCH)[1]
 
-    runner = scenario.Runner(str(EMPTY_EPOCH))
-    return [(block.command, runner.run(block), runner.state)
-            for block in scenario.parse(EMPTY_EPOCH.read_text(), str(EMPTY_EPOCH))]
+
+def shedding_steps(config, out):
+    """The fetch round in which broker 0 sheds epoch 2: [(state, action)] for its three
+    steps, and the state after."""
+    i = next(i for i, (_, text, _) in enumerate(out) if "diverged: LEO 2 -> 2" in text)
+    s, steps = out[i - 1][2], []
+    for a in (S.FollowerSendFetch(0, 0), S.LeaderHandleFetch(0, 1, 0),
+              S.FollowerHandleFetchResponse(0, 0)):
+        steps.append((s, a))
+        s = S.step(config, s, a)
+    assert s == out[i][2]
+    return steps, s
 
 
 def test_a_broker_sheds_an_epoch_it_led_without_writing_on_its_first_fetch():
@@ -942,3 +956,40 @@ def test_a_fetch_carrying_its_last_records_epoch_would_lose_a_committed_record(m
     broken = [text.splitlines()[-1] for _, text, _ in out if "VIOLATED" in text]
     assert broken and broken[0].startswith(
         "VIOLATED NoCommittedDataLoss: p0 offset 1: leader 0 has v3@e1")
+
+
+def test_the_flat_encoding_and_the_z3_relation_shed_as_the_spec_does():
+    import z3
+    from test_flat import compare_state
+
+    from model_check import symbolic as sym
+    from model_check.flat import FlatKafka
+
+    config, out = transcript_run(EMPTY_EPOCH)
+    steps, after = shedding_steps(config, out)
+    flat = FlatKafka(config)
+    for s in [*(state for _, _, state in out), *(state for state, _ in steps)]:
+        assert compare_state(config, flat, s)[2] is None
+    shape = sym.make_shape(config)
+
+    def relates(pre_state, step, post_state) -> bool:
+        inst = sym.instance_for(sym.action_table(shape), step, pre_state)
+        pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
+        a = sym.fresh_args(shape, "a.")
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, pre_state, pre), sym.represent(shape, post_state, post),
+                   *sym.pin_args(a, step), sym.relation(shape, inst, pre, post, a))
+        return solver.check() == z3.sat
+
+    posts = [state for state, _ in steps[1:]] + [after]
+    assert all(relates(pre, a, post) for (pre, a), post in zip(steps, posts, strict=True))
+    # Not the old rule's steps: a fetch carrying the last record's epoch (1), or a
+    # truncation at the LEO that keeps the 2:2 entry.
+    (sent_from, send), _, (answered, handle) = steps
+    request = posts[0].fetches[0][0]
+    assert request.last_fetched_epoch == 2
+    old_request = posts[0].with_fetch(0, 0, replace(request, last_fetched_epoch=1))
+    assert not relates(sent_from, send, old_request)
+    kept = after.with_replica(0, 0, replace(after.replica(0, 0),
+                                            epoch_cache=answered.replica(0, 0).epoch_cache))
+    assert kept != after and not relates(answered, handle, kept)
