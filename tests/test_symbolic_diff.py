@@ -82,29 +82,34 @@ def test_relation_agrees_with_step(config, rnd):
         walk += _walk(config, rnd, WALK_STEPS_MAX)  # walks can dead-end: take another
     pairs = [(s, action, nxt) for s, succ in walk for action, nxt in succ if sym.encoded(action)]
     rnd.shuffle(pairs)
-    relations = {}  # one formula per instance: pre, post and a are the same variables
+    solvers = {}  # one per instance, holding its relation: pre, post and a are shared
     for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
         inst = sym.instance_for(table, action, s)
         key = (inst.name, inst.brokers)
-        if key not in relations:
-            relations[key] = sym.relation(shape, inst, pre, post, a)
-        solver = z3.Solver()
+        if key not in solvers:
+            solvers[key] = z3.Solver()
+            solvers[key].add(sym.relation(shape, inst, pre, post, a), *in_range)
+        solver = solvers[key]
+        solver.push()
         solver.add(sym.represent(shape, s, pre), sym.represent(shape, nxt, post),
-                   *sym.pin_args(a, action), relations[key], *in_range)
+                   *sym.pin_args(a, action))
         assert solver.check() == z3.sat, f"{config.variant.name}: relation rejects {action}"
+        solver.pop()
         Counter.accepted += 1
     # Reject: pairs (s, s2) where s2 is a state of the walk that is not a successor of s.
     sel = z3.Int("act")
     any_step = _step_relation(shape, table, pre, post, a, sel)
     states = [s for s, _ in walk]
     checked = 0
+    solver = z3.Solver()
+    solver.add(any_step)
     while checked < REJECTS_PER_EXAMPLE:
         s, succ = walk[rnd.randrange(len(walk))]
         s2 = states[rnd.randrange(len(states))]
         if any(s2 == nxt for _, nxt in succ):
             continue
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, s, pre), sym.represent(shape, s2, post), any_step)
+        solver.push()
+        solver.add(sym.represent(shape, s, pre), sym.represent(shape, s2, post))
         answer = solver.check()
         if answer == z3.sat:
             m = solver.model()
@@ -112,6 +117,7 @@ def test_relation_agrees_with_step(config, rnd):
             raise AssertionError(f"{config.variant.name}: relation accepts a pair step cannot "
                                  f"produce, via {inst.name}{list(inst.brokers)}")
         assert answer == z3.unsat
+        solver.pop()
         checked += 1
         Counter.rejected += 1
 
