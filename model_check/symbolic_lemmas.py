@@ -162,9 +162,10 @@ def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset."""
-    return z3.Or([z3.And(0 <= w, w < r.log_len,
-                         z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch))
+    """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
+    return z3.Or([z3.Or(z3.And(0 <= w, w < r.log_len,
+                               z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch)),
+                        sym._latest_epoch(r) > s.c_epoch)
                   for r in s.replicas])
 
 
@@ -266,8 +267,9 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     is asked about rather than through a chain of LeaderEpochMonotonic's neighbours."""
     out = []
     for b, r in enumerate(s.replicas):
-        out.append(z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch, 0 <= w2,
-                          w2 < r.log_len, s.hist_epoch[w] < r.log_epoch[w2]))
+        out.append(z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
+                          z3.Or(z3.And(0 <= w2, w2 < r.log_len, s.hist_epoch[w] < r.log_epoch[w2]),
+                                s.hist_epoch[w] < sym._latest_epoch(r))))
     return z3.Or(out)
 
 

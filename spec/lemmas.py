@@ -177,16 +177,20 @@ def ValuesKeepTheirEpoch(config: Config, s: Cluster) -> str | None:
 
 
 def RecordsInRange(config: Config, s: Cluster) -> str | None:
-    """Every record in a log has a leader epoch in 0 .. the controller's.
+    """Every record in a log, and every epoch cache entry, has a leader epoch in 0 .. the
+    controller's.
 
-    Why: records are appended by a leader of an epoch the controller chose. (LeaderEpochMonotonic
-    says the upper half too, with more; this is the part a step's record epochs need.)
+    Why: records are appended by a leader of an epoch the controller chose, and a cache entry
+    comes from such a record or from leading in such an epoch. (LeaderEpochMonotonic says the
+    upper half too, with more; this is the part a step's record epochs need.)
     """
     epoch = s.controller.partitions[0].leader_epoch
     for b, r in enumerate(s.replicas[0]):
         for o, rec in enumerate(r.log):
             if not 0 <= rec.epoch <= epoch:
                 return f"broker {b} has {rec} at {o}, outside epochs 0..{epoch}"
+        if r.latest_epoch() > epoch:
+            return f"broker {b}'s epoch cache holds {r.latest_epoch()}, past epoch {epoch}"
     return None
 
 
@@ -375,19 +379,20 @@ def LogWithinView(config: Config, s: Cluster) -> str | None:
 def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
     """A LeaderAndIsr request in flight to a live broker that it would apply (a later
     partition epoch than its view's) carries a leader epoch at or above every record in the
-    broker's log.
+    broker's log and every entry of its epoch cache.
 
-    Why: the broker's records are of its view's epoch or earlier, and later partition epochs
-    carry later or equal leader epochs; after a crash (no view) the requests sent before it
-    are gone, and those sent since carry the controller's epoch at the restart or later.
+    Why: the broker's records and cache entries are of its view's epoch or earlier, and later
+    partition epochs carry later or equal leader epochs; after a crash (no view) the requests
+    sent before it are gone, and those sent since carry the controller's epoch at the restart
+    or later.
     """
     row = s.replicas[0]
     for m in s.leader_and_isr:
         r = row[m.broker]
         if s.alive[m.broker] and m.partition_epoch > r.partition_epoch and \
-                m.leader_epoch < _top_epoch(r):
+                m.leader_epoch < max(_top_epoch(r), r.latest_epoch()):
             return (f"LeaderAndIsr of epoch {m.leader_epoch} in flight to broker {m.broker}, "
-                    f"whose log has later records")
+                    f"whose log or epoch cache has a later epoch")
     return None
 
 
