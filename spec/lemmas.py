@@ -357,8 +357,8 @@ def ViewlessUnrecorded(config: Config, s: Cluster) -> str | None:
 
 
 def _top_epoch(r) -> int:
-    """The latest leader epoch of any record in the replica's log, or -1."""
-    return max((rec.epoch for rec in r.log), default=UNKNOWN)
+    """The latest leader epoch the replica holds, in a log record or its cache, or -1."""
+    return max([r.latest_epoch(), *(rec.epoch for rec in r.log)])
 
 
 def LogWithinView(config: Config, s: Cluster) -> str | None:
@@ -370,8 +370,7 @@ def LogWithinView(config: Config, s: Cluster) -> str | None:
     until a crash clears it. A fetch carries the cache's latest epoch (FetchRequestsCurrent).
     """
     for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.leader_epoch != UNKNOWN and max(
-                _top_epoch(r), r.latest_epoch()) > r.leader_epoch:
+        if s.alive[b] and r.leader_epoch != UNKNOWN and _top_epoch(r) > r.leader_epoch:
             return f"broker {b} holds a record or cache entry of a later epoch than its view's {r.leader_epoch}"
     return None
 
@@ -390,7 +389,7 @@ def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
     for m in s.leader_and_isr:
         r = row[m.broker]
         if s.alive[m.broker] and m.partition_epoch > r.partition_epoch and \
-                m.leader_epoch < max(_top_epoch(r), r.latest_epoch()):
+                m.leader_epoch < _top_epoch(r):
             return (f"LeaderAndIsr of epoch {m.leader_epoch} in flight to broker {m.broker}, "
                     f"whose log or epoch cache has a later epoch")
     return None

@@ -287,6 +287,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     stale_for_cache = replace(cached_later, controller=stale.controller,
                               leader_and_isr=stale.leader_and_isr)
     cached_ahead = s.with_replica(0, 0, replace(s.replica(0, 0), epoch_cache=((5, 0),)))
+    cached_past_view = s.with_replica(0, 1, replace(s.replica(0, 1), epoch_cache=((0, 0), (1, 0))))
     # Broker 1 restarted: registered again with epoch 1, or (bad) leader 0 still holding a
     # record of it with the epoch it has now.
     restarted_recorded = restarted.with_replica(0, 0, replace(
@@ -446,6 +447,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (IsrWithinLeaderView, [s, logged], narrow, "lacks part of [0, 1]"),
         (ViewlessOutOfIsr, [s, alone], restarted, "broker 1 has no view and is in the ISR"),
         (LogWithinView, [s, logged], later, "later epoch than its view's 0"),
+        (LogWithinView, [s, cached_later], cached_past_view, "later epoch than its view's 0"),
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "has a later epoch"),
         (RequestsNotBehindLog, [s, cached_later], stale_for_cache, "has a later epoch"),
     ]

@@ -1036,7 +1036,6 @@ def test_old_epoch_cache_rule_truncates_a_committed_record():
     assert replay() is None  # restored
 
 
-
 # ------------------------------------------------------------------------------------------
 
 

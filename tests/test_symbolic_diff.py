@@ -11,7 +11,8 @@ Hypothesis draws the config (variant, acks, flush policy, unclean election, min 
 bound) and the walk's random choices. Each example checks a fixed number of pairs, so the
 totals are fixed: EXAMPLES * ACCEPTS_PER_EXAMPLE accepted pairs (3,000 in `make test`) and
 EXAMPLES * REJECTS_PER_EXAMPLE rejected ones. ISRLAB_DIFF_EXAMPLES=100 gives the full
-10,000 + 2,000 (about 10 minutes; bench/prove_bench.py prints the pair rate).
+10,000 + 2,000 (bench/prove_bench.py prints the pair rate). Each action instance keeps one
+incremental solver holding its relation; each pair is pushed and popped.
 """
 
 from __future__ import annotations

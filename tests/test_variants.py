@@ -858,11 +858,24 @@ def test_b11_the_flat_encoding_takes_the_same_steps(variant):
     assert difference is not None and "BecomeLeader(partition=0, broker=1" in difference
 
 
-def test_b11_the_z3_relation_takes_the_same_step():
+def z3_relates(config, pre_state, action, post_state) -> bool:
+    """Whether the Z3 relation of `action`'s instance (model_check.symbolic, at `config`)
+    relates the two concrete states, with the action's arguments pinned."""
     import z3
 
     from model_check import symbolic as sym
 
+    shape = sym.make_shape(config)
+    inst = sym.instance_for(sym.action_table(shape), action, pre_state)
+    pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
+    a = sym.fresh_args(shape, "a.")
+    solver = z3.Solver()
+    solver.add(sym.represent(shape, pre_state, pre), sym.represent(shape, post_state, post),
+               *sym.pin_args(a, action), sym.relation(shape, inst, pre, post, a))
+    return solver.check() == z3.sat
+
+
+def test_b11_the_z3_relation_takes_the_same_step():
     base, out = b11_run()
     config, fixed = b11_run(FIXED)
     i = b11_reelection(out)
@@ -872,14 +885,7 @@ def test_b11_the_z3_relation_takes_the_same_step():
                 if isinstance(a, S.BecomeLeader) and a.broker == 1 and a.leader_epoch == 3)
 
     def relates(variant, pre_state, post_state) -> bool:
-        shape = sym.make_shape(base.replace(variant=variant))
-        inst = sym.instance_for(sym.action_table(shape), step, pre_state)
-        pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
-        a = sym.fresh_args(shape, "a.")
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, pre_state, pre), sym.represent(shape, post_state, post),
-                   *sym.pin_args(a, step), sym.relation(shape, inst, pre, post, a))
-        return solver.check() == z3.sat
+        return z3_relates(base.replace(variant=variant), pre_state, step, post_state)
 
     kept, forgot = out[i][2], fixed[i][2]
     assert kept != forgot
@@ -959,10 +965,8 @@ def test_a_fetch_carrying_its_last_records_epoch_would_lose_a_committed_record(m
 
 
 def test_the_flat_encoding_and_the_z3_relation_shed_as_the_spec_does():
-    import z3
     from test_flat import compare_state
 
-    from model_check import symbolic as sym
     from model_check.flat import FlatKafka
 
     config, out = transcript_run(EMPTY_EPOCH)
@@ -970,16 +974,9 @@ def test_the_flat_encoding_and_the_z3_relation_shed_as_the_spec_does():
     flat = FlatKafka(config)
     for s in [*(state for _, _, state in out), *(state for state, _ in steps)]:
         assert compare_state(config, flat, s)[2] is None
-    shape = sym.make_shape(config)
 
     def relates(pre_state, step, post_state) -> bool:
-        inst = sym.instance_for(sym.action_table(shape), step, pre_state)
-        pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
-        a = sym.fresh_args(shape, "a.")
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, pre_state, pre), sym.represent(shape, post_state, post),
-                   *sym.pin_args(a, step), sym.relation(shape, inst, pre, post, a))
-        return solver.check() == z3.sat
+        return z3_relates(config, pre_state, step, post_state)
 
     posts = [state for state, _ in steps[1:]] + [after]
     assert all(relates(pre, a, post) for (pre, a), post in zip(steps, posts, strict=True))
