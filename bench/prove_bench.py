@@ -7,6 +7,9 @@
     python bench/prove_bench.py --b1     # also B1: hw-truncation with every write flushed,
                                          # where the shortest violation is a truncation to HW
                                          # (13 steps; minutes)
+    python bench/prove_bench.py --buggy  # also the induction with the default lemmas on each
+                                         # buggy variant the tests run (2 brokers, a minute or
+                                         # two each): each must end in a reachable CTI
 
 Each line: what ran, its verdict and depth, and seconds; the explorer's depth and seconds on
 the same config are printed beside BMC's so the two can be compared in one run.
@@ -81,6 +84,26 @@ def differential(pairs: int, seed: int = 1) -> None:
           f"({done / seconds:.0f} pairs/s)")
 
 
+def buggy_inductions() -> None:
+    """`isrlab prove --induction` with the default lemmas on the variants that lose a committed
+    write, as tests/test_prove.py runs two of them: each ends in a reachable CTI."""
+    for variant, without in (("hw-truncation", None), ("kip-101", None), ("kip-320", None),
+                             ("current", "broker_epochs")):
+        chosen = VARIANTS[variant].with_rules(**{without: False}) if without else \
+            VARIANTS[variant]
+        config = Config(variant=chosen, brokers=2)
+        start, cpu = time.perf_counter(), time.process_time()
+        out = induction(config, list(TARGETS), proof_lemmas(list(TARGETS), config))
+        cti = out.cti
+        label = variant + (f" without {without}" if without else "")
+        print(f"induction {label}, 2 brokers, default lemmas: {out.result} ({out.notes[0]}); "
+              f"CTI {cti.classification if cti else '-'}"
+              f"{' ' + ', '.join(cti.violated) if cti else ''} in "
+              f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s CPU)")
+        if cti is None or cti.classification != "reachable":
+            raise SystemExit(f"{label}: expected a reachable CTI")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--b7", action="store_true",
@@ -88,7 +111,11 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=500)
     parser.add_argument("--b1", action="store_true",
                         help="also BMC for B1 in hw-truncation, every write flushed (minutes)")
+    parser.add_argument("--buggy", action="store_true",
+                        help="also the default-lemma induction of each buggy variant (minutes)")
     args = parser.parse_args()
+    if args.buggy:
+        buggy_inductions()
     bmc_vs_explorer("B10 current acks=1", small("current", acks="1"), 6)
     if args.b1:
         bmc_vs_explorer("B1 hw-truncation, flush every write",

@@ -10,8 +10,6 @@ from model_check import houdini as H
 from model_check import symbolic as sym
 from spec import Config
 
-pytestmark = pytest.mark.xdist_group("test_prove")
-
 CONFIG = Config(brokers=3)
 
 
