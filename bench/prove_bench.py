@@ -85,8 +85,9 @@ def differential(pairs: int, seed: int = 1) -> None:
 
 
 def buggy_inductions() -> None:
-    """`isrlab prove --induction` with the default lemmas on the variants that lose a committed
-    write, as tests/test_prove.py runs two of them: each ends in a reachable CTI."""
+    """The induction `isrlab prove --induction` runs (the default lemmas, the CTI classified by
+    the explorer) on the variants that lose a committed write; tests/test_prove.py runs two of
+    them so through the CLI. Each must end in a reachable CTI."""
     for variant, without in (("hw-truncation", None), ("kip-101", None), ("kip-320", None),
                              ("current", "broker_epochs")):
         chosen = VARIANTS[variant].with_rules(**{without: False}) if without else \

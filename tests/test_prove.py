@@ -612,11 +612,12 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
     # The default lemmas cost 60-100 s a run: hw-truncation and the guard mutant show that
     # they leave the proof failing; kip-101 and kip-320 reach the same classification
     # without them (bench/prove_bench.py --buggy runs all four with them).
-    from model_check.prove import PROBE_BOUNDS
+    from model_check.prove import PROBE_BOUNDS, TARGETS
 
     rule = ["--without", without] if without else []
-    rule += [] if lemmas else ["--no-lemmas"]
-    code, data = run_json(capsys, "--variant", variant, *rule, "--induction", "--brokers", "2")
+    code, data = run_json(capsys, "--variant", variant, *rule, "--induction", "--brokers", "2",
+                          *([] if lemmas else ["--no-lemmas"]))
+    assert (data["invariants"] != list(TARGETS)) == lemmas  # the goal: targets (+ lemmas)
     cti = data["cti"]
     assert (code, data["result"], cti["classification"]) == (1, "cti", "reachable")
     assert cti["violated"] == ["NoCommittedDataLoss"] and cti["bounds"] == PROBE_BOUNDS

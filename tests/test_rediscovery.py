@@ -420,15 +420,16 @@ def _run_case(name: str) -> dict:
             return [state]
 
     if case.flat:
-        from model_check.flat import FlatKafkaModel, problem
+        from model_check.flat import search
 
-        assert not case.prefix and case.mutant is None and problem(config) is None
-        model = FlatKafkaModel(config, case.invariants)
+        assert not case.prefix and case.mutant is None
+        result = search(config, case.invariants, max_states=case.max_states,
+                        max_depth=case.max_depth, workers=1)
+        assert result.encoding == "flat", f"{name}: the flat encoding does not cover it"
     else:
-        model = Model(config, case.invariants)
-    with _patched(case.mutant):
-        result = explore(model, max_states=case.max_states,
-                         max_depth=case.max_depth, workers=1)
+        with _patched(case.mutant):
+            result = explore(Model(config, case.invariants), max_states=case.max_states,
+                             max_depth=case.max_depth, workers=1)
     out = {
         "result": result.result,
         "distinct": result.distinct_states,
