@@ -757,6 +757,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     undecodable: list[str] = []
     cti = None
     base_terms = _instance_terms(pre, a, w)
+    memo: dict = {}
     for inst in table:
         label = f"{inst.name}{list(inst.brokers)}"
         step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
@@ -764,7 +765,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         # Proofs take a second or two; a first query that takes longer is more often sat.
         answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, step_terms,
                                        min(timeout_ms, FIRST_QUERY_MS), queries, label,
-                                       rounds=1)
+                                       rounds=1, memo=memo)
         small = None
         if answer is JUNK or answer == z3.unknown:
             # The model breaks a formula where the step never looks (or the solver gave up);
@@ -780,7 +781,8 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                 again = answer is JUNK
                 answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
                                            timeout_ms, queries, label,
-                                           rounds=REFINE_ROUNDS - again, first=int(again))
+                                           rounds=REFINE_ROUNDS - again, first=int(again),
+                                           memo=memo)
         if answer == z3.unsat:
             verdicts.append(ActionVerdict(label, "inductive"))
             continue
@@ -794,7 +796,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             try:
                 if small is None:
                     model = _nicer_cti(shape, table_inv, goal, invariants, pre, post, w,
-                                       step_rel, step_terms, queries, label) or model
+                                       step_rel, step_terms, queries, label, memo) or model
                 cti = _decode_cti(shape, table_inv, goal, inst, model, pre, post, a, w)
             except sym.NotRepresentable as error:
                 undecodable.append(str(error))
@@ -864,7 +866,8 @@ def _step_terms(inst, pre: sym.SState) -> list:
 
 
 def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
-            queries: list[Query], label: str, rounds: int | None = None, first: int = 0):
+            queries: list[Query], label: str, rounds: int | None = None, first: int = 0,
+            memo: dict | None = None):
     """Inv(pre) and the constraints, with Inv's quantifier over its witness instantiated.
 
     Each invariant and lemma is a violation formula over one witness (an offset, a value or
@@ -875,15 +878,17 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
     the model's pre-state breaks it at any witness; if so, that witness joins the terms and
     the query is asked again; if not, the model is a genuine CTI. Returns (answer, model,
     terms): answer `JUNK` when every round's model broke a formula somewhere (the terms then
-    hold every witness found, to go on from).
+    hold every witness found, to go on from). `memo`: formulas already built over `pre`,
+    shared by the queries of one induction (see `_assumed`).
     """
     terms = list(terms)
+    memo = {} if memo is None else memo
     rounds = REFINE_ROUNDS if rounds is None else rounds
     for round_ in range(first, first + rounds):
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*[z3.Not(f(shape, pre, *ts)) for n in goal
-                     for f in [table_inv[n]] for ts in _instances(f, terms)], *constraints)
+        solver.add(*[_assumed(memo, table_inv[n], shape, pre, ts) for n in goal
+                     for ts in _instances(table_inv[n], terms)], *constraints)
         answer = _check(solver, label if round_ == 0 else f"{label} (refinement {round_})",
                         queries)
         if answer != z3.sat:
@@ -953,12 +958,20 @@ def small_problem(config: Config, label: str, goal: list[str], cache_slots: int,
     base = [z3.And(-1 <= x, x <= top) for x in ints]
     base += [sym.relation(shape, inst, pre, post, a)]
     base += sym.decodable(shape, pre) + sym.decodable(shape, post)
-    for n in goal:
-        f = table_inv[n]
-        base += [z3.Not(f(shape, pre, *ts)) for ts in (
-            [(x, y) for x in witnesses for y in witnesses] if is_pair(f)
-            else [(x,) for x in witnesses])]
-    return shape, inst, pre, post, a, base
+    key = (shape, tuple(witnesses), *((n, table_inv[n]) for n in goal))
+    if key not in _SMALL_ASSUMED:
+        if len(_SMALL_ASSUMED) >= 4:
+            _SMALL_ASSUMED.clear()
+        _SMALL_ASSUMED[key] = [z3.Not(f(shape, pre, *ts)) for f in map(table_inv.get, goal)
+                               for ts in ([(x, y) for x in witnesses for y in witnesses]
+                                          if is_pair(f) else [(x,) for x in witnesses])]
+    return shape, inst, pre, post, a, base + _SMALL_ASSUMED[key]
+
+
+# The goal's formulas at every witness, over "small.pre." of a shape: the same for every
+# action instance of an induction (the variables are named, so equal shapes give equal
+# terms), and most of what a small search costs to build.
+_SMALL_ASSUMED: dict[tuple, list] = {}
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
@@ -1038,6 +1051,18 @@ def violation(formula, shape, s, w) -> z3.BoolRef:
     return formula(shape, s, w, W2) if is_pair(formula) else formula(shape, s, w)
 
 
+def _assumed(memo: dict, formula, shape, pre, ts: tuple) -> z3.BoolRef:
+    """Not(formula(pre) broken at ts), built once per formula and terms: every step of an
+    induction assumes most of the same instances over the same pre-state, and building them
+    in Python took longer than solving. Keyed by the terms' AST ids, which stay unique while
+    the memo holds the terms themselves."""
+    key = (formula, *(t.get_id() if isinstance(t, z3.AstRef) else ("int", t) for t in ts))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (ts, z3.Not(formula(shape, pre, *ts)))
+    return found[1]
+
+
 def _instances(formula, terms: list) -> list[tuple]:
     """Where a formula is assumed to hold: at each term, or each pair of the terms from `W2`
     on (the partition epochs `_instance_terms` lists last, and witnesses found later): all
@@ -1049,7 +1074,7 @@ def _instances(formula, terms: list) -> list[tuple]:
 
 
 def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms,
-               queries: list[Query], label: str):
+               queries: list[Query], label: str, memo: dict | None = None):
     """A genuine CTI that decodes, with small numbers where possible (easier to read),
     preferring one that breaks a target invariant rather than only a lemma: every integer
     field of both states in -1..SMALL; failing that, any decodable one. None if no try
@@ -1061,7 +1086,7 @@ def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
                         (decodable + small, "small CTI"), (decodable, "decodable CTI")):
         answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
-                                   SMALL_MODEL_MS, queries, f"{label} ({what})")
+                                   SMALL_MODEL_MS, queries, f"{label} ({what})", memo=memo)
         if answer == z3.sat:
             return model
     return None
