@@ -958,20 +958,19 @@ def small_problem(config: Config, label: str, goal: list[str], cache_slots: int,
     base = [z3.And(-1 <= x, x <= top) for x in ints]
     base += [sym.relation(shape, inst, pre, post, a)]
     base += sym.decodable(shape, pre) + sym.decodable(shape, post)
-    key = (shape, tuple(witnesses), *((n, table_inv[n]) for n in goal))
-    if key not in _SMALL_ASSUMED:
-        if len(_SMALL_ASSUMED) >= 4:
-            _SMALL_ASSUMED.clear()
-        _SMALL_ASSUMED[key] = [z3.Not(f(shape, pre, *ts)) for f in map(table_inv.get, goal)
-                               for ts in ([(x, y) for x in witnesses for y in witnesses]
-                                          if is_pair(f) else [(x,) for x in witnesses])]
-    return shape, inst, pre, post, a, base + _SMALL_ASSUMED[key]
+    return shape, inst, pre, post, a, base + _small_assumed(
+        shape, tuple(witnesses), tuple(table_inv[n] for n in goal))
 
 
-# The goal's formulas at every witness, over "small.pre." of a shape: the same for every
-# action instance of an induction (the variables are named, so equal shapes give equal
-# terms), and most of what a small search costs to build.
-_SMALL_ASSUMED: dict[tuple, list] = {}
+@functools.lru_cache(maxsize=4)
+def _small_assumed(shape, witnesses: tuple, formulas: tuple) -> list:
+    """Each formula at every witness over `small_problem`'s pre-state: the same for every
+    action instance of an induction (its variables are named, so equal shapes give equal
+    terms), and most of what a small search costs to build."""
+    pre = sym.fresh_state(shape, "small.pre.")
+    return [z3.Not(f(shape, pre, *ts)) for f in formulas
+            for ts in ([(x, y) for x in witnesses for y in witnesses] if is_pair(f)
+                       else [(x,) for x in witnesses])]
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
