@@ -137,6 +137,34 @@ class KafkaModel:
         return self.config.settings()
 
 
+class RunGhostModel(KafkaModel):
+    """The default model with the ghost `run` carried along each path: states are
+    (cluster, run), where `run` is the leader epoch since which every epoch has named the
+    controller's leader (`spec.lemmas.run_start`). It checks lemmas about that history on
+    reachable states (`spec.lemmas.RunLeaderBacked`), which the Z3 encoding states over its
+    ghost `c_run`; a cluster is reached once per run it can have, so the search is larger."""
+
+    name = "kafka-run-ghost"
+
+    def init_states(self):
+        return [(s, 0) for s in super().init_states()]
+
+    def successors(self, state):
+        from spec.lemmas import run_start
+
+        s, run = state
+        return [(a, (t, run_start(s, t, run))) for a, t in successors(self.config, s)]
+
+    def render(self, state) -> str:
+        return f"{render(self.config, state[0])}\nrun of the controller's leader from epoch {state[1]}"
+
+    def to_json(self, state) -> dict[str, Any]:
+        return {"cluster": state_to_json(state[0]), "run": state[1]}
+
+    def reduction(self):
+        raise ValueError("the run ghost model has no partial-order reduction")
+
+
 def state_to_json(value: Any) -> Any:
     """Frozen dataclasses, tuples and sets to JSON values; sets become sorted lists."""
     if hasattr(value, "__dataclass_fields__"):

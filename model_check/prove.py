@@ -380,7 +380,7 @@ _FIELD_KINDS = {
     **dict.fromkeys(("log_len", "hw", "flushed", "cache_start", "remote_leo", "fetch_offset",
                      "high_watermark", "end_offset", "rec_count", "value_offset"), "offset"),
     **dict.fromkeys(("log_value", "rec_value", "purgatory_value", "next_value"), "value"),
-    **dict.fromkeys(("c_epoch", "leader_epoch", "cache_epoch", "log_epoch", "rec_epoch",
+    **dict.fromkeys(("c_epoch", "c_run", "leader_epoch", "cache_epoch", "log_epoch", "rec_epoch",
                      "hist_epoch", "last_fetched_epoch", "current_leader_epoch", "epoch"),
                     "leader_epoch"),
     **dict.fromkeys(("c_pe", "partition_epoch"), "partition_epoch"),

@@ -147,6 +147,9 @@ class SState:
     c_epoch: z3.ArithRef
     c_isr: tuple
     c_pe: z3.ArithRef
+    # Ghost: the leader epoch since which every epoch has named the controller's leader (the
+    # start of its current run of leadership). The concrete state has no such field.
+    c_run: z3.ArithRef
     unclean_elections: z3.ArithRef
     lai: tuple  # per broker: Array(partition epoch -> in flight?)
     hist_leader: z3.ArrayRef  # partition epoch -> leader
@@ -360,7 +363,7 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
         registered=tuple(v.int(f"registered{b}") for b in range(n)),
         c_leader=v.int("c_leader"), c_epoch=v.int("c_epoch"),
         c_isr=tuple(v.bool(f"c_isr{b}") for b in range(n)), c_pe=v.int("c_pe"),
-        unclean_elections=v.int("unclean"),
+        c_run=v.int("c_run"), unclean_elections=v.int("unclean"),
         lai=tuple(v.array(f"lai{b}", BOOL, pes) for b in range(n)),
         hist_leader=v.array("hist_leader", cells=pes),
         hist_epoch=v.array("hist_epoch", cells=pes),
@@ -609,12 +612,19 @@ def _bound(shape: Shape, condition) -> z3.BoolRef:
     return condition if shape.bounded else z3.BoolVal(True)
 
 
+def _run_start(s: SState, leader, epoch):
+    """The ghost `c_run` after the controller moves to (`leader`, `epoch`): a new epoch with
+    another leader starts a run."""
+    return z3.If(z3.And(epoch != s.c_epoch, leader != s.c_leader), epoch, s.c_run)
+
+
 def ControllerElectLeader(shape: Shape, s: SState, a: StepArgs):
     found, leader, isr, unclean = elect(shape, s.registered, s.c_isr)
     guard = z3.And(s.c_leader == NO_LEADER, found,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
     pe = s.c_pe + 1
     t = dataclasses.replace(s, c_leader=leader, c_epoch=s.c_epoch + 1, c_isr=isr, c_pe=pe,
+                            c_run=_run_start(s, leader, s.c_epoch + 1),
                             unclean_elections=s.unclean_elections + z3.If(unclean, 1, 0))
     return guard, _send_lai(shape, t, pe, leader, s.c_epoch + 1, isr)
 
@@ -642,6 +652,7 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
     changed = z3.And(affected, z3.Or(leader != s.c_leader, epoch != s.c_epoch, isr_changed))
     pe = s.c_pe + 1
     u = dataclasses.replace(t, c_leader=leader, c_epoch=epoch, c_isr=new_isr, c_pe=pe,
+                            c_run=_run_start(s, leader, epoch),
                             unclean_elections=t.unclean_elections
                             + z3.If(z3.And(leads, unclean), 1, 0))
     u = _send_lai(shape, u, pe, leader, epoch, new_isr)
@@ -653,7 +664,8 @@ def ControllerElectPreferredLeader(shape: Shape, s: SState, a: StepArgs):
                    s.registered[0] != UNKNOWN,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
     pe = s.c_pe + 1
-    t = dataclasses.replace(s, c_leader=z3.IntVal(0), c_epoch=s.c_epoch + 1, c_pe=pe)
+    t = dataclasses.replace(s, c_leader=z3.IntVal(0), c_epoch=s.c_epoch + 1, c_pe=pe,
+                            c_run=_run_start(s, z3.IntVal(0), s.c_epoch + 1))
     return guard, _send_lai(shape, t, pe, z3.IntVal(0), s.c_epoch + 1, s.c_isr)
 
 
@@ -1196,7 +1208,7 @@ def pin_args(a: StepArgs, action) -> list:
 def initial(shape: Shape, s: SState) -> z3.BoolRef:
     """spec.state.initial_state for partition 0 (leader 0, epoch 0, full ISR)."""
     n = shape.n
-    cs = [s.c_leader == 0, s.c_epoch == 0, s.c_pe == 0, s.unclean_elections == 0,
+    cs = [s.c_leader == 0, s.c_epoch == 0, s.c_pe == 0, s.c_run == 0, s.unclean_elections == 0,
           s.next_value == 1, s.crashes == 0, s.expiries == 0, s.drops == 0, s.ticks == 0,
           s.produce == _k(s.produce, UNKNOWN), s.acked == _k(s.acked, False),
           s.consumed == _k(s.consumed, False), s.excused == _k(s.excused, False),

@@ -273,6 +273,27 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     return z3.Or(out)
 
 
+@pair
+def v_UnstartedEpochUnwritten(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w` is a partition epoch (a request in flight), `w2` an offset (a record of its epoch in
+    a log or a response)."""
+    out = []
+
+    def written(e) -> list:
+        return ([z3.And(i < r.cache_len, r.cache_epoch[i] == e)
+                 for r in s.replicas for i in range(shape.cache_slots)]
+                + [z3.And(0 <= w2, w2 < r.log_len, r.log_epoch[w2] == e) for r in s.replicas]
+                + [z3.And(_covers(m, w2), m.rec_epoch[w2] == e) for m in s.fetches])
+
+    for b, rb in enumerate(s.replicas):
+        e = s.hist_epoch[w]
+        told = z3.And(s.alive[b], s.lai[b][w], s.hist_leader[w] == b, e > rb.leader_epoch)
+        elected = z3.And(s.alive[b], s.c_leader == b, s.c_epoch > rb.leader_epoch)
+        out += [z3.And(told, x) for x in written(e)]
+        out += [z3.And(elected, x) for x in written(s.c_epoch)]
+    return z3.Or(out)
+
+
 def _fetched_epoch_uncached(shape: sym.Shape, r: sym.SReplica, m, w) -> z3.BoolRef:
     """spec.lemmas._fetched_epoch_cached fails; `w` is the offset just below the request's."""
     o, e, c = m.fetch_offset, m.last_fetched_epoch, shape.cache_slots
@@ -476,6 +497,35 @@ def v_EpochCommittedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b, lr in enumerate(s.replicas) for rx in s.replicas])
 
 
+def _running_leader(s: sym.SState, b: int) -> z3.BoolRef:
+    """`b` leads, alive, in a view of an epoch the controller's current run of `b`'s leadership
+    covers: every leader epoch from its view's to the controller's has named it (`c_run`)."""
+    r = s.replicas[b]
+    return z3.And(s.c_leader == b, s.alive[b], r.leader == b, r.side, r.leader_epoch >= s.c_run)
+
+
+def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset. RemoteLeoBacked's and FollowerHwOnLeader's claims for a leader the
+    controller has re-elected in every epoch since its view (the ghost `c_run`), not only for
+    the true leader. Why: such a leader applies the next epoch's request keeping what it knows
+    of its followers, so before it does, that knowledge must already be backed."""
+    out = []
+    for b, r in enumerate(s.replicas):
+        running = _running_leader(s, b)
+        for f, rf in enumerate(s.replicas):
+            if f == b:
+                continue
+            k = r.remote_leo[f]
+            current = z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
+            out.append(z3.And(running, k != UNKNOWN, s.alive[f], current, z3.Or(
+                k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w)))))
+            heard = z3.And(running, k != UNKNOWN, r.remote_be[f] == s.broker_epochs[f],
+                           s.alive[f])
+            out.append(z3.And(heard, z3.Or(rf.high_watermark > r.log_len, z3.And(
+                0 <= w, w < rf.high_watermark, sym.record_differs(rf, r, w)))))
+    return z3.Or(out)
+
+
 def _recorded(s: sym.SState, pe) -> z3.BoolRef:
     return z3.And(0 <= pe, pe <= s.c_pe)
 
@@ -524,6 +574,17 @@ def v_HistoryMonotone(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
                   s.hist_epoch[w] > s.hist_epoch[w2])
 
 
+def v_HistoryRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch. The ghost `c_run` is a leader epoch from 0 to the controller's;
+    every recorded partition state of a leader epoch from it on names the controller's leader,
+    and none of the epoch just before it does. Why: the controller starts a run when it moves
+    to a new epoch with another leader, and keeps it through ISR changes and re-elections of
+    the same leader."""
+    return z3.Or(s.c_run < 0, s.c_run > s.c_epoch, z3.And(_recorded(s, w), z3.Or(
+        z3.And(s.hist_epoch[w] >= s.c_run, s.hist_leader[w] != s.c_leader),
+        z3.And(s.hist_epoch[w] == s.c_run - 1, s.hist_leader[w] == s.c_leader))))
+
+
 def v_RequestsRecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """A LeaderAndIsr request in flight carries a partition epoch the controller has written
     (0 .. its current one). Why: its content is read from that record."""
@@ -566,7 +627,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
         "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree",
         "DivergenceCheckOnly", "FollowerHwOnLeader",
-        "EpochCommittedByLeader")
+        "EpochCommittedByLeader", "UnstartedEpochUnwritten", "HistoryRun", "RunLeaderBacked")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

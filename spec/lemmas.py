@@ -375,6 +375,33 @@ def LogWithinView(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def UnstartedEpochUnwritten(config: Config, s: Cluster) -> str | None:
+    """A leader epoch that names a live broker leader, later than the epoch of the broker's
+    view (or the broker restarted and has no view), is one no epoch cache holds and no log or
+    fetch response holds a record of: the controller's current epoch, and the epoch of every
+    LeaderAndIsr request in flight to the broker.
+
+    Why: only the leader of an epoch starts it, by applying a request of that epoch, and
+    followers copy its records from that leader; a broker's view's epoch only rises until a
+    crash, a crash takes the requests in flight to the broker with it, and the controller
+    handles the failure of a leader with a new epoch and another leader before the broker may
+    register again. So nobody has started the epoch yet, and LeaderHoldsItsEpoch holds when
+    the broker takes the lead.
+    """
+    ps = s.controller.partitions[0]
+    named = [(b, e) for b, e in [(ps.leader, ps.leader_epoch)]
+             + [(m.broker, m.leader_epoch) for m in s.leader_and_isr if m.leader == m.broker]
+             if b != NO_LEADER and s.alive[b] and e > s.replica(0, b).leader_epoch]
+    for b, e in named:
+        for x, r in enumerate(s.replicas[0]):
+            if any(c == e for c, _ in r.epoch_cache):
+                return f"broker {x}'s cache holds epoch {e}, which broker {b} is yet to lead"
+        for where, o, rec in _records(s):
+            if rec.epoch == e:
+                return f"{where} holds {rec} at {o}, of epoch {e}, which broker {b} is yet to lead"
+    return None
+
+
 def RequestsNotBehindLog(config: Config, s: Cluster) -> str | None:
     """A LeaderAndIsr request in flight to a live broker that it would apply (a later
     partition epoch than its view's) carries a leader epoch at or above every record in the
@@ -775,6 +802,50 @@ def EpochCommittedByLeader(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def run_start(before: Cluster, after: Cluster, run: int) -> int:
+    """The ghost `run` (the leader epoch since which every epoch has named the controller's
+    leader) after a step from `before` to `after`: a new leader epoch with another leader
+    starts a new run. The concrete state does not keep it; a search that does carries it
+    along each path (`model_check.model.RunGhostModel`)."""
+    old, new = before.controller.partitions[0], after.controller.partitions[0]
+    if new.leader_epoch != old.leader_epoch and new.leader != old.leader:
+        return new.leader_epoch
+    return run
+
+
+def RunLeaderBacked(config: Config, s: Cluster, run: int) -> str | None:
+    """RemoteLeoBacked's and FollowerHwOnLeader's claims, for every live leader the controller
+    has re-elected in each leader epoch since its view's (`run` at or below its view's epoch),
+    not only the true leader: a follower LEO it records for a live follower in both ISRs (or
+    in the follower's registered broker epoch) is backed by the follower's log, and a live
+    follower it has heard from in its current broker epoch has a HW over records it holds.
+
+    Why: such a leader keeps what it knows of its followers when it applies the next epoch's
+    request (Kafka resets it only for a new leader, and B11's fix when an epoch was missed),
+    so the true leader's lemmas need it before. It is a lemma about the history, which the
+    concrete state does not keep: the Z3 form reads the encoding's ghost `c_run`.
+    """
+    row = s.replicas[0]
+    ps = s.controller.partitions[0]
+    for b, r in enumerate(row):
+        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset and ps.leader == b
+                and r.leader_epoch >= run):
+            continue
+        for f, rf in enumerate(row):
+            k = r.remote_log_end_offset[f]
+            if f == b or k == UNKNOWN or not s.alive[f]:
+                continue
+            current = (f in r.isr and f in ps.isr) or \
+                r.remote_broker_epoch[f] == s.controller.registered[f]
+            if current and (k > len(rf.log) or rf.log[:k] != r.log[:k]):
+                return f"leader {b} (run from epoch {run}) records LEO {k} for {f}, whose log does not back it"
+            h = rf.high_watermark
+            heard = r.remote_broker_epoch[f] == s.broker_epochs[f]
+            if heard and (h > len(r.log) or rf.log[:h] != r.log[:h]):
+                return f"follower {f}'s HW {h} covers records leader {b} (run from epoch {run}) lacks"
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -790,5 +861,5 @@ LEMMAS: dict[str, Lemma] = {
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
                             DivergenceCheckOnly, FollowerHwOnLeader,
-                            EpochCommittedByLeader)
+                            EpochCommittedByLeader, UnstartedEpochUnwritten)
 }

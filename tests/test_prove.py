@@ -257,6 +257,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         RequestsNotBehindLog,
         ResponsesFromLeaderLog,
         ResponsesWellFormed,
+        UnstartedEpochUnwritten,
         ValuesKeepTheirEpoch,
         ViewlessOutOfIsr,
         ViewlessUnrecorded,
@@ -406,7 +407,26 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         heard_excused.replica(0, 0), remote_log_end_offset=(-1, -1)))
     old_session = heard_excused.with_replica(0, 0, replace(
         heard_excused.replica(0, 0), remote_broker_epoch=(-1, -1)))
+    # The controller names broker 1 leader of epoch 1, which broker 1 has not applied yet
+    # (the request is in flight), or has moved on to epoch 2 with the request still in flight:
+    # nobody holds anything of epoch 1 (bad: broker 0's cache or log does).
+    elected = replace(s, controller=replace(s.controller, partitions=(replace(
+        s.controller.partitions[0], leader=1, leader_epoch=1, partition_epoch=1),)),
+        leader_and_isr=frozenset({LeaderAndIsr(1, 0, 1, 1, (0, 1), 1)}))
+    moved_past = replace(elected, controller=replace(s.controller, partitions=(replace(
+        s.controller.partitions[0], leader=0, leader_epoch=2, partition_epoch=2),)))
+    pre_cached = elected.with_replica(0, 0, replace(s.replica(0, 0),
+                                                    epoch_cache=((0, 0), (1, 0))))
+    pre_logged = replace(elected.with_replica(0, 0, replace(
+        s.replica(0, 0), log=(Record(1, 1),))), next_value=2)
+    pre_cached_request = replace(pre_cached, controller=moved_past.controller)
     cases = [
+        (UnstartedEpochUnwritten, [s, elected, moved_past], pre_cached,
+         "broker 0's cache holds epoch 1, which broker 1 is yet to lead"),
+        (UnstartedEpochUnwritten, [s, elected, moved_past], pre_logged,
+         "of epoch 1, which broker 1 is yet to lead"),
+        (UnstartedEpochUnwritten, [s, elected, moved_past], pre_cached_request,
+         "broker 0's cache holds epoch 1, which broker 1 is yet to lead"),
         (CommittedOnIsr, [s, copied, excused_outside], excused_exposed,
          "below its HW, ISR member 1 not"),
         (CommittedOnIsr, [s, unheard_excused, no_leo, old_session], heard_excused, "below its HW, ISR member 0 not"),
@@ -467,6 +487,106 @@ def test_the_record_lemmas_can_fail_in_both_forms():
             assert not symbolic_breaks(lemma.__name__, state), lemma.__name__
         assert says in lemma(config, bad)
         assert symbolic_breaks(lemma.__name__, bad), lemma.__name__
+
+
+def _run_lemma_config():
+    fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
+    return Config(variant=fixed, brokers=2, max_records=1, max_leader_epochs=3, max_crashes=1)
+
+
+def test_the_run_lemma_holds_where_the_ghost_is_carried():
+    # RunLeaderBacked reads the ghost `run` (since when the controller's leader has led), so
+    # it is checked on (state, run) pairs, the ghost carried along each path. The real lemma
+    # holds on the first 60,000 of them; asked of every follower, current or not (no ISR or
+    # broker-epoch condition), it is false: a follower that crashed and registered again
+    # leaves a stale record behind.
+    from model_check.model import RunGhostModel
+    from spec.lemmas import RunLeaderBacked
+    from spec.state import UNKNOWN
+
+    config = _run_lemma_config()
+
+    def every_follower(config, s, run):
+        ps = s.controller.partitions[0]
+        for b, r in enumerate(s.replicas[0]):
+            if not (s.alive[b] and r.leader == b and r.remote_log_end_offset
+                    and ps.leader == b and r.leader_epoch >= run):
+                continue
+            for f, rf in enumerate(s.replicas[0]):
+                k = r.remote_log_end_offset[f]
+                if f != b and k != UNKNOWN and s.alive[f] and rf.log[:k] != r.log[:k]:
+                    return f"leader {b} records LEO {k} for {f}"
+        return None
+
+    found = {}
+    for lemma in (RunLeaderBacked, every_follower):
+        model = RunGhostModel(config, [])
+        model.invariants = {"RunLeaderBacked": lambda st, f=lemma: f(config, st[0], st[1])}
+        found[lemma] = explore(model, max_states=60_000)
+    assert (found[RunLeaderBacked].result, found[RunLeaderBacked].violation) == ("incomplete", None)
+    assert found[RunLeaderBacked].distinct_states == 60_000
+    assert found[every_follower].result == "violation"
+    assert "records LEO 1 for" in found[every_follower].violation.detail
+
+
+def test_the_run_lemma_reads_the_ghost_in_both_forms():
+    # Leader 0, re-elected in epoch 1 but still at its view of epoch 0, records LEO 1 for
+    # follower 1, whose log is empty. In a run from epoch 0 (it led epoch 0 and 1) the record
+    # must be backed: both forms find it broken. In a run from epoch 1 (epoch 0 named another
+    # leader) nothing is asked of it. The initial state breaks neither.
+    import z3
+
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+    from spec.lemmas import RunLeaderBacked
+    from spec.state import Record, replace
+
+    config = _config("current")
+    s = initial_state(config)
+    r0 = replace(s.replica(0, 0), log=(Record(0, 1),), remote_log_end_offset=(-1, 1),
+                 remote_broker_epoch=(-1, 0))
+    reelected = replace(s.with_replica(0, 0, r0), next_value=2, controller=replace(
+        s.controller, partitions=(replace(s.controller.partitions[0], leader_epoch=1,
+                                          partition_epoch=1),)))
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    x, w = sym.fresh_state(shape, "x."), z3.Int("w")
+
+    def symbolic_breaks(state, run) -> bool:
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, state, x), x.c_run == run,
+                   violation(SYMBOLIC["RunLeaderBacked"], shape, x, w))
+        return solver.check() == z3.sat
+
+    assert RunLeaderBacked(config, s, 0) is None and not symbolic_breaks(s, 0)
+    assert "whose log does not back it" in RunLeaderBacked(config, reelected, 0)
+    assert symbolic_breaks(reelected, 0)
+    assert RunLeaderBacked(config, reelected, 1) is None and not symbolic_breaks(reelected, 1)
+
+
+def test_a_reelected_leader_is_inductive_with_the_run_ghost(monkeypatch):
+    # With B11's fix, 2 brokers: BecomeLeader and the failure handling that sends a request
+    # are inductive with the default lemmas. Without RunLeaderBacked a leader re-elected
+    # while behind (its view an epoch or more below the controller's) applies the next
+    # request without knowing its follower records are backed: a CTI. Without the fix the
+    # CTI is B11 (docs/protocol.md): a leader that missed another's epoch keeps them.
+    from model_check.prove import TARGETS
+    from model_check.symbolic_lemmas import proof_lemmas
+
+    _only(monkeypatch, "BecomeLeader", "ControllerHandleBrokerFailure")
+    fixed = Config(brokers=2, variant=_run_lemma_config().variant)
+    lemmas = proof_lemmas(list(TARGETS), fixed)
+    outcome = induction(fixed, list(TARGETS), lemmas, classify=False)
+    assert [(v.action, v.verdict) for v in outcome.actions] == [
+        (f"ControllerHandleBrokerFailure[{b}]", "inductive") for b in range(2)] + [
+        (f"BecomeLeader[{b}]", "inductive") for b in range(2)]
+    _only(monkeypatch, "BecomeLeader")
+    unrun = induction(fixed, list(TARGETS), [x for x in lemmas if x != "RunLeaderBacked"],
+                      classify=False)
+    assert {v.verdict for v in unrun.actions} == {"cti"}
+    b11 = induction(Config(brokers=2), list(TARGETS), lemmas, classify=False)
+    assert {v.verdict for v in b11.actions} == {"cti"}
+    assert all("RunLeaderBacked" in v.violated or "FollowerHwOnLeader" in v.violated
+               for v in b11.actions)
 
 
 def _only(monkeypatch, *names: str) -> None:
@@ -947,7 +1067,8 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     # The Z3 forms, not only the concrete ones, are true where it matters: on 260 reachable
     # states (a breadth-first sample and random walks, 3 brokers, a crash), no witness breaks
     # any lemma of the structural, values or data layers in the state's representation. The
-    # history layer is about a ghost record `represent` does not build, so it is left out.
+    # history layer and the run lemmas are about ghosts (the record of partition states,
+    # `c_run`) that `represent` does not build, so they are left out.
     import z3
 
     from model_check import symbolic as sym
@@ -959,7 +1080,8 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     states = reachable_states(config, 3000)[::150] + random_walks(config, 20, 60, 1)[::5]
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
-    names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone")]
+    names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone",
+                                              "HistoryRun", "RunLeaderBacked")]
     assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr"} <= set(names)
     broken = set()
     any_broken = z3.Or([violation(SYMBOLIC[name], shape, x, t) for name in names])
