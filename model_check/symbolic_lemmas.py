@@ -674,8 +674,8 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
 
 
 # For invariants without a proof yet (the data invariants): with these, `current` at 2
-# brokers has 32 of 38 action instances inductive and a genuine CTI at each of the others
-# (docs/prove.md); the structural layer alone gives 31 of 64 at 3.
+# brokers has 32 of 38 action instances inductive (34 with B11's fix) and a genuine CTI at
+# each of the others (docs/prove.md); the structural layer alone gives 31 of 64 at 3.
 DATA_LEMMAS = ("LeaderEpochMonotonic", *DATA)
 UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
                    "HistoryLeaderInIsr", *VALUES, *DATA)
