@@ -156,7 +156,8 @@ class RunGhostModel(KafkaModel):
         return [(a, (t, run_start(s, t, run))) for a, t in successors(self.config, s)]
 
     def render(self, state) -> str:
-        return f"{render(self.config, state[0])}\nrun of the controller's leader from epoch {state[1]}"
+        run = f"run of the controller's leader from epoch {state[1]}"
+        return f"{render(self.config, state[0])}\n{run}"
 
     def to_json(self, state) -> dict[str, Any]:
         return {"cluster": state_to_json(state[0]), "run": state[1]}

@@ -11,7 +11,10 @@ has no such record (the requests carry their content), so these lemmas have no c
 in spec/lemmas.py; they are checked by being proved (`HISTORY` is inductive on its own).
 A pair formula (`pair`) takes two witnesses and is assumed at every pair of terms.
 
-The values layer (`VALUES`) and the data layer (`DATA`) mirror spec/lemmas.py one for one;
+The values layer (`VALUES`) and the data layer (`DATA`) mirror spec/lemmas.py one for one,
+except HistoryMonotone and HistoryRun (about the record) and RunLeaderBacked, which reads the
+ghost `c_run` (since when the controller's leader has led) and whose concrete form takes it
+as an argument;
 where a formula reads `value_offset` it relies on EncodingWellFormed (a value in a log sits
 at its `value_offset`) to stand for the concrete "held anywhere".
 """
@@ -285,8 +288,8 @@ def v_UnstartedEpochUnwritten(shape: sym.Shape, s: sym.SState, w, w2) -> z3.Bool
                 + [z3.And(0 <= w2, w2 < r.log_len, r.log_epoch[w2] == e) for r in s.replicas]
                 + [z3.And(_covers(m, w2), m.rec_epoch[w2] == e) for m in s.fetches])
 
+    e = s.hist_epoch[w]
     for b, rb in enumerate(s.replicas):
-        e = s.hist_epoch[w]
         told = z3.And(s.alive[b], s.lai[b][w], s.hist_leader[w] == b, e > rb.leader_epoch)
         elected = z3.And(s.alive[b], s.c_leader == b, s.c_epoch > rb.leader_epoch)
         out += [z3.And(told, x) for x in written(e)]
@@ -470,11 +473,12 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
-def _heard(s: sym.SState, b: int, f: int) -> z3.BoolRef:
-    """`b` is the true leader and has recorded a LEO for `f` in `f`'s current broker epoch."""
+def _heard(s: sym.SState, b: int, f: int, leads=None) -> z3.BoolRef:
+    """`b` is the true leader (or `leads` holds) and has recorded a LEO for `f` in `f`'s
+    current broker epoch."""
     lr = s.replicas[b]
-    return z3.And(sym._true_leader(s, b), lr.remote_leo[f] != UNKNOWN,
-                  lr.remote_be[f] == s.broker_epochs[f])
+    return z3.And(sym._true_leader(s, b) if leads is None else leads,
+                  lr.remote_leo[f] != UNKNOWN, lr.remote_be[f] == s.broker_epochs[f])
 
 
 def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -519,8 +523,7 @@ def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             current = z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
             out.append(z3.And(running, k != UNKNOWN, s.alive[f], current, z3.Or(
                 k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w)))))
-            heard = z3.And(running, k != UNKNOWN, r.remote_be[f] == s.broker_epochs[f],
-                           s.alive[f])
+            heard = z3.And(_heard(s, b, f, running), s.alive[f])
             out.append(z3.And(heard, z3.Or(rf.high_watermark > r.log_len, z3.And(
                 0 <= w, w < rf.high_watermark, sym.record_differs(rf, r, w)))))
     return z3.Or(out)

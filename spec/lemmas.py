@@ -398,7 +398,8 @@ def UnstartedEpochUnwritten(config: Config, s: Cluster) -> str | None:
                 return f"broker {x}'s cache holds epoch {e}, which broker {b} is yet to lead"
         for where, o, rec in _records(s):
             if rec.epoch == e:
-                return f"{where} holds {rec} at {o}, of epoch {e}, which broker {b} is yet to lead"
+                return (f"{where} holds {rec} at {o}, of epoch {e}, which broker {b} is yet "
+                        "to lead")
     return None
 
 
@@ -522,8 +523,8 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
 
 
 def _heard(s: Cluster, leader: int, f: int) -> bool:
-    """`leader` (the true leader, or NO_LEADER) has recorded a LEO for broker `f` in `f`'s
-    current broker epoch: it has heard from `f` since `f` last registered."""
+    """`leader` (a leader with leader-side state, or NO_LEADER) has recorded a LEO for broker
+    `f` in `f`'s current broker epoch: it has heard from `f` since `f` last registered."""
     if leader in (NO_LEADER, f):
         return False
     lr = s.replicas[0][leader]
@@ -838,11 +839,12 @@ def RunLeaderBacked(config: Config, s: Cluster, run: int) -> str | None:
             current = (f in r.isr and f in ps.isr) or \
                 r.remote_broker_epoch[f] == s.controller.registered[f]
             if current and (k > len(rf.log) or rf.log[:k] != r.log[:k]):
-                return f"leader {b} (run from epoch {run}) records LEO {k} for {f}, whose log does not back it"
+                return (f"leader {b} (run from epoch {run}) records LEO {k} for {f}, whose log "
+                        "does not back it")
             h = rf.high_watermark
-            heard = r.remote_broker_epoch[f] == s.broker_epochs[f]
-            if heard and (h > len(r.log) or rf.log[:h] != r.log[:h]):
-                return f"follower {f}'s HW {h} covers records leader {b} (run from epoch {run}) lacks"
+            if _heard(s, b, f) and (h > len(r.log) or rf.log[:h] != r.log[:h]):
+                return (f"follower {f}'s HW {h} covers records leader {b} (run from epoch "
+                        f"{run}) lacks")
     return None
 
 
