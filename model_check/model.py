@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from spec import Config, initial_state
 from spec.actions import Action, successors
 from spec.invariants import INVARIANTS
+from spec.lemmas import run_start
 from spec.render import render
 
 
@@ -150,8 +151,6 @@ class RunGhostModel(KafkaModel):
         return [(s, 0) for s in super().init_states()]
 
     def successors(self, state):
-        from spec.lemmas import run_start
-
         s, run = state
         return [(a, (t, run_start(s, t, run))) for a, t in successors(self.config, s)]
 

@@ -444,6 +444,23 @@ def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def _current_follower(s: sym.SState, r: sym.SReplica, f: int) -> z3.BoolRef:
+    """`f` is in both the leader `r`'s ISR view and the controller's, or recorded in the broker
+    epoch it is registered with."""
+    return z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
+
+
+def _unbacked(r: sym.SReplica, rf: sym.SReplica, k, w) -> z3.BoolRef:
+    """`rf`'s log does not back LEO `k` recorded by `r`: it is shorter, or differs at `w`."""
+    return z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w)))
+
+
+def _hw_past_leader(rf: sym.SReplica, lr: sym.SReplica, w) -> z3.BoolRef:
+    """`rf`'s HW covers a record `lr` lacks: past its end, or one that differs at `w`."""
+    return z3.Or(rf.high_watermark > lr.log_len, z3.And(
+        0 <= w, w < rf.high_watermark, sym.record_differs(rf, lr, w)))
+
+
 def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
@@ -452,11 +469,9 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            current = z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
-            follows = z3.And(s.alive[f], current, sym._true_leader(s, b))
+            follows = z3.And(s.alive[f], _current_follower(s, r, f), sym._true_leader(s, b))
             out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
-                    z3.And(leads, k != UNKNOWN, follows,
-                           z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w))))]
+                    z3.And(leads, k != UNKNOWN, follows, _unbacked(r, rf, k, w))]
     return z3.Or(out)
 
 
@@ -489,8 +504,7 @@ def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             heard = z3.And(_heard(s, b, f), s.alive[f])
-            out.append(z3.And(heard, z3.Or(rf.high_watermark > lr.log_len, z3.And(
-                0 <= w, w < rf.high_watermark, sym.record_differs(rf, lr, w)))))
+            out.append(z3.And(heard, _hw_past_leader(rf, lr, w)))
     return z3.Or(out)
 
 
@@ -520,12 +534,10 @@ def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            current = z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
-            out.append(z3.And(running, k != UNKNOWN, s.alive[f], current, z3.Or(
-                k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w)))))
+            out.append(z3.And(running, k != UNKNOWN, s.alive[f], _current_follower(s, r, f),
+                              _unbacked(r, rf, k, w)))
             heard = z3.And(_heard(s, b, f, running), s.alive[f])
-            out.append(z3.And(heard, z3.Or(rf.high_watermark > r.log_len, z3.And(
-                0 <= w, w < rf.high_watermark, sym.record_differs(rf, r, w)))))
+            out.append(z3.And(heard, _hw_past_leader(rf, r, w)))
     return z3.Or(out)
 
 

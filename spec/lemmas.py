@@ -19,7 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spec.config import Config
-from spec.state import NO_LEADER, UNKNOWN, Cluster, EpochRequest, FetchRequest, FetchResponse
+from spec.state import (
+    NO_LEADER,
+    UNKNOWN,
+    Cluster,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    Replica,
+)
 
 
 def WellFormed(config: Config, s: Cluster) -> str | None:
@@ -503,7 +511,6 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
     (KIP-320); it only truncates when that check, or a new leader epoch, says so.
     """
     row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
     for b, r in enumerate(row):
         if not (s.alive[b] and r.leader == b and r.remote_log_end_offset):
             continue
@@ -513,13 +520,23 @@ def RemoteLeoBacked(config: Config, s: Cluster) -> str | None:
                 continue
             if k > len(r.log):
                 return f"leader {b} records LEO {k} for {f}, past its own {len(r.log)}"
-            current = (f in r.isr and f in isr) or \
-                r.remote_broker_epoch[f] == s.controller.registered[f]
-            if not (s.alive[f] and current and s.is_true_leader(0, b)):
+            if not (s.alive[f] and _current_follower(s, r, f) and s.is_true_leader(0, b)):
                 continue
-            if k > len(rf.log) or rf.log[:k] != r.log[:k]:
+            if not _backs(rf, r, k):
                 return f"leader {b} records LEO {k} for {f}, whose log does not back it"
     return None
+
+
+def _current_follower(s: Cluster, r: Replica, f: int) -> bool:
+    """`f` is in both the leader `r`'s ISR view and the controller's ISR, or recorded in the
+    broker epoch it is registered with."""
+    return (f in r.isr and f in s.controller.partitions[0].isr) or \
+        r.remote_broker_epoch[f] == s.controller.registered[f]
+
+
+def _backs(rf: Replica, r: Replica, k: int) -> bool:
+    """`rf`'s log holds `r`'s first `k` records."""
+    return k <= len(rf.log) and rf.log[:k] == r.log[:k]
 
 
 def _heard(s: Cluster, leader: int, f: int) -> bool:
@@ -778,7 +795,7 @@ def FollowerHwOnLeader(config: Config, s: Cluster) -> str | None:
         if not s.alive[f] or not _heard(s, leader, f):
             continue
         h = rf.high_watermark
-        if h > len(lr.log) or rf.log[:h] != lr.log[:h]:
+        if not _backs(lr, rf, h):
             return f"follower {f}'s HW {h} covers records leader {leader} lacks"
     return None
 
@@ -827,22 +844,19 @@ def RunLeaderBacked(config: Config, s: Cluster, run: int) -> str | None:
     concrete state does not keep: the Z3 form reads the encoding's ghost `c_run`.
     """
     row = s.replicas[0]
-    ps = s.controller.partitions[0]
     for b, r in enumerate(row):
-        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset and ps.leader == b
-                and r.leader_epoch >= run):
+        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset
+                and s.controller.partitions[0].leader == b and r.leader_epoch >= run):
             continue
         for f, rf in enumerate(row):
             k = r.remote_log_end_offset[f]
             if f == b or k == UNKNOWN or not s.alive[f]:
                 continue
-            current = (f in r.isr and f in ps.isr) or \
-                r.remote_broker_epoch[f] == s.controller.registered[f]
-            if current and (k > len(rf.log) or rf.log[:k] != r.log[:k]):
+            if _current_follower(s, r, f) and not _backs(rf, r, k):
                 return (f"leader {b} (run from epoch {run}) records LEO {k} for {f}, whose log "
                         "does not back it")
             h = rf.high_watermark
-            if _heard(s, b, f) and (h > len(r.log) or rf.log[:h] != r.log[:h]):
+            if _heard(s, b, f) and not _backs(r, rf, h):
                 return (f"follower {f}'s HW {h} covers records leader {b} (run from epoch "
                         f"{run}) lacks")
     return None
