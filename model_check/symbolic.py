@@ -413,7 +413,7 @@ def _none_slot(m: SSlot) -> SSlot:
     return dataclasses.replace(m, kind=z3.IntVal(NONE))
 
 
-def _latest_epoch(r: SReplica):
+def latest_epoch(r: SReplica):
     return z3.If(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1), UNKNOWN)
 
 
@@ -904,11 +904,11 @@ def FollowerSendFetch(shape: Shape, s: SState, a: StepArgs, b: int):
     guard = z3.And(s.alive[b], r.leader != NO_LEADER, r.leader != b,
                    _at(s.alive, r.leader), m.kind == NONE)
     epoch_request = dataclasses.replace(
-        m, kind=z3.IntVal(EPOCH_REQ), leader=r.leader, epoch=_latest_epoch(r),
+        m, kind=z3.IntVal(EPOCH_REQ), leader=r.leader, epoch=latest_epoch(r),
         current_leader_epoch=r.leader_epoch)
     fetch = dataclasses.replace(
         m, kind=z3.IntVal(FETCH), leader=r.leader, fetch_offset=r.log_len,
-        last_fetched_epoch=_latest_epoch(r), current_leader_epoch=r.leader_epoch,
+        last_fetched_epoch=latest_epoch(r), current_leader_epoch=r.leader_epoch,
         broker_epoch=s.broker_epochs[b])
     return guard, _slot(s, b, ite(r.truncation_pending, epoch_request, fetch))
 

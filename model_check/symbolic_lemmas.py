@@ -168,7 +168,7 @@ def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
     return z3.Or([z3.Or(z3.And(0 <= w, w < r.log_len,
                                z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch)),
-                        sym._latest_epoch(r) > s.c_epoch)
+                        sym.latest_epoch(r) > s.c_epoch)
                   for r in s.replicas])
 
 
@@ -200,7 +200,7 @@ def v_CacheMatchesLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_LeaderCacheCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(s.alive[b], r.leader == b, sym._latest_epoch(r) != r.leader_epoch)
+    return z3.Or([z3.And(s.alive[b], r.leader == b, sym.latest_epoch(r) != r.leader_epoch)
                   for b, r in enumerate(s.replicas)])
 
 
@@ -236,6 +236,10 @@ def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             out += [z3.And(sent, m.leader_epoch > lr.leader_epoch),
                     z3.And(leads, m.high_watermark > lr.high_watermark),
                     z3.And(leads, _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))]
+            out += [z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, i < lr.cache_len,
+                           lr.cache_epoch[i] == m.leader_epoch, w < lr.cache_start[i],
+                           _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
+                    for i in range(shape.cache_slots)]
     return z3.Or(out)
 
 
@@ -259,7 +263,7 @@ def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
     return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN,
                          z3.Or(z3.And(0 <= w, w < r.log_len, r.log_epoch[w] > r.leader_epoch),
-                               sym._latest_epoch(r) > r.leader_epoch))
+                               sym.latest_epoch(r) > r.leader_epoch))
                   for b, r in enumerate(s.replicas)])
 
 
@@ -272,7 +276,7 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     for b, r in enumerate(s.replicas):
         out.append(z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
                           z3.Or(z3.And(0 <= w2, w2 < r.log_len, s.hist_epoch[w] < r.log_epoch[w2]),
-                                s.hist_epoch[w] < sym._latest_epoch(r))))
+                                s.hist_epoch[w] < sym.latest_epoch(r))))
     return z3.Or(out)
 
 
@@ -297,20 +301,68 @@ def v_UnstartedEpochUnwritten(shape: sym.Shape, s: sym.SState, w, w2) -> z3.Bool
     return z3.Or(out)
 
 
+def _empty_epochs(shape: sym.Shape, s: sym.SState) -> list[tuple[int, z3.ArithRef, z3.BoolRef]]:
+    """spec.lemmas._empty_epochs: (broker, epoch, condition) for every candidate."""
+    out = []
+    for b, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        out += [(b, r.cache_epoch[i], z3.And(i < r.cache_len, r.cache_start[i] == r.log_len))
+                for i in range(shape.cache_slots)]
+        below, last = _below(shape, r, m.fetch_offset)
+        e = m.last_fetched_epoch
+        past = z3.Or(z3.And(z3.Not(below[0]), e != UNKNOWN),
+                     *[z3.And(last[i], r.cache_epoch[i] < e) for i in range(shape.cache_slots)])
+        out.append((b, e, z3.And(m.kind == sym.FETCH, past)))
+    return out
+
+
+def v_EmptyEpochLed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a LeaderAndIsr request in flight)."""
+    asked = z3.Or([s.lai[x][w] for x in range(shape.n)])
+    named = [(s.c_leader, s.c_epoch, True), (s.hist_leader[w], s.hist_epoch[w], asked)]
+    named += [(x.leader, x.leader_epoch, True) for x in s.replicas]
+    named += [(m.leader, m.current_leader_epoch, m.kind == sym.FETCH) for m in s.fetches]
+    return z3.Or([z3.And(empty, where, epoch == e, leader != NO_LEADER, leader != b)
+                  for b, e, empty in _empty_epochs(shape, s)
+                  for leader, epoch, where in named])
+
+
+def v_EmptyEpochUnwritten(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    held = [(z3.And(0 <= w, w < r.log_len), r.log_epoch[w]) for r in s.replicas]
+    held += [(_covers(m, w), m.rec_epoch[w]) for m in s.fetches]
+    return z3.Or([z3.And(empty, where, epoch == e) for _, e, empty in _empty_epochs(shape, s)
+                  for where, epoch in held])
+
+
+def v_RunEpochsLedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([z3.And(empty, s.c_leader != b, e >= s.c_run)
+                  for b, e, empty in _empty_epochs(shape, s)])
+
+
+def _below(shape: sym.Shape, r: sym.SReplica, o) -> tuple[list, list]:
+    """Which cache slots start below offset `o`, and which one is the last of those."""
+    c = shape.cache_slots
+    below = [z3.And(i < r.cache_len, r.cache_start[i] < o) for i in range(c)]
+    # Starts rise along the cache, so the entries below the offset are a prefix of it.
+    last = [z3.And(below[i], *([z3.Not(below[i + 1])] if i + 1 < c else []))
+            for i in range(c)]
+    return below, last
+
+
 def _fetched_epoch_uncached(shape: sym.Shape, r: sym.SReplica, m, w) -> z3.BoolRef:
     """spec.lemmas._fetched_epoch_cached fails; `w` is the offset just below the request's."""
     o, e, c = m.fetch_offset, m.last_fetched_epoch, shape.cache_slots
     held = [i < r.cache_len for i in range(c)]
-    below = [z3.And(held[i], r.cache_start[i] < o) for i in range(c)]
-    # Starts rise along the cache, so the entries below the offset are a prefix of it.
-    last = [z3.And(below[i], *([z3.Not(below[i + 1])] if i + 1 < c else []))
-            for i in range(c)]
+    below, last = _below(shape, r, o)
     out = [z3.And(last[i], r.cache_epoch[i] > e) for i in range(c)]
     out += [z3.And(last[i], r.cache_epoch[i] == e, w == o - 1, 0 <= w, r.log_epoch[w] != e)
             for i in range(c)]
     out += [z3.And(held[j], r.cache_start[j] >= o,
                    z3.Not(z3.And(r.cache_epoch[j] == e, r.cache_start[j] == o)),
                    r.cache_epoch[j] <= m.current_leader_epoch) for j in range(c)]
+    nothing_after = z3.Not(z3.Or([z3.And(held[j], r.cache_start[j] >= o) for j in range(c)]))
+    out += [z3.And(last[i], r.cache_epoch[i] < e, nothing_after) for i in range(c)]
+    out.append(z3.And(z3.Not(below[0]), e != UNKNOWN, nothing_after))
     return z3.Or(out)
 
 
@@ -325,9 +377,35 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                 z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len)),
                 z3.And(fetch, z3.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
                                     _fetched_epoch_uncached(shape, r, m, w))),
+                z3.And(fetch, m.fetch_offset < r.log_len, z3.Not(z3.Or([
+                    z3.And(i < r.cache_len, r.cache_start[i] == m.fetch_offset,
+                           r.cache_epoch[i] > m.current_leader_epoch)
+                    for i in range(shape.cache_slots)]))),
                 z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
                                                      m.current_leader_epoch > r.leader_epoch))]
     return z3.Or(out)
+
+
+def v_DivergingAnswersCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    out = [z3.And(m.kind == sym.RESP_DIVERGING, z3.Or(m.epoch < 0, m.epoch > m.leader_epoch))
+           for m in s.fetches]
+    for m in s.fetches:
+        for b, r in enumerate(s.replicas):
+            sent = z3.And(m.kind == sym.RESP_DIVERGING, m.leader == b, s.alive[b])
+            out.append(z3.And(sent, m.leader_epoch > r.leader_epoch))
+            leads = z3.And(sent, r.leader == b, r.leader_epoch == m.leader_epoch)
+            e, end = sym.end_offset_for_epoch(r, m.epoch)
+            out.append(z3.And(leads, z3.If(m.epoch == r.leader_epoch, m.end_offset > r.log_len,
+                                           z3.Or(e != m.epoch, end != m.end_offset))))
+    return z3.Or(out)
+
+
+def v_LeaderFetchesNotInItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    return z3.Or([z3.And(m.kind == sym.FETCH, s.alive[f], r.leader == f,
+                         m.current_leader_epoch == r.leader_epoch)
+                  for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True))])
 
 
 def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -359,17 +437,33 @@ def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
     return z3.Or(out)
 
 
+def _leader_lacks(s: sym.SState, b: int, w, ours) -> list[z3.BoolRef]:
+    """A record at offset `w`, of an epoch `ours` picks, in another broker's log or a fetch
+    response, that broker `b`'s log lacks."""
+    lr = s.replicas[b]
+    out = [z3.And(0 <= w, w < r.log_len, ours(r.log_epoch[w]), sym.record_differs(r, lr, w))
+           for x, r in enumerate(s.replicas) if x != b]
+    out += [z3.And(_covers(m, w), ours(m.rec_epoch[w]), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
+            for m in s.fetches]
+    return out
+
+
 def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     out = []
     for b, lr in enumerate(s.replicas):
         leads = z3.And(s.alive[b], lr.leader == b)
-        out += [z3.And(leads, 0 <= w, w < r.log_len, r.log_epoch[w] == lr.leader_epoch,
-                       sym.record_differs(r, lr, w))
-                for x, r in enumerate(s.replicas) if x != b]
-        out += [z3.And(leads, _covers(m, w), m.rec_epoch[w] == lr.leader_epoch,
-                       _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
-                for m in s.fetches]
+        out += [z3.And(leads, x)
+                for x in _leader_lacks(s, b, w, lambda e, lr=lr: e == lr.leader_epoch)]
+    return z3.Or(out)
+
+
+def v_RunLeaderHoldsItsEpochs(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    out = []
+    for b in range(shape.n):
+        named = z3.And(s.alive[b], s.c_leader == b)
+        out += [z3.And(named, x) for x in _leader_lacks(s, b, w, lambda e: e >= s.c_run)]
     return z3.Or(out)
 
 
@@ -394,6 +488,16 @@ def v_EpochLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
         r1, r2 = s.replicas[b1], s.replicas[b2]
         out.append(z3.And(0 <= w, w <= w2, w2 < r1.log_len, w2 < r2.log_len,
                           r1.log_epoch[w2] == r2.log_epoch[w2], sym.record_differs(r1, r2, w)))
+    return z3.Or(out)
+
+
+@pair
+def v_EpochResponseMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w2` is an offset where a log and a response hold the same epoch, `w` one at or below
+    it, in the response, where they differ."""
+    out = [z3.And(_covers(m, w2), m.fetch_offset <= w, w <= w2, w2 < r.log_len,
+                   m.rec_epoch[w2] == r.log_epoch[w2], _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
+            for m in s.fetches for r in s.replicas]
     return z3.Or(out)
 
 
@@ -642,7 +746,10 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "LeaderHoldsItsEpoch", "LoneLeaderKeepsPartition", "HighWatermarkAtReach",
         "IsrNeverEmpty", "FetchRequestsCurrent", "EpochStartsAgree",
         "DivergenceCheckOnly", "FollowerHwOnLeader",
-        "EpochCommittedByLeader", "UnstartedEpochUnwritten", "HistoryRun", "RunLeaderBacked")
+        "EpochCommittedByLeader", "UnstartedEpochUnwritten", "HistoryRun", "RunLeaderBacked",
+        "EmptyEpochLed", "EmptyEpochUnwritten", "RunEpochsLedByLeader",
+        "RunLeaderHoldsItsEpochs", "DivergingAnswersCurrent", "EpochResponseMatching",
+        "LeaderFetchesNotInItsEpoch")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
@@ -689,8 +796,9 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
 
 
 # For invariants without a proof yet (the data invariants): with these, `current` at 2
-# brokers has 32 of 38 action instances inductive (34 with B11's fix) and a genuine CTI at
-# each of the others (docs/prove.md); the structural layer alone gives 31 of 64 at 3.
+# brokers has 34 of 38 action instances inductive (36 with B11's fix, FollowerHandleFetchResponse
+# left) and a CTI or `unknown` at each of the others (docs/prove.md); the structural layer
+# alone gives 31 of 64 at 3.
 DATA_LEMMAS = ("LeaderEpochMonotonic", *DATA)
 UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
                    "HistoryLeaderInIsr", *VALUES, *DATA)

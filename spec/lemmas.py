@@ -305,12 +305,15 @@ def LeaderRequestCoversIsr(config: Config, s: Cluster) -> str | None:
 
 def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
     """A records response holds no record of a later epoch than its own; from a live leader
-    it carries a leader epoch no later than that leader's view; and while it still leads in that epoch, the response carries its records at
-    their offsets and a HW at most its own.
+    it carries a leader epoch no later than that leader's view; and while it still leads in
+    that epoch, the response carries its records at their offsets and a HW at most its own.
+    While the leader's epoch cache still has the response's epoch, starting at some offset,
+    the response's records below that offset are the leader's.
 
     Why: a leader's log only grows while it leads in one epoch and its HW never goes down,
     and a response is dropped when its leader crashes; so a follower appending it copies the
-    leader's log (RemoteLeoBacked, CommittedOnIsr).
+    leader's log (RemoteLeoBacked, CommittedOnIsr). Below the start of its epoch the leader's
+    log changes later only by a truncation there, and that drops the epoch's cache entry.
     """
     for f, m in enumerate(s.fetches[0]):
         if not isinstance(m, FetchResponse) or m.kind != "records":
@@ -320,6 +323,11 @@ def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
         lr = s.replica(0, m.leader)
         if s.alive[m.leader] and m.leader_epoch > lr.leader_epoch:
             return f"the response to {f} is of leader epoch {m.leader_epoch}, past its leader's"
+        for epoch, start in lr.epoch_cache:
+            below = m.records[:max(0, start - m.fetch_offset)]
+            if epoch == m.leader_epoch and lr.log[m.fetch_offset:m.fetch_offset + len(below)] != below:
+                return (f"the response to {f} differs below {start}, where leader {m.leader} "
+                        f"started its epoch {epoch}, from its log")
         if not (s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch):
             continue
         end = m.fetch_offset + len(m.records)
@@ -408,6 +416,62 @@ def UnstartedEpochUnwritten(config: Config, s: Cluster) -> str | None:
             if rec.epoch == e:
                 return (f"{where} holds {rec} at {o}, of epoch {e}, which broker {b} is yet "
                         "to lead")
+    return None
+
+
+def _empty_epochs(s: Cluster):
+    """(broker, epoch, what shows it) for each epoch a broker led without writing: an epoch
+    cache entry starting at its log end, or the last fetched epoch of a fetch it sent when that
+    is later than the cache's last entry below the fetch offset."""
+    for b, r in enumerate(s.replicas[0]):
+        for e, start in r.epoch_cache:
+            if start == len(r.log):
+                yield b, e, f"broker {b}'s cache starts epoch {e} at its log end"
+        m = s.fetches[0][b]
+        if isinstance(m, FetchRequest):
+            below = [epoch for epoch, start in r.epoch_cache if start < m.fetch_offset]
+            if (below[-1] if below else UNKNOWN) < m.last_fetched_epoch:
+                yield (b, m.last_fetched_epoch,
+                       f"the fetch from {b} names epoch {m.last_fetched_epoch}, past its cache")
+
+
+def EmptyEpochLed(config: Config, s: Cluster) -> str | None:
+    """An epoch a broker led without writing (`_empty_epochs`) is one nothing gives another
+    broker: not the controller's state, no LeaderAndIsr request in flight, no broker's view,
+    no fetch in flight.
+
+    Why: a follower adds a cache entry only with a record of that epoch, and a truncation
+    drops every entry from the cut on; an entry without records is one its broker wrote on
+    taking the lead in that epoch, and an epoch has one leader. A follower sends its cache's
+    latest epoch, and while the fetch is in flight that entry is replaced only by a later
+    leadership at the same offset (FetchRequestsCurrent). So a leader checking a fetch never
+    takes a last fetched epoch its follower did not lead for one of its own.
+    """
+    ps = s.controller.partitions[0]
+    named = [(ps.leader, ps.leader_epoch)] + [(m.leader, m.leader_epoch)
+                                              for m in s.leader_and_isr]
+    named += [(r.leader, r.leader_epoch) for r in s.replicas[0]]
+    named += [(m.leader, m.current_leader_epoch) for m in s.fetches[0]
+              if isinstance(m, FetchRequest)]
+    for b, e, shown in _empty_epochs(s):
+        for x, epoch in named:
+            if epoch == e and x not in (NO_LEADER, b):
+                return f"{shown}, an epoch led by {x}"
+    return None
+
+
+def EmptyEpochUnwritten(config: Config, s: Cluster) -> str | None:
+    """No log or fetch response holds a record of an epoch a broker led without writing
+    (`_empty_epochs`).
+
+    Why: only an epoch's leader writes its records, and followers copy them from it; the
+    leader's own log keeps them unless a truncation cuts them, and that cut drops the cache
+    entry too.
+    """
+    empty = {e: shown for _, e, shown in _empty_epochs(s)}
+    for where, o, rec in _records(s):
+        if rec.epoch in empty:
+            return f"{where} holds {rec} at {o}, and {empty[rec.epoch]}"
     return None
 
 
@@ -588,7 +652,9 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     its cache entries starting below the offset the last has the request's last fetched
     epoch (and the record just below the offset is of it) or an older one (none for -1);
     and every entry from the offset on is the last fetched epoch's starting at the offset,
-    or of a leader epoch past the request's; and while the follower is still in the view it
+    or of a leader epoch past the request's; when that last entry is older, some entry starts
+    at or past the offset; if the log goes past the offset, an entry of a leader epoch
+    past the request's starts there (the follower has led since, and written); and while the follower is still in the view it
     sent it in (same leader and leader epoch), no truncation is due and the request carries
     its LEO.
 
@@ -615,13 +681,66 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if not 0 <= m.fetch_offset <= len(r.log) or not _fetched_epoch_cached(r, m):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
                     f"{m.last_fetched_epoch}, which its log and cache do not hold")
-        if (r.leader, r.leader_epoch) != (m.leader, m.current_leader_epoch):
-            continue
-        if r.truncation_pending:
+        same = (r.leader, r.leader_epoch) == (m.leader, m.current_leader_epoch)
+        if same and r.truncation_pending:
             return f"the fetch from {f} is in flight in its view, with a truncation due"
-        if m.fetch_offset != len(r.log):
+        if same and m.fetch_offset != len(r.log):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
                     f"{m.last_fetched_epoch}; its log ends at {len(r.log)}")
+        if len(r.log) > m.fetch_offset and not any(
+                start == m.fetch_offset and epoch > m.current_leader_epoch
+                for epoch, start in r.epoch_cache):
+            return (f"broker {f} holds records past its fetch offset {m.fetch_offset} without "
+                    f"an epoch past the fetch's {m.current_leader_epoch} starting there")
+    return None
+
+
+def DivergingAnswersCurrent(config: Config, s: Cluster) -> str | None:
+    """A diverging answer names a known epoch no later than its own leader epoch (a follower
+    with records has cached their epochs, and a leader its own), and from a live leader a
+    leader epoch no later than its view's. One from a leader still alive and leading in the
+    answer's epoch is what that leader's epoch cache answers now for the epoch it names
+    (KIP-279's end offset), or, for the leader's own epoch, ends at or below its LEO.
+
+    Why: the leader answered from its cache, and while it leads an epoch its cache changes
+    only past that epoch's start: its log grows and it does not truncate. A follower cuts its
+    log to the answer's end (or its own end for the epoch), so an answer the leader would not
+    give could cut records every ISR member holds.
+    """
+    if config.variant.truncation != "diverging-epoch":
+        return None
+    for f, m in enumerate(s.fetches[0]):
+        if not (isinstance(m, FetchResponse) and m.kind == "diverging"):
+            continue
+        if not 0 <= m.epoch <= m.leader_epoch:
+            return f"the diverging answer to {f} names epoch {m.epoch} in {m.leader_epoch}"
+        r = s.replica(0, m.leader)
+        if s.alive[m.leader] and m.leader_epoch > r.leader_epoch:
+            return f"the diverging answer to {f} is of leader epoch {m.leader_epoch}, past its leader's"
+        if not (s.alive[m.leader] and r.leader == m.leader and r.leader_epoch == m.leader_epoch):
+            continue
+        if m.epoch == r.leader_epoch:
+            good = m.end_offset <= len(r.log)
+        else:
+            good = r.end_offset_for_epoch(m.epoch) == (m.epoch, m.end_offset)
+        if not good:
+            return (f"the diverging answer to {f} names epoch {m.epoch} ending at "
+                    f"{m.end_offset}, which leader {m.leader}'s cache does not give")
+    return None
+
+
+def LeaderFetchesNotInItsEpoch(config: Config, s: Cluster) -> str | None:
+    """A live broker leading in its view has no fetch in flight sent in its own leader epoch.
+
+    Why: a fetch goes to the leader of the view it was sent in, another broker, and an epoch
+    has one leader; so what a follower sent before it took the lead is of an older epoch,
+    and its log past that fetch is of the epochs it led since (FetchRequestsCurrent).
+    """
+    for f, m in enumerate(s.fetches[0]):
+        r = s.replica(0, f)
+        if isinstance(m, FetchRequest) and s.alive[f] and r.leader == f \
+                and m.current_leader_epoch == r.leader_epoch:
+            return f"leader {f} has a fetch of its own epoch {r.leader_epoch} in flight"
     return None
 
 
@@ -630,6 +749,10 @@ def _fetched_epoch_cached(r, m: FetchRequest) -> bool:
     o, e = m.fetch_offset, m.last_fetched_epoch
     below = [epoch for epoch, start in r.epoch_cache if start < o]
     if below and (below[-1] > e or below[-1] == e and r.log[o - 1].epoch != e):
+        return False
+    # An epoch past the last one below the offset was led at the offset: its entry, or the
+    # entry of a later leadership at the same offset, is still in the cache.
+    if (below[-1] if below else UNKNOWN) != e and all(start < o for _, start in r.epoch_cache):
         return False
     return all((epoch, start) == (e, o) or epoch > m.current_leader_epoch
                for epoch, start in r.epoch_cache if start >= o)
@@ -701,11 +824,37 @@ def LeaderHoldsItsEpoch(config: Config, s: Cluster) -> str | None:
     where no record of its epoch exists yet (EpochLogMatching).
     """
     for b, r in enumerate(s.replicas[0]):
-        if not (s.alive[b] and r.leader == b):
-            continue
-        for where, o, rec in _records(s):
-            if rec.epoch == r.leader_epoch and (o >= len(r.log) or r.log[o] != rec):
-                return f"{where} holds {rec} at {o}, which leader {b} of its epoch does not"
+        if s.alive[b] and r.leader == b and (
+                found := _lacked(s, r, lambda e, r=r: e == r.leader_epoch)):
+            return f"{found}, which leader {b} of its epoch does not"
+    return None
+
+
+def _lacked(s: Cluster, r: Replica, ours: Callable[[int], bool]) -> str | None:
+    """A record of an epoch `ours` picks, in some log or fetch response, that `r` lacks at
+    its offset."""
+    for where, o, rec in _records(s):
+        if ours(rec.epoch) and (o >= len(r.log) or r.log[o] != rec):
+            return f"{where} holds {rec} at {o}"
+    return None
+
+
+def RunLeaderHoldsItsEpochs(config: Config, s: Cluster, run: int) -> str | None:
+    """While the controller's leader is alive, every record of a leader epoch from `run` on
+    (since when every epoch has named it) is in its log at its offset, whatever its view.
+
+    Why: LeaderHoldsItsEpoch for each epoch of the run: it alone wrote them and has not
+    truncated since, for a crash or a lost session ends the run (the controller handles the
+    failure before the broker restarts), and a broker yet to apply the run's epochs has
+    written none of them. A follower that holds such
+    a record the leader lacks would otherwise have its fetch pass the leader's check.
+    The Z3 form reads the ghost `c_run`.
+    """
+    b = s.controller.partitions[0].leader
+    if b == NO_LEADER or not s.alive[b]:
+        return None
+    if found := _lacked(s, s.replica(0, b), lambda e: e >= run):
+        return f"{found}, which leader {b} (run from epoch {run}) does not"
     return None
 
 
@@ -749,6 +898,27 @@ def EpochLogMatching(config: Config, s: Cluster) -> str | None:
                     if r1.log[:o + 1] != r2.log[:o + 1]:
                         return (f"brokers {b1} and {b2} both hold epoch {r1.log[o].epoch} at "
                                 f"{o} but differ at or below it")
+                    break
+    return None
+
+
+def EpochResponseMatching(config: Config, s: Cluster) -> str | None:
+    """EpochLogMatching between a log and a records response: where both hold records of one
+    leader epoch at an offset, they hold the same records at it and below it, as far down as
+    the response goes.
+
+    Why: the response is a copy of its leader's log, which matched every other log so then.
+    """
+    for f, m in enumerate(s.fetches[0]):
+        if not isinstance(m, FetchResponse):
+            continue
+        for b, r in enumerate(s.replicas[0]):
+            n = min(len(r.log), m.fetch_offset + len(m.records))
+            for o in range(n - 1, m.fetch_offset - 1, -1):
+                if r.log[o].epoch == m.records[o - m.fetch_offset].epoch:
+                    if r.log[m.fetch_offset:o + 1] != m.records[:o + 1 - m.fetch_offset]:
+                        return (f"broker {b} and the response to {f} both hold epoch "
+                                f"{r.log[o].epoch} at {o} but differ at or below it")
                     break
     return None
 
@@ -862,6 +1032,23 @@ def RunLeaderBacked(config: Config, s: Cluster, run: int) -> str | None:
     return None
 
 
+def RunEpochsLedByLeader(config: Config, s: Cluster, run: int) -> str | None:
+    """Every epoch a broker other than the controller's leader led without writing
+    (`_empty_epochs`) is older than `run`, the leader epoch since which every epoch has named
+    the controller's leader.
+
+    Why: an epoch has one leader, and from `run` on that is the controller's. A follower
+    whose cache or fetch shows such an epoch therefore does not pass for one of the current
+    run when the leader checks its fetch. Like RunLeaderBacked it is about the history: the
+    Z3 form reads the ghost `c_run`.
+    """
+    leader = s.controller.partitions[0].leader
+    for b, e, shown in _empty_epochs(s):
+        if b != leader and e >= run:
+            return f"{shown}, and every epoch from {run} on is led by {leader}"
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -877,5 +1064,8 @@ LEMMAS: dict[str, Lemma] = {
                             LoneLeaderKeepsPartition, HighWatermarkAtReach,
                             IsrNeverEmpty, FetchRequestsCurrent, EpochStartsAgree,
                             DivergenceCheckOnly, FollowerHwOnLeader,
-                            EpochCommittedByLeader, UnstartedEpochUnwritten)
+                            EpochCommittedByLeader, UnstartedEpochUnwritten, EmptyEpochLed,
+                            EmptyEpochUnwritten, DivergingAnswersCurrent,
+                            EpochResponseMatching,
+                            LeaderFetchesNotInItsEpoch)
 }

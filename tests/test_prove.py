@@ -238,8 +238,12 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         CommittedOnIsr,
         CommittedWithinLeaderReach,
         DivergenceCheckOnly,
+        DivergingAnswersCurrent,
+        EmptyEpochLed,
+        EmptyEpochUnwritten,
         EpochCommittedByLeader,
         EpochLogMatching,
+        EpochResponseMatching,
         EpochStartsAgree,
         FetchRequestsCurrent,
         FollowerHwOnLeader,
@@ -247,6 +251,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         IsrNeverEmpty,
         IsrWithinLeaderView,
         LeaderCacheCurrent,
+        LeaderFetchesNotInItsEpoch,
         LeaderHoldsItsEpoch,
         LeaderRequestCoversIsr,
         LogWithinView,
@@ -426,7 +431,64 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # Broker 1 down: the request goes with it, and the controller elects again before it
     # may come back.
     down_cached = replace(pre_cached, alive=(True, False))
+    # Follower 1 led epoch 1 without writing (`led_empty`): nothing else may name epoch 1
+    # (bad: broker 0's view, or a fetch of broker 1 sent in epoch 1 to leader 0), and nobody
+    # holds a record of it (bad: broker 0 does).
+    led_by_0 = led_empty.with_replica(0, 0, replace(copied.replica(0, 0), leader_epoch=1))
+    fetched_in_1 = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 1, 1, 0))
+    written_by_0 = replace(led_empty.with_replica(0, 0, replace(
+        copied.replica(0, 0), log=(Record(0, 1), Record(1, 2)))), next_value=3)
+    # ... and (bad) its fetch names epoch 1 though its cache no longer has the entry; or,
+    # with a fetch of epoch 0 in flight, its log holds a record of epoch 0 past the fetch
+    # offset (bad) rather than one of epoch 1 it led since (good).
+    uncached_fetch = latest_fetch.with_replica(0, 1, replace(latest_fetch.replica(0, 1),
+                                                             epoch_cache=((0, 0),)))
+    grown_since = replace(moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1), log=(
+        Record(0, 1), Record(1, 2)), epoch_cache=((0, 0), (1, 1)))), next_value=3)
+    grown_in_0 = replace(moved_on.with_replica(0, 1, replace(moved_on.replica(0, 1), log=(
+        Record(0, 1), Record(0, 2)))), next_value=3)
+    # Leader 0 (cache (0, 0), LEO 1) answers follower 1 with a divergence in its own epoch
+    # ending at its LEO (good), past it (bad), or naming an unknown epoch (bad); or (bad) an
+    # answer of leader epoch 1 while its view is at 0.
+    def diverging(epoch, end, leader_epoch=0):
+        return logged.with_fetch(0, 1, FetchResponse(0, leader_epoch, "diverging", epoch=epoch,
+                                                     end_offset=end))
+
+    # A log and a records response of leader 0 both with epoch 0 at 0: the same record
+    # (`answered`), or not (bad). Broker 0, since a follower in epoch 2 whose cache still
+    # starts its epoch 1 at 1, answered in epoch 1 from 0 with its record (good) or another
+    # (bad).
+    def answered_in_1(value):
+        r0 = replace(logged.replica(0, 0), leader=1, leader_epoch=2,
+                     epoch_cache=((0, 0), (1, 1)))
+        return replace(logged.with_replica(0, 0, r0), next_value=3).with_fetch(
+            0, 1, FetchResponse(0, 1, "records", (Record(0, value),), 0, 0))
+
+    # Leader 0 with a fetch of its own epoch 0 in flight (bad), or follower 1 with one.
+    own_fetch = s.with_fetch(0, 0, FetchRequest(1, 0, -1, 0, 0))
     cases = [
+        (LeaderFetchesNotInItsEpoch, [s, fetching], own_fetch,
+         "leader 0 has a fetch of its own epoch 0 in flight"),
+        (EmptyEpochLed, [s, led_empty, latest_fetch], led_by_0,
+         "broker 1's cache starts epoch 1 at its log end, an epoch led by 0"),
+        (EmptyEpochLed, [s, led_empty, latest_fetch], fetched_in_1,
+         "an epoch led by 0"),
+        (EmptyEpochUnwritten, [s, led_empty, latest_fetch], written_by_0,
+         "broker 0's log holds v2@e1 at 1, and broker 1's cache starts epoch 1"),
+        (FetchRequestsCurrent, [moved_on, latest_fetch], uncached_fetch,
+         "offset 1 in epoch 1, which its log and cache do not hold"),
+        (FetchRequestsCurrent, [moved_on, grown_since], grown_in_0,
+         "records past its fetch offset 1 without an epoch past the fetch's 0"),
+        (DivergingAnswersCurrent, [s, diverging(0, 1)], diverging(0, 2),
+         "names epoch 0 ending at 2, which leader 0's cache does not give"),
+        (DivergingAnswersCurrent, [s, diverging(0, 1)], diverging(-1, -1),
+         "names epoch -1 in 0"),
+        (DivergingAnswersCurrent, [s, diverging(0, 1)], diverging(0, 1, leader_epoch=1),
+         "of leader epoch 1, past its leader's"),
+        (EpochResponseMatching, [s, answered], misanswered,
+         "broker 0 and the response to 1 both hold epoch 0 at 0"),
+        (ResponsesFromLeaderLog, [s, answered, answered_in_1(1)], answered_in_1(2),
+         "differs below 1, where leader 0 started its epoch 1"),
         (UnstartedEpochUnwritten, [s, elected, moved_past, down_cached], pre_cached,
          "broker 0's cache holds epoch 1, which broker 1 is yet to lead"),
         (UnstartedEpochUnwritten, [s, elected, moved_past], pre_logged,
@@ -510,24 +572,33 @@ def test_the_run_lemma_holds_where_the_ghost_is_carried(monkeypatch):
     # holds on the first 60,000 of them; asked of every follower, current or not (a mutant
     # without the ISR or broker-epoch condition), it is false: a follower that crashed and
     # registered again leaves a stale record behind.
+    import model_check.model
     import spec.lemmas as spec_lemmas
     from model_check.model import RunGhostModel
 
     config = _run_lemma_config()
 
-    def search():
+    def search(names=("RunLeaderBacked", "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs")):
         model = RunGhostModel(config, [])
-        model.invariants = {"RunLeaderBacked": lambda st: spec_lemmas.RunLeaderBacked(
-            config, st[0], st[1])}
+        model.invariants = {name: lambda st, name=name: getattr(spec_lemmas, name)(
+            config, st[0], st[1]) for name in names}
         return explore(model, max_states=60_000)
 
     real = search()
-    monkeypatch.setattr(spec_lemmas, "_current_follower", lambda s, r, f: True)
-    every_follower = search()
     assert (real.result, real.violation) == ("incomplete", None)
     assert real.distinct_states == 60_000
+    with monkeypatch.context() as patch:
+        patch.setattr(spec_lemmas, "_current_follower", lambda s, r, f: True)
+        every_follower = search()
     assert every_follower.result == "violation"
     assert "records LEO 1 for" in every_follower.violation.detail
+    # With the ghost never restarted, a run spans leaders, and another leader's records and
+    # empty epochs fall inside it.
+    monkeypatch.setattr(model_check.model, "run_start", lambda before, after, run: 0)
+    for name, says in (("RunLeaderHoldsItsEpochs", "which leader"),
+                       ("RunEpochsLedByLeader", "on is led by")):
+        endless = search((name,))
+        assert endless.result == "violation" and says in endless.violation.detail, name
 
 
 def test_the_run_lemma_reads_the_ghost_in_both_forms():
@@ -540,7 +611,7 @@ def test_the_run_lemma_reads_the_ghost_in_both_forms():
 
     from model_check import symbolic as sym
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
-    from spec.lemmas import RunLeaderBacked
+    from spec.lemmas import RunEpochsLedByLeader, RunLeaderBacked, RunLeaderHoldsItsEpochs
     from spec.state import Record, replace
 
     config = _config("current")
@@ -553,10 +624,10 @@ def test_the_run_lemma_reads_the_ghost_in_both_forms():
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, w = sym.fresh_state(shape, "x."), z3.Int("w")
 
-    def symbolic_breaks(state, run) -> bool:
+    def symbolic_breaks(state, run, name="RunLeaderBacked") -> bool:
         solver = z3.Solver()
         solver.add(sym.represent(shape, state, x), x.c_run == run,
-                   violation(SYMBOLIC["RunLeaderBacked"], shape, x, w))
+                   violation(SYMBOLIC[name], shape, x, w))
         return solver.check() == z3.sat
 
     # The same leader, having heard from follower 1 (at LEO 0) in its session, while the
@@ -569,6 +640,20 @@ def test_the_run_lemma_reads_the_ghost_in_both_forms():
                         (misheard, "covers records leader 0 (run from epoch 0) lacks")):
         assert says in RunLeaderBacked(config, state, 0) and symbolic_breaks(state, 0)
         assert RunLeaderBacked(config, state, 1) is None and not symbolic_breaks(state, 1)
+
+    # Broker 1 led epoch 1 without writing (an entry at its log end), or holds a record of
+    # epoch 1 leader 0 lacks: in a run of leader 0 from epoch 1 or earlier both are wrong,
+    # in one from epoch 2 neither is.
+    led = s.with_replica(0, 1, replace(s.replica(0, 1), epoch_cache=((1, 0),)))
+    wrote = replace(s.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),),
+                                                 epoch_cache=((1, 0),))), next_value=2)
+    for lemma, state, says in (
+            (RunEpochsLedByLeader, led, "every epoch from 1 on is led by 0"),
+            (RunLeaderHoldsItsEpochs, wrote, "which leader 0 (run from epoch 1) does not")):
+        name = lemma.__name__
+        assert lemma(config, s, 0) is None and not symbolic_breaks(s, 0, name)
+        assert says in lemma(config, state, 1) and symbolic_breaks(state, 1, name)
+        assert lemma(config, state, 2) is None and not symbolic_breaks(state, 2, name)
 
 
 def test_the_run_ghost_is_inductive_with_the_history_layer(monkeypatch):
@@ -589,22 +674,18 @@ def test_the_run_ghost_is_inductive_with_the_history_layer(monkeypatch):
             "ControllerHandleBrokerFailure[1]", "ControllerElectPreferredLeader[]")}
 
 
-def test_a_reelected_leader_is_inductive_with_the_run_ghost(monkeypatch):
-    # With B11's fix, 2 brokers: BecomeLeader and the failure handling that sends a request
-    # are inductive with the default lemmas. Without RunLeaderBacked a leader re-elected
+def test_a_reelected_leader_needs_the_run_ghost(monkeypatch):
+    # With B11's fix, 2 brokers, BecomeLeader is inductive with the default lemmas
+    # (test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps). Without
+    # RunLeaderBacked a leader re-elected
     # while behind (its view an epoch or more below the controller's) applies the next
     # request without knowing its follower records are backed: a CTI. Without the fix the
     # CTI is B11 (docs/protocol.md): a leader that missed another's epoch keeps them.
     from model_check.prove import TARGETS
     from model_check.symbolic_lemmas import proof_lemmas
 
-    _only(monkeypatch, "BecomeLeader", "ControllerHandleBrokerFailure")
     fixed = Config(brokers=2, variant=_run_lemma_config().variant)
     lemmas = proof_lemmas(list(TARGETS), fixed)
-    outcome = induction(fixed, list(TARGETS), lemmas, classify=False)
-    assert [(v.action, v.verdict) for v in outcome.actions] == [
-        (f"ControllerHandleBrokerFailure[{b}]", "inductive") for b in range(2)] + [
-        (f"BecomeLeader[{b}]", "inductive") for b in range(2)]
     _only(monkeypatch, "BecomeLeader")
     unrun = induction(fixed, list(TARGETS), [x for x in lemmas if x != "RunLeaderBacked"],
                       classify=False)
@@ -776,33 +857,20 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
 
 
 @pytest.mark.slow
-def test_cli_induction_on_current_finds_no_real_run(capsys):
-    # The same probe on `current` is searched to the end without a violation: its CTIs stay
-    # unclassified at the defaults' state cap (exit 3, never 1).
-    code, data = run_json(capsys, "--variant", "current", "--induction", "--brokers", "2",
+def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys):
+    # The same probe on `current` with B11's fix is searched to the end without a violation:
+    # its CTIs stay unclassified at the defaults' state cap (exit 3, never 1). With the data
+    # layer, the run ghost and the fetch and answer lemmas every step is inductive but the
+    # follower taking a records response (docs/prove.md, "Fetches, answers and empty
+    # epochs"); without the fix BecomeLeader is B11 (test_a_reelected_leader...); 3 brokers
+    # are in bench/prove_bench.py.
+    code, data = run_json(capsys, "--variant", "current", "--with",
+                          "missed_epoch_resets_followers", "--induction", "--brokers", "2",
                           "--max-states", "20000")
-    # What it assumes for the data invariants (the proved invariants and the structural,
-    # history, values and data layers) leaves 6 of 38 steps, each a genuine CTI or `unknown`
-    # where a query hits its time limit. Since the fetch carries the cache's latest epoch
-    # (KAFKA-10706), LeaderHandleFetch needs a view of what the leader's check sees
-    # (docs/prove.md); 3 brokers are in bench/prove_bench.py.
-    assert data["notes"][0] == "inductive for 32 of 38 action instances"
+    assert code == 3 and data["notes"][0] == "inductive for 36 of 38 action instances"
     others = {a["action"]: a["verdict"] for a in data["actions"] if a["verdict"] != "inductive"}
-    assert set(others) == {f"{name}[{b}]" for name in ("BecomeLeader",
-                                                        "FollowerHandleFetchResponse")
-                           for b in (0, 1)} | {"LeaderHandleFetch[0, 1]", "LeaderHandleFetch[1, 0]"}
-    assert set(others.values()) <= {"cti", "unknown"}
-    assert list(others.values()).count("cti") >= 4
-    cti = data["cti"]
-    assert (code, data["result"], cti["classification"]) == (3, "cti", "unclassified")
-    assert "none violates them" in cti["evidence"]
-    # The induction is joint: while some instance has a CTI no formula is called proved,
-    # not even one that no counterexample broke.
-    verdicts = {f["name"]: f["verdict"] for f in data["formulas"]}
-    assert "cti" in verdicts.values() and "proved" not in verdicts.values()
-    assert set(verdicts) == set(data["invariants"])
-    probe = [q for q in data["queries"] if q["name"] == "classify (explorer, probe bounds)"]
-    assert [q["answer"] for q in probe] == ["ok"]
+    assert set(others) == {f"FollowerHandleFetchResponse[{b}]" for b in (0, 1)}
+    assert set(others.values()) <= {"cti", "unknown"} and "cti" in others.values()
 
 
 @pytest.mark.parametrize("argv", [
@@ -1106,7 +1174,8 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
     names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone",
-                                              "HistoryRun", "RunLeaderBacked")]
+                                              "HistoryRun", "RunLeaderBacked",
+                                              "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs")]
     assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr"} <= set(names)
     broken = set()
     any_broken = z3.Or([violation(SYMBOLIC[name], shape, x, t) for name in names])
