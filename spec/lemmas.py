@@ -325,7 +325,8 @@ def ResponsesFromLeaderLog(config: Config, s: Cluster) -> str | None:
             return f"the response to {f} is of leader epoch {m.leader_epoch}, past its leader's"
         for epoch, start in lr.epoch_cache:
             below = m.records[:max(0, start - m.fetch_offset)]
-            if epoch == m.leader_epoch and lr.log[m.fetch_offset:m.fetch_offset + len(below)] != below:
+            held = lr.log[m.fetch_offset:m.fetch_offset + len(below)]
+            if epoch == m.leader_epoch and held != below:
                 return (f"the response to {f} differs below {start}, where leader {m.leader} "
                         f"started its epoch {epoch}, from its log")
         if not (s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch):
@@ -653,10 +654,10 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     epoch (and the record just below the offset is of it) or an older one (none for -1);
     and every entry from the offset on is the last fetched epoch's starting at the offset,
     or of a leader epoch past the request's; when that last entry is older, some entry starts
-    at or past the offset; if the log goes past the offset, an entry of a leader epoch
-    past the request's starts there (the follower has led since, and written); and while the follower is still in the view it
-    sent it in (same leader and leader epoch), no truncation is due and the request carries
-    its LEO.
+    at or past the offset; if the log goes past the offset, an entry of a leader epoch past
+    the request's starts there (the follower has led since, and written); and while the
+    follower is still in the view it sent it in (same leader and leader epoch), no
+    truncation is due and the request carries its LEO.
 
     Why: while its request is in flight a follower's log does not change in that view: it
     truncates only on an answer or a new leader epoch, it appends only answers (one at a
@@ -716,7 +717,8 @@ def DivergingAnswersCurrent(config: Config, s: Cluster) -> str | None:
             return f"the diverging answer to {f} names epoch {m.epoch} in {m.leader_epoch}"
         r = s.replica(0, m.leader)
         if s.alive[m.leader] and m.leader_epoch > r.leader_epoch:
-            return f"the diverging answer to {f} is of leader epoch {m.leader_epoch}, past its leader's"
+            return (f"the diverging answer to {f} is of leader epoch {m.leader_epoch}, past "
+                    "its leader's")
         if not (s.alive[m.leader] and r.leader == m.leader and r.leader_epoch == m.leader_epoch):
             continue
         if m.epoch == r.leader_epoch:
