@@ -430,8 +430,7 @@ def _empty_epochs(s: Cluster):
                 yield b, e, f"broker {b}'s cache starts epoch {e} at its log end"
         m = s.fetches[0][b]
         if isinstance(m, FetchRequest):
-            below = [epoch for epoch, start in r.epoch_cache if start < m.fetch_offset]
-            if (below[-1] if below else UNKNOWN) < m.last_fetched_epoch:
+            if _last_epoch_below(r, m.fetch_offset) < m.last_fetched_epoch:
                 yield (b, m.last_fetched_epoch,
                        f"the fetch from {b} names epoch {m.last_fetched_epoch}, past its cache")
 
@@ -746,15 +745,20 @@ def LeaderFetchesNotInItsEpoch(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _last_epoch_below(r: Replica, offset: int) -> int:
+    """The epoch of the last cache entry starting below `offset`, or -1."""
+    return next((epoch for epoch, start in reversed(r.epoch_cache) if start < offset), UNKNOWN)
+
+
 def _fetched_epoch_cached(r, m: FetchRequest) -> bool:
     """The follower's cache as FetchRequestsCurrent says it is for `m`."""
     o, e = m.fetch_offset, m.last_fetched_epoch
-    below = [epoch for epoch, start in r.epoch_cache if start < o]
-    if below and (below[-1] > e or below[-1] == e and r.log[o - 1].epoch != e):
+    last = _last_epoch_below(r, o)
+    if last > e or last == e != UNKNOWN and r.log[o - 1].epoch != e:
         return False
     # An epoch past the last one below the offset was led at the offset: its entry, or the
     # entry of a later leadership at the same offset, is still in the cache.
-    if (below[-1] if below else UNKNOWN) != e and all(start < o for _, start in r.epoch_cache):
+    if last != e and all(start < o for _, start in r.epoch_cache):
         return False
     return all((epoch, start) == (e, o) or epoch > m.current_leader_epoch
                for epoch, start in r.epoch_cache if start >= o)

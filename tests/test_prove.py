@@ -436,6 +436,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     # holds a record of it (bad: broker 0 does).
     led_by_0 = led_empty.with_replica(0, 0, replace(copied.replica(0, 0), leader_epoch=1))
     fetched_in_1 = led_empty.with_fetch(0, 1, FetchRequest(0, 1, 1, 1, 0))
+    requested_in_1 = replace(led_empty, leader_and_isr=frozenset({
+        LeaderAndIsr(0, 0, 0, 1, (0, 1), 1)}))
     written_by_0 = replace(led_empty.with_replica(0, 0, replace(
         copied.replica(0, 0), log=(Record(0, 1), Record(1, 2)))), next_value=3)
     # ... and (bad) its fetch names epoch 1 though its cache no longer has the entry; or,
@@ -472,6 +474,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (EmptyEpochLed, [s, led_empty, latest_fetch], led_by_0,
          "broker 1's cache starts epoch 1 at its log end, an epoch led by 0"),
         (EmptyEpochLed, [s, led_empty, latest_fetch], fetched_in_1,
+         "an epoch led by 0"),
+        (EmptyEpochLed, [s, led_empty, latest_fetch], requested_in_1,
          "an epoch led by 0"),
         (EmptyEpochUnwritten, [s, led_empty, latest_fetch], written_by_0,
          "broker 0's log holds v2@e1 at 1, and broker 1's cache starts epoch 1"),
