@@ -15,6 +15,8 @@ The values layer (`VALUES`) and the data layer (`DATA`) mirror spec/lemmas.py on
 except HistoryMonotone and HistoryRun (about the record) and RunLeaderBacked, which reads the
 ghost `c_run` (since when the controller's leader has led) and whose concrete form takes it
 as an argument;
+the answers layer (`ANSWERS`, opt-in with `--add-lemma answers`) mirrors its spec/lemmas.py
+forms the same way, its run lemmas reading `c_run`;
 where a formula reads `value_offset` it relies on EncodingWellFormed (a value in a log sits
 at its `value_offset`) to stand for the concrete "held anywhere".
 """
@@ -592,6 +594,140 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Or(out)
 
 
+def _applies(shape: sym.Shape, s: sym.SState, f: int, kind: int) -> z3.BoolRef:
+    """The answer of `kind` in flight to `f` is one `f` would act on: `f` is up and still
+    follows the answer's leader (in its leader epoch, with fencing)."""
+    m, r = s.fetches[f], s.replicas[f]
+    same = z3.And(m.leader == r.leader, m.leader_epoch == r.leader_epoch) \
+        if shape.config.variant.fencing else m.leader == r.leader
+    return z3.And(m.kind == kind, s.alive[f], same)
+
+
+def v_AnswersWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if not shape.config.variant.fencing:
+        return z3.BoolVal(False)
+    return z3.Or([z3.And(m.kind >= sym.RESP_RECORDS, m.kind != sym.RESP_ERROR, s.alive[f],
+                         m.leader_epoch > r.leader_epoch)
+                  for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True))])
+
+
+def v_DivergingAnswersFitFollower(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        takes = _applies(shape, s, f, sym.RESP_DIVERGING)
+        top = sym.latest_epoch(rf)
+        out.append(z3.And(takes, z3.Or(m.epoch > top, m.epoch >= m.leader_epoch)))
+        for b, lr in enumerate(s.replicas):
+            if b == f:
+                continue
+            leads = z3.And(takes, m.leader == b, s.alive[b], lr.leader == b,
+                           lr.leader_epoch == m.leader_epoch)
+            out += [z3.And(leads, i < lr.cache_len, m.epoch < lr.cache_epoch[i],
+                           lr.cache_epoch[i] <= top)
+                    for i in range(shape.cache_slots)]
+            out.append(z3.And(leads, _answer_off_log(lr, m)))
+    return z3.Or(out)
+
+
+def _prefix_differs(shape: sym.Shape, s: sym.SState, f: int, b: int, w) -> z3.BoolRef:
+    """The records response in flight to `f` is one `f` would append, from `b`, and `f`'s
+    log below the fetch offset differs from `b`'s at `w`."""
+    rf, m, lr = s.replicas[f], s.fetches[f], s.replicas[b]
+    return z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
+                  m.fetch_offset == rf.log_len, m.leader == b, 0 <= w, w < m.fetch_offset,
+                  sym.record_differs(rf, lr, w))
+
+
+def v_ResponsePrefixMatches(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset below the fetch offset."""
+    out = []
+    for f in range(shape.n):
+        m = s.fetches[f]
+        for b, lr in enumerate(s.replicas):
+            if b != f:
+                out.append(z3.And(s.alive[b], lr.leader == b, lr.leader_epoch == m.leader_epoch,
+                                  _prefix_differs(shape, s, f, b, w)))
+    return z3.Or(out)
+
+
+def _pending(s: sym.SState, f: int, w) -> tuple:
+    """The record at `w` of the log `f` would have after appending the response in flight:
+    (epoch, value)."""
+    rf, m = s.replicas[f], s.fetches[f]
+    own = w < m.fetch_offset
+    return (z3.If(own, rf.log_epoch[w], m.rec_epoch[w]),
+            z3.If(own, rf.log_value[w], m.rec_value[w]))
+
+
+def _takes_records(shape: sym.Shape, s: sym.SState, f: int) -> z3.BoolRef:
+    """`f` would append the records response in flight to it."""
+    rf, m = s.replicas[f], s.fetches[f]
+    return z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
+                  m.fetch_offset == rf.log_len)
+
+
+@pair
+def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w2` is an offset where the log `f` would have and another log hold the same epoch,
+    `w` one at or below it where they differ."""
+    out = []
+    for f in range(shape.n):
+        m = s.fetches[f]
+        out.append(z3.And(_takes_records(shape, s, f), _covers(m, w),
+                          m.rec_epoch[w] < sym.latest_epoch(s.replicas[f])))
+        e2, _ = _pending(s, f, w2)
+        e, v = _pending(s, f, w)
+        out += [z3.And(_takes_records(shape, s, f), 0 <= w, w <= w2,
+                       w2 < m.fetch_offset + m.rec_count, w2 < rx.log_len,
+                       e2 == rx.log_epoch[w2], _lacks(rx, w, e, v))
+                for x, rx in enumerate(s.replicas) if x != f]
+    return z3.Or(out)
+
+
+def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset of the log `f` would have, below the answer's HW."""
+    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        takes = z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
+                       m.fetch_offset == rf.log_len)
+        own = w < m.fetch_offset
+        epoch = z3.If(own, rf.log_epoch[w], m.rec_epoch[w])
+        value = z3.If(own, rf.log_value[w], m.rec_value[w])
+        heard = z3.Or([_heard(s, b, f) for b in range(shape.n) if b != f])
+        counted = z3.Or(z3.Not(s.excused[value]), s.c_isr[f], heard)
+        below = z3.And(takes, 0 <= w, w < m.high_watermark, w < m.fetch_offset + m.rec_count,
+                       counted)
+        out += [z3.And(below, s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)),
+                       _lacks(rx, w, epoch, value))
+                for x, rx in enumerate(s.replicas) if x != f]
+    return z3.Or(out)
+
+
+def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset the answer would cut, below another replica's HW."""
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
+        takes = z3.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f], cut <= w)
+        for x, rx in enumerate(s.replicas):
+            if x != f:
+                out.append(z3.And(takes, w < rx.high_watermark, _counted(shape, s, x, rx, w)))
+    return z3.Or(out)
+
+
+def _counted(shape: sym.Shape, s: sym.SState, x: int, rx: sym.SReplica, w) -> z3.BoolRef:
+    """CommittedOnIsr asks for `x`'s record at `w` (below its HW) on every ISR member: its
+    value is not excused, or `x` is up and in the ISR or heard by the true leader."""
+    heard = z3.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
+    return z3.Or(z3.Not(s.excused[rx.log_value[w]]),
+                 z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
+
+
 def _heard(s: sym.SState, b: int, f: int, leads=None) -> z3.BoolRef:
     """`b` is the true leader (or `leads` holds) and has recorded a LEO for `f` in `f`'s
     current broker epoch."""
@@ -643,6 +779,47 @@ def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             heard = z3.And(_heard(s, b, f, running), s.alive[f])
             out.append(z3.And(heard, _hw_past_leader(rf, r, w)))
     return z3.Or(out)
+
+
+def v_RunLeaderHeardInRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    out = []
+    for b in range(shape.n):
+        running = _running_leader(s, b)
+        out += [z3.And(_heard(s, b, f, running), s.alive[f], rf.leader_epoch < s.c_run)
+                for f, rf in enumerate(s.replicas) if f != b]
+    return z3.Or(out)
+
+
+def v_RunAnswersFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        takes = _applies(shape, s, f, sym.RESP_DIVERGING)
+        top = sym.latest_epoch(rf)
+        for b, lr in enumerate(s.replicas):
+            if b == f:
+                continue
+            running = z3.And(takes, m.leader == b, _running_leader(s, b),
+                             s.c_run <= m.leader_epoch)
+            out += [z3.And(running, i < lr.cache_len, m.epoch < lr.cache_epoch[i],
+                           lr.cache_epoch[i] <= top)
+                    for i in range(shape.cache_slots)]
+            out.append(z3.And(running, _answer_off_log(lr, m)))
+            ran = z3.And(_running_leader(s, b), s.c_run <= m.leader_epoch)
+            out.append(z3.And(ran, _prefix_differs(shape, s, f, b, w)))
+            out.append(z3.And(ran, m.leader == b, _covers(m, w),
+                              _lacks(lr, w, m.rec_epoch[w], m.rec_value[w])))
+    return z3.Or(out)
+
+
+def _answer_off_log(lr: sym.SReplica, m) -> z3.BoolRef:
+    """Diverging answer `m` does not fit leader `lr`'s log: its end is past the log, or the
+    record at the end is not of a later epoch than the one named, or the one below it is."""
+    end = m.end_offset
+    return z3.Or(end > lr.log_len, end < 0,
+                 z3.And(end < lr.log_len, lr.log_epoch[end] <= m.epoch),
+                 z3.And(end > 0, lr.log_epoch[end - 1] > m.epoch))
 
 
 def _recorded(s: sym.SState, pe) -> z3.BoolRef:
@@ -751,9 +928,17 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "RunLeaderHoldsItsEpochs", "DivergingAnswersCurrent", "EpochResponseMatching",
         "LeaderFetchesNotInItsEpoch")
 
+# The answers layer, opt-in (`--lemma`): what a follower would do with the answer in flight
+# to it (docs/prove.md, "Answers in flight"). True on reachable states, not yet in the
+# default: with it FollowerHandleFetchResponse's CTIs move on, but other steps get CTIs or
+# `unknown`s.
+ANSWERS = ("AnswersWithinView", "ResponsePrefixMatches", "PendingLogMatching",
+           "PendingHwCommitted", "DivergingAnswersFitFollower", "DivergingAnswersSpareCommitted",
+           "RunLeaderHeardInRun", "RunAnswersFromLeader")
+
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
-    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA)}
+    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA, *ANSWERS)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 PROOF_LEMMAS: dict[str, tuple[str, ...]] = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from spec.actions import _truncate_to_epoch_answer
 from spec.config import Config
 from spec.state import (
     NO_LEADER,
@@ -1055,6 +1056,257 @@ def RunEpochsLedByLeader(config: Config, s: Cluster, run: int) -> str | None:
     return None
 
 
+def _takes(config: Config, s: Cluster, f: int, kind: str) -> FetchResponse | None:
+    """The answer of `kind` in flight to `f` if `f` would act on it (up, still following its
+    leader, in its leader epoch with fencing), else None."""
+    m = s.fetches[0][f]
+    r = s.replicas[0][f]
+    if not (isinstance(m, FetchResponse) and m.kind == kind and s.alive[f]):
+        return None
+    if r.leader != m.leader or (config.variant.fencing and r.leader_epoch != m.leader_epoch):
+        return None
+    return m
+
+
+def _takes_records(config: Config, s: Cluster, f: int) -> FetchResponse | None:
+    """The records response in flight to `f` if `f` would append it, else None."""
+    m = _takes(config, s, f, "records")
+    r = s.replicas[0][f]
+    return m if m and not r.truncation_pending and m.fetch_offset == len(r.log) else None
+
+
+def AnswersWithinView(config: Config, s: Cluster) -> str | None:
+    """With fencing, an answer (not an error) in flight to a live broker carries a leader
+    epoch no later than the broker's view.
+
+    Why: a fenced leader answers only a fetch of its own leader epoch, which the follower
+    sent from its view, and a view's epoch only grows while the broker is up (a crash drops
+    what is in flight).
+    """
+    if not config.variant.fencing:
+        return None
+    for f, m in enumerate(s.fetches[0]):
+        if isinstance(m, FetchResponse) and m.kind != "error" and s.alive[f] \
+                and m.leader_epoch > s.replicas[0][f].leader_epoch:
+            return f"the answer to {f} is of leader epoch {m.leader_epoch}, past its view's"
+    return None
+
+
+def ResponsePrefixMatches(config: Config, s: Cluster) -> str | None:
+    """A records response that its follower would append, from a leader still leading in
+    the response's epoch: the follower's log below the fetch offset is the leader's.
+
+    Why: the leader sent records only after its divergence check passed, which (by
+    EpochLogMatching) means the two logs agreed below the offset; since then the follower's
+    log has not changed in that view and the leader's has only grown.
+    """
+    for f in range(config.brokers):
+        m = _takes_records(config, s, f)
+        if m is None:
+            continue
+        lr, o = s.replicas[0][m.leader], m.fetch_offset
+        if s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch \
+                and lr.log[:o] != s.replicas[0][f].log[:o]:
+            return f"broker {f}'s log below its fetch offset {o} is not leader {m.leader}'s"
+    return None
+
+
+def PendingLogMatching(config: Config, s: Cluster) -> str | None:
+    """EpochLogMatching between the log a follower would have after appending the records
+    response in flight to it and every other log; and the response's records are of epochs
+    no older than the follower's latest cached epoch.
+
+    Why: that log is the leader's when it answered (ResponsePrefixMatches), and two logs that
+    ever held the same epoch at one offset hold the same records up to it. The follower
+    sent its latest epoch, and the leader sent records only when its own log held that
+    epoch up to the fetch offset, so what follows is of that epoch or later.
+    """
+    row = s.replicas[0]
+    for f in range(config.brokers):
+        m = _takes_records(config, s, f)
+        if m is None:
+            continue
+        top = row[f].latest_epoch()
+        if any(rec.epoch < top for rec in m.records):
+            return f"broker {f} would append records older than its latest epoch {top}"
+        log = row[f].log + m.records
+        for x, rx in enumerate(row):
+            if x == f:
+                continue
+            for o in range(min(len(log), len(rx.log))):
+                if log[o].epoch == rx.log[o].epoch and log[:o + 1] != rx.log[:o + 1]:
+                    return (f"broker {f} would hold epoch {log[o].epoch} at {o} as broker {x} "
+                            "does, with other records below")
+    return None
+
+
+def PendingHwCommitted(config: Config, s: Cluster) -> str | None:
+    """CommittedOnIsr for the log and HW a follower would have after appending the records
+    response in flight to it: below the response's HW each record of that log (its value not
+    excused, or the follower counted as CommittedOnIsr counts it) is on every other member
+    of the controller's ISR that is live (every member when none is).
+
+    Why: the follower's HW becomes the response's, over its own prefix and the response's
+    records; the leader's HW covered what every member held when it answered, and what is
+    committed stays on the ISR.
+    """
+    row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
+    live = any(s.alive[m] for m in isr)
+    leader = s.true_leader(0)
+    for f in range(config.brokers):
+        m = _takes_records(config, s, f)
+        if m is None:
+            continue
+        log = row[f].log + m.records
+        counted = f in isr or _heard(s, leader, f)
+        for o in range(min(m.high_watermark, len(log))):
+            rec = log[o]
+            if rec.value in s.excused and not counted:
+                continue
+            for x in isr:
+                lx = row[x].log
+                if x != f and (s.alive[x] or not live) and (o >= len(lx) or lx[o] != rec):
+                    return (f"broker {f} would take HW {m.high_watermark} over {rec} at {o}, "
+                            f"which ISR member {x} lacks")
+    return None
+
+
+def _answer_off_log(lr: Replica, m: FetchResponse) -> bool:
+    """Diverging answer `m` does not fit leader `lr`'s log: its end is outside the log, or
+    the record at the end is not of a later epoch than the one named, or the one below is."""
+    end = m.end_offset
+    if not 0 <= end <= len(lr.log):
+        return True
+    if end < len(lr.log) and lr.log[end].epoch <= m.epoch:
+        return True
+    return end > 0 and lr.log[end - 1].epoch > m.epoch
+
+
+def _answer_unfit(lr: Replica, m: FetchResponse, top: int) -> bool:
+    """Leader `lr`'s cache has an epoch between the one answer `m` names and the follower's
+    latest (`top`), or the answer does not fit its log."""
+    return any(m.epoch < e <= top for e, _ in lr.epoch_cache) or _answer_off_log(lr, m)
+
+
+def DivergingAnswersFitFollower(config: Config, s: Cluster) -> str | None:
+    """A diverging answer its follower would act on names an epoch older than its own leader
+    epoch and no later than the follower's latest; from a leader still leading in that
+    epoch, it names the leader's last epoch up to the follower's latest, and its end is where
+    the leader's log passes that epoch.
+
+    Why: the follower sent its cache's latest epoch and has not changed its log since; the
+    leader answered with the last epoch of its cache up to it and where that epoch ends, and
+    for its own epoch (its log holds every record of it) it would not have diverged. While
+    the leader leads, its log only grows and new cache entries are of later epochs.
+    """
+    if config.variant.truncation != "diverging-epoch":
+        return None
+    row = s.replicas[0]
+    for f in range(config.brokers):
+        m = _takes(config, s, f, "diverging")
+        if m is None:
+            continue
+        top = row[f].latest_epoch()
+        if m.epoch > top or m.epoch >= m.leader_epoch:
+            return (f"the diverging answer to {f} names epoch {m.epoch} in leader epoch "
+                    f"{m.leader_epoch}, its latest being {top}")
+        lr = row[m.leader]
+        if s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch \
+                and _answer_unfit(lr, m, top):
+            return (f"the diverging answer to {f} (epoch {m.epoch}, end {m.end_offset}) is not "
+                    f"what leader {m.leader} gives for {top}")
+    return None
+
+
+def DivergingAnswersSpareCommitted(config: Config, s: Cluster) -> str | None:
+    """A diverging answer that a live member of the controller's ISR would act on cuts its
+    log no lower than any record another replica holds below its HW (its value not excused,
+    or that replica counted as CommittedOnIsr counts it).
+
+    Why: the follower's records past the cut are not the leader's, and what is committed is
+    on the leader; a HW passes the cut only through the follower, which cannot fetch while
+    the answer is in flight.
+    """
+    if config.variant.truncation != "diverging-epoch":
+        return None
+    row = s.replicas[0]
+    isr = s.controller.partitions[0].isr
+    leader = s.true_leader(0)
+    for f in isr:
+        m = _takes(config, s, f, "diverging")
+        if m is None:
+            continue
+        cut = _truncate_to_epoch_answer(row[f], m.epoch, m.end_offset)[0].log_end_offset
+        for x, rx in enumerate(row):
+            counted = s.alive[x] and (x in isr or _heard(s, leader, x))
+            if x != f and any(rx.log[o].value not in s.excused or counted
+                              for o in range(cut, rx.high_watermark)):
+                return (f"the diverging answer to {f} cuts it to {cut}, below broker {x}'s "
+                        f"HW {rx.high_watermark}")
+    return None
+
+
+def _running(s: Cluster, run: int) -> int | None:
+    """The controller's leader if it is up and leads in a view the run covers, else None."""
+    b = s.controller.partitions[0].leader
+    if b == NO_LEADER or not s.alive[b]:
+        return None
+    r = s.replicas[0][b]
+    return b if r.leader == b and r.remote_log_end_offset and r.leader_epoch >= run else None
+
+
+def RunLeaderHeardInRun(config: Config, s: Cluster, run: int) -> str | None:
+    """The controller's leader, in a view its run covers, has heard from a live follower (in
+    the follower's current broker epoch) only if the follower's view is of the run too.
+
+    Why: a leader records a follower's LEO from a fetch of its own leader epoch, and a
+    leader starting a new run forgets what it knew (Kafka resets it for a new leader, B11's
+    fix after a missed epoch); a follower's view only moves forward while it is up, and a
+    new session gives it a new broker epoch. Like RunLeaderBacked it reads the ghost.
+    """
+    b = _running(s, run)
+    if b is None:
+        return None
+    for f, rf in enumerate(s.replicas[0]):
+        if f != b and s.alive[f] and _heard(s, b, f) and rf.leader_epoch < run:
+            return (f"leader {b} (run from epoch {run}) has heard from {f}, whose view is of "
+                    f"epoch {rf.leader_epoch}")
+    return None
+
+
+def RunAnswersFromLeader(config: Config, s: Cluster, run: int) -> str | None:
+    """What the controller's leader answered in its run is still what it would answer: a
+    records response of an epoch of the run holds the leader's records at their offsets,
+    and if its follower would append it, the follower's log below the fetch offset is the
+    leader's; a diverging answer its follower would act on fits the leader's cache and log
+    (DivergingAnswersFitFollower's claim).
+
+    Why: through a run the leader does not truncate; its log only grows and its cache gains
+    later epochs (or one at its log end replaces an epoch it wrote nothing in, which no
+    follower holds). DivergingAnswersFitFollower and ResponsePrefixMatches say so while the
+    leader stays in the answer's epoch; this carries it across re-elections of the run.
+    """
+    b = _running(s, run)
+    if b is None:
+        return None
+    lr = s.replicas[0][b]
+    for f, m in enumerate(s.fetches[0]):
+        if not (isinstance(m, FetchResponse) and m.leader == b and m.leader_epoch >= run):
+            continue
+        o = m.fetch_offset
+        if m.kind == "records" and lr.log[o:o + len(m.records)] != m.records:
+            return f"the response to {f} holds records leader {b} (run from {run}) does not"
+        if _takes_records(config, s, f) and lr.log[:o] != s.replicas[0][f].log[:o]:
+            return (f"broker {f}'s log below its fetch offset {o} is not leader {b}'s (run "
+                    f"from {run})")
+        if config.variant.truncation == "diverging-epoch" and _takes(config, s, f, "diverging") \
+                and _answer_unfit(lr, m, s.replicas[0][f].latest_epoch()):
+            return (f"the diverging answer to {f} is not what leader {b} (run from {run}) "
+                    "gives")
+    return None
+
+
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
@@ -1073,5 +1325,7 @@ LEMMAS: dict[str, Lemma] = {
                             EpochCommittedByLeader, UnstartedEpochUnwritten, EmptyEpochLed,
                             EmptyEpochUnwritten, DivergingAnswersCurrent,
                             EpochResponseMatching,
-                            LeaderFetchesNotInItsEpoch)
+                            LeaderFetchesNotInItsEpoch, AnswersWithinView,
+                            ResponsePrefixMatches, PendingLogMatching, PendingHwCommitted,
+                            DivergingAnswersFitFollower, DivergingAnswersSpareCommitted)
 }

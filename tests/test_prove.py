@@ -565,6 +565,119 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         assert symbolic_breaks(lemma.__name__, bad), lemma.__name__
 
 
+
+def test_the_answer_lemmas_can_fail_in_both_forms():
+    # The answers layer (opt-in, docs/prove.md "Answers in flight"): each lemma names a
+    # broken hand-made state in both forms, and a good one breaks neither. Leader 0 holds
+    # (0,1); in the diverging cases it leads epoch 1 over (0,1) (1,2) and follower 1, at
+    # epoch 1 too, holds (0,1) (0,3) and is answered: epoch 0 ends at 1.
+    import z3
+
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import ANSWERS
+    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+    from spec.lemmas import (
+        AnswersWithinView,
+        DivergingAnswersFitFollower,
+        DivergingAnswersSpareCommitted,
+        PendingHwCommitted,
+        PendingLogMatching,
+        ResponsePrefixMatches,
+        RunAnswersFromLeader,
+        RunLeaderHeardInRun,
+    )
+    from spec.state import FetchResponse, Record, replace
+
+    config = _config("current")
+    s = replace(initial_state(config), next_value=10)
+    one = (Record(0, 1),)
+    base = s.with_replica(0, 0, replace(s.replica(0, 0), log=one + (Record(0, 2),)))
+
+    def to_follower(state, m, log=None):
+        out = state.with_fetch(0, 1, m)
+        if log is not None:
+            out = out.with_replica(0, 1, replace(state.replica(0, 1), log=log,
+                                                 epoch_cache=((0, 0),)))
+        return out
+
+    records = FetchResponse(0, 0, "records", records=(Record(0, 2),), high_watermark=0,
+                            fetch_offset=1)
+    matching = to_follower(base, records, one)
+    strayed = to_follower(base, records, (Record(0, 3),))
+    # Follower 1 led epoch 1 at its log end without writing, then is sent epoch 0's record.
+    led_past = matching.with_replica(0, 1, replace(matching.replica(0, 1),
+                                                    epoch_cache=((0, 0), (1, 1))))
+    held = to_follower(s.with_replica(0, 0, replace(s.replica(0, 0), log=one)),
+                       FetchResponse(0, 0, "records", records=one, high_watermark=1,
+                                     fetch_offset=0), ())
+    unheld = held.with_fetch(0, 1, replace(held.fetches[0][1], records=(Record(0, 5),)))
+    ahead = held.with_fetch(0, 1, replace(held.fetches[0][1], leader_epoch=1))
+
+    r0 = replace(s.replica(0, 0), log=one + (Record(1, 2),), epoch_cache=((0, 0), (1, 1)),
+                 leader_epoch=1, high_watermark=1)
+    diverged = s.with_replica(0, 0, r0).with_replica(0, 1, replace(
+        s.replica(0, 1), log=one + (Record(0, 3),), epoch_cache=((0, 0),), leader_epoch=1))
+    answer = FetchResponse(0, 1, "diverging", epoch=0, end_offset=1)
+    fits = to_follower(diverged, answer)
+    past_end = to_follower(diverged, replace(answer, end_offset=2))
+    too_late = to_follower(diverged, replace(answer, epoch=1))
+    over_hw = fits.with_replica(0, 0, replace(r0, high_watermark=2))
+    cases = [
+        (AnswersWithinView, [s, held], ahead, "past its view's"),
+        (ResponsePrefixMatches, [s, matching], strayed, "is not leader 0's"),
+        (PendingLogMatching, [s, matching], strayed, "with other records below"),
+        (PendingLogMatching, [s, matching], led_past, "older than its latest epoch 1"),
+        (PendingHwCommitted, [s, held], unheld, "which ISR member 0 lacks"),
+        (DivergingAnswersFitFollower, [s, fits], too_late, "names epoch 1 in leader epoch 1"),
+        (DivergingAnswersFitFollower, [s, fits], past_end, "is not what leader 0 gives"),
+        (DivergingAnswersSpareCommitted, [s, fits], over_hw, "below broker 0's HW 2"),
+    ]
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
+
+    def symbolic_breaks(name, state, run=None) -> bool:
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
+        if run is not None:
+            solver.add(x.c_run == run)
+        return solver.check() == z3.sat
+
+    for lemma, good, bad, says in cases:
+        for state in good:
+            assert lemma(config, state) is None, lemma.__name__
+            assert not symbolic_breaks(lemma.__name__, state), lemma.__name__
+        assert says in lemma(config, bad), lemma.__name__
+        assert symbolic_breaks(lemma.__name__, bad), lemma.__name__
+
+    # The run lemmas: leader 0 re-elected (the controller at epoch 1, its view too) has heard
+    # from follower 1, whose view is of epoch 0, and answers it with a record it lacks, or a
+    # diverging answer past where its epoch 0 ends. In a run from epoch 1 each is broken; in
+    # a run from epoch 0 the follower's view is of the run, and from epoch 2 the answers
+    # are older than the run.
+    def reelect(state):
+        return replace(state, controller=replace(state.controller, partitions=(replace(
+            state.controller.partitions[0], leader_epoch=1, partition_epoch=1),)))
+
+    lead = replace(s.replica(0, 0), log=one, leader_epoch=1, remote_log_end_offset=(-1, 0),
+                   remote_broker_epoch=(-1, 0))
+    heard = reelect(s.with_replica(0, 0, lead))
+    foreign = to_follower(heard.with_replica(0, 0, replace(lead, remote_log_end_offset=(-1, -1))),
+                          FetchResponse(0, 1, "records", records=(Record(0, 9),),
+                                        high_watermark=0, fetch_offset=0))
+    run_diverged = reelect(past_end.with_replica(0, 0, replace(r0, remote_log_end_offset=(
+        -1, -1), remote_broker_epoch=(-1, -1))))
+    for lemma, bad, good_run, says in (
+            (RunLeaderHeardInRun, heard, 0, "whose view is of epoch 0"),
+            (RunAnswersFromLeader, foreign, 2, "holds records leader 0 (run from 1) does not"),
+            (RunAnswersFromLeader, run_diverged, 2, "is not what leader 0 (run from 1) gives")):
+        name = lemma.__name__
+        assert lemma(config, s, 0) is None and not symbolic_breaks(name, s, 0)
+        assert says in lemma(config, bad, 1) and symbolic_breaks(name, bad, 1), name
+        assert lemma(config, bad, good_run) is None, name
+        assert not symbolic_breaks(name, bad, good_run), name
+    assert {c[0].__name__ for c in cases} | {"RunLeaderHeardInRun", "RunAnswersFromLeader"} \
+        == set(ANSWERS)
+
 def _run_lemma_config():
     fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
     return Config(variant=fixed, brokers=2, max_records=1, max_leader_epochs=3, max_crashes=1)
@@ -582,7 +695,8 @@ def test_the_run_lemma_holds_where_the_ghost_is_carried(monkeypatch):
 
     config = _run_lemma_config()
 
-    def search(names=("RunLeaderBacked", "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs")):
+    def search(names=("RunLeaderBacked", "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs",
+                      "RunLeaderHeardInRun", "RunAnswersFromLeader")):
         model = RunGhostModel(config, [])
         model.invariants = {name: lambda st, name=name: getattr(spec_lemmas, name)(
             config, st[0], st[1]) for name in names}
@@ -596,11 +710,19 @@ def test_the_run_lemma_holds_where_the_ghost_is_carried(monkeypatch):
         every_follower = search()
     assert every_follower.result == "violation"
     assert "records LEO 1 for" in every_follower.violation.detail
+    # "Heard" without the broker epoch: a follower that restarted (view -1) is still heard.
+    with monkeypatch.context() as patch:
+        patch.setattr(spec_lemmas, "_heard", lambda s, b, f: b not in (-1, f) and
+                      s.replicas[0][b].remote_log_end_offset[f] != -1)
+        unsessioned = search(("RunLeaderHeardInRun",))
+    assert unsessioned.result == "violation"
+    assert "whose view is of epoch -1" in unsessioned.violation.detail
     # With the ghost never restarted, a run spans leaders, and another leader's records and
-    # empty epochs fall inside it.
+    # empty epochs fall inside it, and so do the answers it gave before it truncated.
     monkeypatch.setattr(model_check.model, "run_start", lambda before, after, run: 0)
     for name, says in (("RunLeaderHoldsItsEpochs", "which leader"),
-                       ("RunEpochsLedByLeader", "on is led by")):
+                       ("RunEpochsLedByLeader", "on is led by"),
+                       ("RunAnswersFromLeader", "holds records leader 0")):
         endless = search((name,))
         assert endless.result == "violation" and says in endless.violation.detail, name
 
@@ -883,6 +1005,8 @@ def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys
     [],
     ["--induction", "--invariant", "Nope"],
     ["--induction", "--lemma", "Nope"],
+    ["--induction", "--add-lemma", "Nope"],
+    ["--induction", "--lemma", "answers"],
 ])
 def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
     try:
@@ -892,6 +1016,33 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_add_lemma_adds_to_the_default_set(monkeypatch):
+    # What --add-lemma hands the induction: the default set, then the answers layer (once,
+    # in its order) and a named lemma; --lemma replaces the default, --add-lemma still adds.
+    import model_check.prove
+    from model_check.symbolic_lemmas import ANSWERS, proof_lemmas
+
+    asked = []
+
+    class Asked(Exception):
+        pass
+
+    def induction(config, invariants, lemmas, **_):
+        asked.append(lemmas)
+        raise Asked
+
+    monkeypatch.setattr(model_check.prove, "induction", induction)
+    common = ["prove", "--variant", "current", "--induction", "--brokers", "2"]
+    for extra in (["--add-lemma", "answers", "--add-lemma", "EncodingWellFormed",
+                   "--add-lemma", "answers"],
+                  ["--lemma", "WellFormed", "--add-lemma", "AnswersWithinView"]):
+        with pytest.raises(Asked):
+            main([*common, *extra])
+    default = proof_lemmas(list(model_check.prove.TARGETS), Config(brokers=2))
+    assert "EncodingWellFormed" in default and not set(ANSWERS) & set(default)
+    assert asked == [[*default, *ANSWERS], ["WellFormed", "AnswersWithinView"]]
 
 
 # ------------------------------------------------------------------------------------------
@@ -1179,8 +1330,10 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
     names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone",
                                               "HistoryRun", "RunLeaderBacked",
-                                              "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs")]
-    assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr"} <= set(names)
+                                              "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs",
+                                              "RunLeaderHeardInRun", "RunAnswersFromLeader")]
+    assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr",
+            "PendingHwCommitted"} <= set(names)
     broken = set()
     any_broken = z3.Or([violation(SYMBOLIC[name], shape, x, t) for name in names])
     for state in states:
