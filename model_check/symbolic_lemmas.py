@@ -624,11 +624,16 @@ def v_DivergingAnswersFitFollower(shape: sym.Shape, s: sym.SState, w) -> z3.Bool
                 continue
             leads = z3.And(takes, m.leader == b, s.alive[b], lr.leader == b,
                            lr.leader_epoch == m.leader_epoch)
-            out += [z3.And(leads, i < lr.cache_len, m.epoch < lr.cache_epoch[i],
-                           lr.cache_epoch[i] <= top)
-                    for i in range(shape.cache_slots)]
-            out.append(z3.And(leads, _answer_off_log(lr, m)))
+            out.append(z3.And(leads, _answer_unfit(shape, lr, m, top)))
     return z3.Or(out)
+
+
+def _answer_unfit(shape: sym.Shape, lr: sym.SReplica, m, top) -> z3.BoolRef:
+    """Leader `lr`'s cache has an epoch between the one diverging answer `m` names and the
+    follower's latest (`top`), or the answer does not fit its log."""
+    return z3.Or(*[z3.And(i < lr.cache_len, m.epoch < lr.cache_epoch[i],
+                          lr.cache_epoch[i] <= top) for i in range(shape.cache_slots)],
+                 _answer_off_log(lr, m))
 
 
 def _prefix_differs(shape: sym.Shape, s: sym.SState, f: int, b: int, w) -> z3.BoolRef:
@@ -791,25 +796,20 @@ def v_RunLeaderHeardInRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_RunAnswersFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    if shape.config.variant.truncation != "diverging-epoch":
-        return z3.BoolVal(False)
+    """`w` is an offset of a response's records or below its fetch offset."""
+    diverging = shape.config.variant.truncation == "diverging-epoch"
     out = []
     for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        takes = _applies(shape, s, f, sym.RESP_DIVERGING)
-        top = sym.latest_epoch(rf)
         for b, lr in enumerate(s.replicas):
             if b == f:
                 continue
-            running = z3.And(takes, m.leader == b, _running_leader(s, b),
-                             s.c_run <= m.leader_epoch)
-            out += [z3.And(running, i < lr.cache_len, m.epoch < lr.cache_epoch[i],
-                           lr.cache_epoch[i] <= top)
-                    for i in range(shape.cache_slots)]
-            out.append(z3.And(running, _answer_off_log(lr, m)))
             ran = z3.And(_running_leader(s, b), s.c_run <= m.leader_epoch)
             out.append(z3.And(ran, _prefix_differs(shape, s, f, b, w)))
             out.append(z3.And(ran, m.leader == b, _covers(m, w),
                               _lacks(lr, w, m.rec_epoch[w], m.rec_value[w])))
+            if diverging:
+                out.append(z3.And(ran, m.leader == b, _applies(shape, s, f, sym.RESP_DIVERGING),
+                                  _answer_unfit(shape, lr, m, sym.latest_epoch(rf))))
     return z3.Or(out)
 
 
