@@ -582,16 +582,19 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
     for x, rx in enumerate(s.replicas):
-        heard = z3.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
-        counted = z3.Or(z3.Not(s.excused[rx.log_value[w]]),
-                        z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
-        below = z3.And(0 <= w, w < rx.high_watermark, counted)
-        out += [z3.And(below, s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), sym.record_differs(rx, rm, w))
-                for m, rm in enumerate(s.replicas)]
+        below = z3.And(0 <= w, w < rx.high_watermark, _counted(shape, s, x, rx.log_value[w]))
+        out.append(z3.And(below, _member_lacks(shape, s, w, rx.log_epoch[w], rx.log_value[w])))
     return z3.Or(out)
+
+
+def _member_lacks(shape: sym.Shape, s: sym.SState, w, epoch, value, but=None) -> z3.BoolRef:
+    """A member of the controller's ISR (other than `but`) lacks record (`epoch`, `value`)
+    at `w`: a live one, or any when none is live."""
+    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    return z3.Or([z3.And(s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), _lacks(rm, w, epoch, value))
+                  for m, rm in enumerate(s.replicas) if m != but])
 
 
 def _applies(shape: sym.Shape, s: sym.SState, f: int, kind: int) -> z3.BoolRef:
@@ -640,8 +643,7 @@ def _prefix_differs(shape: sym.Shape, s: sym.SState, f: int, b: int, w) -> z3.Bo
     """The records response in flight to `f` is one `f` would append, from `b`, and `f`'s
     log below the fetch offset differs from `b`'s at `w`."""
     rf, m, lr = s.replicas[f], s.fetches[f], s.replicas[b]
-    return z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
-                  m.fetch_offset == rf.log_len, m.leader == b, 0 <= w, w < m.fetch_offset,
+    return z3.And(_takes_records(shape, s, f), m.leader == b, 0 <= w, w < m.fetch_offset,
                   sym.record_differs(rf, lr, w))
 
 
@@ -693,21 +695,12 @@ def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
 
 def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset of the log `f` would have, below the answer's HW."""
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
     out = []
-    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        takes = z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
-                       m.fetch_offset == rf.log_len)
-        own = w < m.fetch_offset
-        epoch = z3.If(own, rf.log_epoch[w], m.rec_epoch[w])
-        value = z3.If(own, rf.log_value[w], m.rec_value[w])
-        heard = z3.Or([_heard(s, b, f) for b in range(shape.n) if b != f])
-        counted = z3.Or(z3.Not(s.excused[value]), s.c_isr[f], heard)
-        below = z3.And(takes, 0 <= w, w < m.high_watermark, w < m.fetch_offset + m.rec_count,
-                       counted)
-        out += [z3.And(below, s.c_isr[x], z3.Or(s.alive[x], z3.Not(live)),
-                       _lacks(rx, w, epoch, value))
-                for x, rx in enumerate(s.replicas) if x != f]
+    for f, m in enumerate(s.fetches):
+        epoch, value = _pending(s, f, w)
+        below = z3.And(_takes_records(shape, s, f), 0 <= w, w < m.high_watermark,
+                       w < m.fetch_offset + m.rec_count, _counted(shape, s, f, value))
+        out.append(z3.And(below, _member_lacks(shape, s, w, epoch, value, but=f)))
     return z3.Or(out)
 
 
@@ -721,16 +714,16 @@ def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.B
         takes = z3.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f], cut <= w)
         for x, rx in enumerate(s.replicas):
             if x != f:
-                out.append(z3.And(takes, w < rx.high_watermark, _counted(shape, s, x, rx, w)))
+                out.append(z3.And(takes, w < rx.high_watermark,
+                                  _counted(shape, s, x, rx.log_value[w])))
     return z3.Or(out)
 
 
-def _counted(shape: sym.Shape, s: sym.SState, x: int, rx: sym.SReplica, w) -> z3.BoolRef:
-    """CommittedOnIsr asks for `x`'s record at `w` (below its HW) on every ISR member: its
-    value is not excused, or `x` is up and in the ISR or heard by the true leader."""
+def _counted(shape: sym.Shape, s: sym.SState, x: int, value) -> z3.BoolRef:
+    """CommittedOnIsr asks for `x`'s record of `value` (below its HW) on every ISR member:
+    the value is not excused, or `x` is up and in the ISR or heard by the true leader."""
     heard = z3.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
-    return z3.Or(z3.Not(s.excused[rx.log_value[w]]),
-                 z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
+    return z3.Or(z3.Not(s.excused[value]), z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
 
 
 def _heard(s: sym.SState, b: int, f: int, leads=None) -> z3.BoolRef:

@@ -628,20 +628,33 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     the ISR (it joins from a fetch that passed KIP-320's check), so a member, or a follower
     about to join, exposes only what every member holds.
     """
-    row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    live = any(s.alive[m] for m in isr)
-    leader = s.true_leader(0)
-    for x, rx in enumerate(row):
-        counted = s.alive[x] and (x in isr or _heard(s, leader, x))
+    for x, rx in enumerate(s.replicas[0]):
+        counted = _counted(s, x)
         for o in range(rx.high_watermark):
             rec = rx.log[o]
             if rec.value in s.excused and not counted:
                 continue
-            for m in isr:
-                log = row[m].log
-                if (s.alive[m] or not live) and (o >= len(log) or log[o] != rec):
-                    return f"broker {x} has {rec} at {o} below its HW, ISR member {m} not"
+            m = _member_lacking(s, o, rec)
+            if m is not None:
+                return f"broker {x} has {rec} at {o} below its HW, ISR member {m} not"
+    return None
+
+
+def _counted(s: Cluster, x: int) -> bool:
+    """CommittedOnIsr counts `x`'s excused records too: it is up, and in the controller's
+    ISR or heard by the true leader in its current session."""
+    return s.alive[x] and (x in s.controller.partitions[0].isr or _heard(s, s.true_leader(0), x))
+
+
+def _member_lacking(s: Cluster, o: int, rec, but: int | None = None) -> int | None:
+    """A member of the controller's ISR (other than `but`) without `rec` at offset `o`: a
+    live one, or any when none is live; else None."""
+    isr = s.controller.partitions[0].isr
+    live = any(s.alive[m] for m in isr)
+    for m in isr:
+        log = s.replicas[0][m].log
+        if m != but and (s.alive[m] or not live) and (o >= len(log) or log[o] != rec):
+            return m
     return None
 
 
@@ -1056,6 +1069,12 @@ def RunEpochsLedByLeader(config: Config, s: Cluster, run: int) -> str | None:
     return None
 
 
+def _leads_in(s: Cluster, b: int, epoch: int) -> bool:
+    """Broker `b` is up and leads in leader epoch `epoch` by its view."""
+    r = s.replicas[0][b]
+    return s.alive[b] and r.leader == b and r.leader_epoch == epoch
+
+
 def _takes(config: Config, s: Cluster, f: int, kind: str) -> FetchResponse | None:
     """The answer of `kind` in flight to `f` if `f` would act on it (up, still following its
     leader, in its leader epoch with fencing), else None."""
@@ -1105,8 +1124,7 @@ def ResponsePrefixMatches(config: Config, s: Cluster) -> str | None:
         if m is None:
             continue
         lr, o = s.replicas[0][m.leader], m.fetch_offset
-        if s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch \
-                and lr.log[:o] != s.replicas[0][f].log[:o]:
+        if _leads_in(s, m.leader, m.leader_epoch) and lr.log[:o] != s.replicas[0][f].log[:o]:
             return f"broker {f}'s log below its fetch offset {o} is not leader {m.leader}'s"
     return None
 
@@ -1150,25 +1168,20 @@ def PendingHwCommitted(config: Config, s: Cluster) -> str | None:
     records; the leader's HW covered what every member held when it answered, and what is
     committed stays on the ISR.
     """
-    row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    live = any(s.alive[m] for m in isr)
-    leader = s.true_leader(0)
     for f in range(config.brokers):
         m = _takes_records(config, s, f)
         if m is None:
             continue
-        log = row[f].log + m.records
-        counted = f in isr or _heard(s, leader, f)
+        log = s.replicas[0][f].log + m.records
+        counted = _counted(s, f)
         for o in range(min(m.high_watermark, len(log))):
             rec = log[o]
             if rec.value in s.excused and not counted:
                 continue
-            for x in isr:
-                lx = row[x].log
-                if x != f and (s.alive[x] or not live) and (o >= len(lx) or lx[o] != rec):
-                    return (f"broker {f} would take HW {m.high_watermark} over {rec} at {o}, "
-                            f"which ISR member {x} lacks")
+            x = _member_lacking(s, o, rec, but=f)
+            if x is not None:
+                return (f"broker {f} would take HW {m.high_watermark} over {rec} at {o}, "
+                        f"which ISR member {x} lacks")
     return None
 
 
@@ -1212,8 +1225,7 @@ def DivergingAnswersFitFollower(config: Config, s: Cluster) -> str | None:
             return (f"the diverging answer to {f} names epoch {m.epoch} in leader epoch "
                     f"{m.leader_epoch}, its latest being {top}")
         lr = row[m.leader]
-        if s.alive[m.leader] and lr.leader == m.leader and lr.leader_epoch == m.leader_epoch \
-                and _answer_unfit(lr, m, top):
+        if _leads_in(s, m.leader, m.leader_epoch) and _answer_unfit(lr, m, top):
             return (f"the diverging answer to {f} (epoch {m.epoch}, end {m.end_offset}) is not "
                     f"what leader {m.leader} gives for {top}")
     return None
@@ -1231,15 +1243,13 @@ def DivergingAnswersSpareCommitted(config: Config, s: Cluster) -> str | None:
     if config.variant.truncation != "diverging-epoch":
         return None
     row = s.replicas[0]
-    isr = s.controller.partitions[0].isr
-    leader = s.true_leader(0)
-    for f in isr:
+    for f in s.controller.partitions[0].isr:
         m = _takes(config, s, f, "diverging")
         if m is None:
             continue
         cut = _truncate_to_epoch_answer(row[f], m.epoch, m.end_offset)[0].log_end_offset
         for x, rx in enumerate(row):
-            counted = s.alive[x] and (x in isr or _heard(s, leader, x))
+            counted = _counted(s, x)
             if x != f and any(rx.log[o].value not in s.excused or counted
                               for o in range(cut, rx.high_watermark)):
                 return (f"the diverging answer to {f} cuts it to {cut}, below broker {x}'s "

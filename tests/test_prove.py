@@ -225,14 +225,32 @@ def test_the_new_lemmas_can_fail():
     assert "ISR member 1 not" in CommittedOnIsr(config, exposed)
 
 
-def test_the_record_lemmas_can_fail_in_both_forms():
-    # Each data-layer lemma names a broken hand-made state, and the Z3 form is satisfiable
-    # on that state's representation exactly when the concrete one fails (the initial state
-    # and a good log break none).
+def _z3_breaks(config):
+    """`breaks(name, state, run=None)`: whether the Z3 form of lemma `name` is broken (at
+    some witness) in `state`'s representation, with the ghost `c_run` at `run` if given."""
     import z3
 
     from model_check import symbolic as sym
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
+
+    def breaks(name, state, run=None) -> bool:
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
+        if run is not None:
+            solver.add(x.c_run == run)
+        return solver.check() == z3.sat
+
+    return breaks
+
+
+def test_the_record_lemmas_can_fail_in_both_forms():
+    # Each data-layer lemma names a broken hand-made state, and the Z3 form is satisfiable
+    # on that state's representation exactly when the concrete one fails (the initial state
+    # and a good log break none).
+
     from spec.lemmas import (
         CacheMatchesLog,
         CommittedOnIsr,
@@ -549,14 +567,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "has a later epoch"),
         (RequestsNotBehindLog, [s, cached_later], stale_for_cache, "has a later epoch"),
     ]
-    shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
-
-    def symbolic_breaks(name, state) -> bool:
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
-        return solver.check() == z3.sat
-
+    symbolic_breaks = _z3_breaks(config)
     for lemma, good, bad, says in cases:
         for state in good:
             assert lemma(config, state) is None, lemma.__name__
@@ -571,11 +582,8 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
     # broken hand-made state in both forms, and a good one breaks neither. Leader 0 holds
     # (0,1); in the diverging cases it leads epoch 1 over (0,1) (1,2) and follower 1, at
     # epoch 1 too, holds (0,1) (0,3) and is answered: epoch 0 ends at 1.
-    import z3
 
-    from model_check import symbolic as sym
     from model_check.symbolic_lemmas import ANSWERS
-    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
     from spec.lemmas import (
         AnswersWithinView,
         DivergingAnswersFitFollower,
@@ -632,16 +640,7 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
         (DivergingAnswersFitFollower, [s, fits], past_end, "is not what leader 0 gives"),
         (DivergingAnswersSpareCommitted, [s, fits], over_hw, "below broker 0's HW 2"),
     ]
-    shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
-
-    def symbolic_breaks(name, state, run=None) -> bool:
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
-        if run is not None:
-            solver.add(x.c_run == run)
-        return solver.check() == z3.sat
-
+    symbolic_breaks = _z3_breaks(config)
     for lemma, good, bad, says in cases:
         for state in good:
             assert lemma(config, state) is None, lemma.__name__
@@ -733,10 +732,7 @@ def test_the_run_lemma_reads_the_ghost_in_both_forms():
     # a record the leader lacks). In a run from epoch 0 (it led epoch 0 and 1) the record
     # must be backed: both forms find it broken. In a run from epoch 1 (epoch 0 named another
     # leader) nothing is asked of it. The initial state breaks neither.
-    import z3
 
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
     from spec.lemmas import RunEpochsLedByLeader, RunLeaderBacked, RunLeaderHoldsItsEpochs
     from spec.state import Record, replace
 
@@ -747,14 +743,10 @@ def test_the_run_lemma_reads_the_ghost_in_both_forms():
     reelected = replace(s.with_replica(0, 0, r0), next_value=2, controller=replace(
         s.controller, partitions=(replace(s.controller.partitions[0], leader_epoch=1,
                                           partition_epoch=1),)))
-    shape = sym.make_shape(config, bounded=False, cache_slots=3)
-    x, w = sym.fresh_state(shape, "x."), z3.Int("w")
+    breaks = _z3_breaks(config)
 
     def symbolic_breaks(state, run, name="RunLeaderBacked") -> bool:
-        solver = z3.Solver()
-        solver.add(sym.represent(shape, state, x), x.c_run == run,
-                   violation(SYMBOLIC[name], shape, x, w))
-        return solver.check() == z3.sat
+        return breaks(name, state, run)
 
     # The same leader, having heard from follower 1 (at LEO 0) in its session, while the
     # follower's HW covers a record the leader lacks.
