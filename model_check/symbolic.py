@@ -202,7 +202,7 @@ class FArr:
         return out
 
     def __eq__(self, other):  # type: ignore[override]
-        return z3.And([_z(x) == _z(y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
+        return _and([_eq(x, y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -248,16 +248,42 @@ def _zip_map(fn: Callable, a, b):
 def _z(x):
     """A Z3 term for a leaf (builders may write plain Python bools and ints)."""
     if isinstance(x, bool):
-        return z3.BoolVal(x)
+        return _TRUE if x else _FALSE
     if isinstance(x, int):
-        return z3.IntVal(x)
+        term = _INTS.get(x)
+        if term is None:
+            term = _INTS[x] = z3.IntVal(x)
+        return term
     return x
+
+
+_TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+_INTS: dict[int, z3.ArithRef] = {}
+
+
+def _eq(x, y) -> z3.BoolRef:
+    """`x == y` for two leaves of one sort, without z3's Python-side coercion (which is most of
+    `represent`'s time)."""
+    if isinstance(x, FArr):
+        return x == y
+    x, y = _z(x), _z(y)
+    ctx = x.ctx
+    return z3.BoolRef(z3.Z3_mk_eq(ctx.ref(), x.as_ast(), y.as_ast()), ctx)
+
+
+def _and(cs: list) -> z3.BoolRef:
+    """z3.And of a list of Boolean terms, built in one call."""
+    if not cs:
+        return _TRUE
+    ctx = cs[0].ctx
+    args = (z3.Ast * len(cs))(*[c.as_ast() for c in cs])
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(cs), args), ctx)
 
 
 def state_eq(a: SState, b: SState) -> z3.BoolRef:
     """Every field of `a` equals the same field of `b` (leaves that are the same term drop out)."""
     pairs = zip(_leaves(a), _leaves(b), strict=True)
-    return z3.And([_z(x) == _z(y) for x, y in pairs if not _z(x).eq(_z(y))])
+    return _and([_eq(x, y) for x, y in pairs if not _z(x).eq(_z(y))])
 
 
 def ite(c, a, b):
@@ -1253,33 +1279,33 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
             raise NotRepresentable(f"value {value} at offsets {offsets[value]} and {offset}")
 
     def ints(xs, ys):
-        cs.extend(x == y for x, y in zip(xs, ys, strict=True))
+        cs.extend(_eq(x, y) for x, y in zip(xs, ys, strict=True))
 
     def log_at(e_arr, v_arr, start, records):
         for i, rec in enumerate(records):
-            cs.extend([e_arr[start + i] == rec.epoch, v_arr[start + i] == rec.value])
+            cs.extend([_eq(e_arr[start + i], rec.epoch), _eq(v_arr[start + i], rec.value)])
             locate(rec.value, start + i)
 
     for b, r in enumerate(c.replicas[0]):
         sr = s.replicas[b]
         if len(r.epoch_cache) > shape.cache_slots:
             raise NotRepresentable(f"broker {b}: {len(r.epoch_cache)} cache entries")
-        cs += [sr.log_len == len(r.log), sr.high_watermark == r.high_watermark,
-               sr.flushed_offset == r.flushed_offset, sr.cache_len == len(r.epoch_cache),
-               sr.leader == r.leader, sr.leader_epoch == r.leader_epoch,
-               sr.partition_epoch == r.partition_epoch,
-               sr.truncation_pending == r.truncation_pending]
+        cs += [_eq(sr.log_len, len(r.log)), _eq(sr.high_watermark, r.high_watermark),
+               _eq(sr.flushed_offset, r.flushed_offset), _eq(sr.cache_len, len(r.epoch_cache)),
+               _eq(sr.leader, r.leader), _eq(sr.leader_epoch, r.leader_epoch),
+               _eq(sr.partition_epoch, r.partition_epoch),
+               _eq(sr.truncation_pending, r.truncation_pending)]
         log_at(sr.log_epoch, sr.log_value, 0, r.log)
         for i, (e, o) in enumerate(r.epoch_cache):
-            cs += [sr.cache_epoch[i] == e, sr.cache_start[i] == o]
-        cs += [sr.isr[x] == (x in r.isr) for x in range(n)]
+            cs += [_eq(sr.cache_epoch[i], e), _eq(sr.cache_start[i], o)]
+        cs += [_eq(sr.isr[x], x in r.isr) for x in range(n)]
         if list(r.isr) != sorted(set(r.isr)):
             raise NotRepresentable("an ISR view out of order")
         side = bool(r.remote_log_end_offset)
         if not (len(r.remote_log_end_offset) == len(r.remote_broker_epoch) == len(r.lag_ticks)
                 == (n if side else 0)):
             raise NotRepresentable("partial leader-side state")
-        cs.append(sr.side == side)
+        cs.append(_eq(sr.side, side))
         if side:
             ints(sr.remote_leo, r.remote_log_end_offset)
             ints(sr.remote_be, r.remote_broker_epoch)
@@ -1290,17 +1316,18 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
             raise NotRepresentable("purgatory out of offset order")
         for w in r.purgatory:
             pending = _store(pending, w.offset, True)
-            cs.append(sr.purgatory_value[w.offset] == w.value)
+            cs.append(_eq(sr.purgatory_value[w.offset], w.value))
             locate(w.value, w.offset)
-        cs.append(sr.purgatory == pending)
+        cs.append(_eq(sr.purgatory, pending))
     ctrl = c.controller
     ps = ctrl.partitions[0]
     if list(ps.isr) != sorted(set(ps.isr)):
         raise NotRepresentable("controller ISR out of order")
-    cs += [s.c_leader == ps.leader, s.c_epoch == ps.leader_epoch, s.c_pe == ps.partition_epoch,
-           s.unclean_elections == ctrl.unclean_elections]
-    cs += [s.c_isr[x] == (x in ps.isr) for x in range(n)]
-    cs += [s.alive[b] == c.alive[b] for b in range(n)]
+    cs += [_eq(s.c_leader, ps.leader), _eq(s.c_epoch, ps.leader_epoch),
+           _eq(s.c_pe, ps.partition_epoch),
+           _eq(s.unclean_elections, ctrl.unclean_elections)]
+    cs += [_eq(s.c_isr[x], x in ps.isr) for x in range(n)]
+    cs += [_eq(s.alive[b], c.alive[b]) for b in range(n)]
     ints(s.broker_epochs, c.broker_epochs)
     ints(s.registered, ctrl.registered)
     content: dict[int, tuple] = {}
@@ -1314,15 +1341,15 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     for pe, (leader, epoch, isr) in content.items():
         if list(isr) != sorted(set(isr)):
             raise NotRepresentable("LeaderAndIsr ISR out of order")
-        cs += [s.hist_leader[pe] == leader, s.hist_epoch[pe] == epoch]
-        cs += [s.hist_isr[x][pe] == (x in isr) for x in range(n)]
-    cs += [s.lai[b] == flight[b] for b in range(n)]
+        cs += [_eq(s.hist_leader[pe], leader), _eq(s.hist_epoch[pe], epoch)]
+        cs += [_eq(s.hist_isr[x][pe], x in isr) for x in range(n)]
+    cs += [_eq(s.lai[b], flight[b]) for b in range(n)]
     for f, m in enumerate(c.fetches[0]):
         cs += _represent_slot(s.fetches[f], m, locate)
     produce = _k(s.produce, UNKNOWN)
     for req in c.produce_requests:
         produce = _store(produce, req.value, req.broker)
-    cs.append(s.produce == produce)
+    cs.append(_eq(s.produce, produce))
     for name, items in (("acked", c.acked), ("consumed", c.consumed)):
         arr = _k(getattr(s, name), False)
         values = set()
@@ -1336,35 +1363,35 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     excused = _k(s.excused, False)
     for v in c.excused:
         excused = _store(excused, v, True)
-    cs.append(s.excused == excused)
+    cs.append(_eq(s.excused, excused))
     for value, offset in offsets.items():
-        cs.append(s.value_offset[value] == offset)
-    cs += [s.next_value == c.next_value, s.crashes == c.crashes, s.expiries == c.expiries,
-           s.drops == c.drops, s.ticks == c.ticks]
-    return z3.And(cs)
+        cs.append(_eq(s.value_offset[value], offset))
+    cs += [_eq(s.next_value, c.next_value), _eq(s.crashes, c.crashes),
+           _eq(s.expiries, c.expiries), _eq(s.drops, c.drops), _eq(s.ticks, c.ticks)]
+    return _and(cs)
 
 
 def _represent_slot(m: SSlot, x, locate) -> list:
     if x is None:
-        return [m.kind == NONE]
+        return [_eq(m.kind, NONE)]
     if isinstance(x, FetchRequest):
-        return [m.kind == FETCH, m.leader == x.leader, m.fetch_offset == x.fetch_offset,
-                m.last_fetched_epoch == x.last_fetched_epoch,
-                m.current_leader_epoch == x.current_leader_epoch,
-                m.broker_epoch == x.broker_epoch]
+        return [_eq(m.kind, FETCH), _eq(m.leader, x.leader), _eq(m.fetch_offset, x.fetch_offset),
+                _eq(m.last_fetched_epoch, x.last_fetched_epoch),
+                _eq(m.current_leader_epoch, x.current_leader_epoch),
+                _eq(m.broker_epoch, x.broker_epoch)]
     if isinstance(x, EpochRequest):
-        return [m.kind == EPOCH_REQ, m.leader == x.leader, m.epoch == x.epoch,
-                m.current_leader_epoch == x.current_leader_epoch]
+        return [_eq(m.kind, EPOCH_REQ), _eq(m.leader, x.leader), _eq(m.epoch, x.epoch),
+                _eq(m.current_leader_epoch, x.current_leader_epoch)]
     kind = {v: k for k, v in RESPONSE_KINDS.items()}[x.kind]
     if x.error not in ERRORS:
         raise NotRepresentable(f"error code {x.error}")
-    cs = [m.kind == kind, m.leader == x.leader, m.leader_epoch == x.leader_epoch,
-          m.high_watermark == x.high_watermark, m.fetch_offset == x.fetch_offset,
-          m.epoch == x.epoch, m.end_offset == x.end_offset, m.error == ERRORS[x.error],
-          m.rec_count == len(x.records)]
+    cs = [_eq(m.kind, kind), _eq(m.leader, x.leader), _eq(m.leader_epoch, x.leader_epoch),
+          _eq(m.high_watermark, x.high_watermark), _eq(m.fetch_offset, x.fetch_offset),
+          _eq(m.epoch, x.epoch), _eq(m.end_offset, x.end_offset), _eq(m.error, ERRORS[x.error]),
+          _eq(m.rec_count, len(x.records))]
     for i, rec in enumerate(x.records):
-        cs += [m.rec_epoch[x.fetch_offset + i] == rec.epoch,
-               m.rec_value[x.fetch_offset + i] == rec.value]
+        cs += [_eq(m.rec_epoch[x.fetch_offset + i], rec.epoch),
+               _eq(m.rec_value[x.fetch_offset + i], rec.value)]
         locate(rec.value, x.fetch_offset + i)
     return cs
 
