@@ -282,8 +282,8 @@ def _and(cs: list) -> z3.BoolRef:
 
 def state_eq(a: SState, b: SState) -> z3.BoolRef:
     """Every field of `a` equals the same field of `b` (leaves that are the same term drop out)."""
-    pairs = zip(_leaves(a), _leaves(b), strict=True)
-    return _and([_eq(x, y) for x, y in pairs if not _z(x).eq(_z(y))])
+    pairs = ((_z(x), _z(y)) for x, y in zip(_leaves(a), _leaves(b), strict=True))
+    return _and([_eq(x, y) for x, y in pairs if not x.eq(y)])
 
 
 def ite(c, a, b):

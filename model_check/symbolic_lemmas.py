@@ -625,10 +625,15 @@ def v_DivergingAnswersFitFollower(shape: sym.Shape, s: sym.SState, w) -> z3.Bool
         for b, lr in enumerate(s.replicas):
             if b == f:
                 continue
-            leads = z3.And(takes, m.leader == b, s.alive[b], lr.leader == b,
-                           lr.leader_epoch == m.leader_epoch)
+            leads = z3.And(takes, m.leader == b, _leads_in(s, b, m.leader_epoch))
             out.append(z3.And(leads, _answer_unfit(shape, lr, m, top)))
     return z3.Or(out)
+
+
+def _leads_in(s: sym.SState, b: int, epoch) -> z3.BoolRef:
+    """Broker `b` is up and leads in leader epoch `epoch` by its view."""
+    r = s.replicas[b]
+    return z3.And(s.alive[b], r.leader == b, r.leader_epoch == epoch)
 
 
 def _answer_unfit(shape: sym.Shape, lr: sym.SReplica, m, top) -> z3.BoolRef:
@@ -652,10 +657,8 @@ def v_ResponsePrefixMatches(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f in range(shape.n):
         m = s.fetches[f]
-        for b, lr in enumerate(s.replicas):
-            if b != f:
-                out.append(z3.And(s.alive[b], lr.leader == b, lr.leader_epoch == m.leader_epoch,
-                                  _prefix_differs(shape, s, f, b, w)))
+        out += [z3.And(_leads_in(s, b, m.leader_epoch), _prefix_differs(shape, s, f, b, w))
+                for b in range(shape.n) if b != f]
     return z3.Or(out)
 
 
@@ -921,7 +924,7 @@ DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "RunLeaderHoldsItsEpochs", "DivergingAnswersCurrent", "EpochResponseMatching",
         "LeaderFetchesNotInItsEpoch")
 
-# The answers layer, opt-in (`--lemma`): what a follower would do with the answer in flight
+# The answers layer, opt-in (`--add-lemma answers`): what a follower would do with the answer in flight
 # to it (docs/prove.md, "Answers in flight"). True on reachable states, not yet in the
 # default: with it FollowerHandleFetchResponse's CTIs move on, but other steps get CTIs or
 # `unknown`s.

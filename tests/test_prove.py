@@ -246,6 +246,18 @@ def _z3_breaks(config):
     return breaks
 
 
+def _fail_in_both_forms(config, breaks, cases) -> None:
+    """For each (lemma, good states, bad state, words): neither form of the lemma breaks a
+    good state, both break the bad one, and the concrete form's message has the words.
+    `breaks` is `_z3_breaks(config)`."""
+    for lemma, good, bad, says in cases:
+        for state in good:
+            assert lemma(config, state) is None, lemma.__name__
+            assert not breaks(lemma.__name__, state), lemma.__name__
+        assert says in lemma(config, bad), lemma.__name__
+        assert breaks(lemma.__name__, bad), lemma.__name__
+
+
 def test_the_record_lemmas_can_fail_in_both_forms():
     # Each data-layer lemma names a broken hand-made state, and the Z3 form is satisfiable
     # on that state's representation exactly when the concrete one fails (the initial state
@@ -567,14 +579,7 @@ def test_the_record_lemmas_can_fail_in_both_forms():
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "has a later epoch"),
         (RequestsNotBehindLog, [s, cached_later], stale_for_cache, "has a later epoch"),
     ]
-    symbolic_breaks = _z3_breaks(config)
-    for lemma, good, bad, says in cases:
-        for state in good:
-            assert lemma(config, state) is None, lemma.__name__
-            assert not symbolic_breaks(lemma.__name__, state), lemma.__name__
-        assert says in lemma(config, bad)
-        assert symbolic_breaks(lemma.__name__, bad), lemma.__name__
-
+    _fail_in_both_forms(config, _z3_breaks(config), cases)
 
 
 def test_the_answer_lemmas_can_fail_in_both_forms():
@@ -630,23 +635,22 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
     past_end = to_follower(diverged, replace(answer, end_offset=2))
     too_late = to_follower(diverged, replace(answer, epoch=1))
     over_hw = fits.with_replica(0, 0, replace(r0, high_watermark=2))
+    # The same answers once their leader has moved on to a later epoch: nothing is claimed.
+    strayed_later = strayed.with_replica(0, 0, replace(strayed.replica(0, 0), leader_epoch=1))
+    past_end_later = past_end.with_replica(0, 0, replace(r0, leader_epoch=2))
     cases = [
         (AnswersWithinView, [s, held], ahead, "past its view's"),
-        (ResponsePrefixMatches, [s, matching], strayed, "is not leader 0's"),
+        (ResponsePrefixMatches, [s, matching, strayed_later], strayed, "is not leader 0's"),
         (PendingLogMatching, [s, matching], strayed, "with other records below"),
         (PendingLogMatching, [s, matching], led_past, "older than its latest epoch 1"),
         (PendingHwCommitted, [s, held], unheld, "which ISR member 0 lacks"),
         (DivergingAnswersFitFollower, [s, fits], too_late, "names epoch 1 in leader epoch 1"),
-        (DivergingAnswersFitFollower, [s, fits], past_end, "is not what leader 0 gives"),
+        (DivergingAnswersFitFollower, [s, fits, past_end_later], past_end,
+         "is not what leader 0 gives"),
         (DivergingAnswersSpareCommitted, [s, fits], over_hw, "below broker 0's HW 2"),
     ]
     symbolic_breaks = _z3_breaks(config)
-    for lemma, good, bad, says in cases:
-        for state in good:
-            assert lemma(config, state) is None, lemma.__name__
-            assert not symbolic_breaks(lemma.__name__, state), lemma.__name__
-        assert says in lemma(config, bad), lemma.__name__
-        assert symbolic_breaks(lemma.__name__, bad), lemma.__name__
+    _fail_in_both_forms(config, symbolic_breaks, cases)
 
     # The run lemmas: leader 0 re-elected (the controller at epoch 1, its view too) has heard
     # from follower 1, whose view is of epoch 0, and answers it with a record it lacks, or a
@@ -676,6 +680,7 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
         assert not symbolic_breaks(name, bad, good_run), name
     assert {c[0].__name__ for c in cases} | {"RunLeaderHeardInRun", "RunAnswersFromLeader"} \
         == set(ANSWERS)
+
 
 def _run_lemma_config():
     fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)

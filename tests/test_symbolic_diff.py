@@ -5,7 +5,8 @@ Both directions, so the two descriptions cannot drift apart silently:
   a's instance, with a's arguments pinned, relates (a symbolic state representing) s to
   step(s, a), with every integer inside the ranges BMC asserts (`kind_ranges`, `int_range`);
 - reject: for s and a state s2 that is not a successor of s (another state of the walk or of
-  another walk), no action instance relates s to s2.
+  another walk), no action instance relates s to s2: neither BMC's relation of every
+  instance nor the relation of the instance of an action enabled in s (induction's).
 
 Hypothesis draws the config (variant, acks, flush policy, unclean election, min ISR, lag
 bound) and the walk's random choices. Each example checks a fixed number of pairs, so the
@@ -96,13 +97,16 @@ def test_relation_agrees_with_step(config, rnd):
             represented[key] = sym.represent(shape, state, side)
         return represented[key]
 
-    for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
-        inst = sym.instance_for(table, action, s)
+    def instance_solver(action, state) -> z3.Solver:
+        inst = sym.instance_for(table, action, state)
         key = (inst.name, inst.brokers)
         if key not in solvers:
             solvers[key] = z3.Solver()
             solvers[key].add(sym.relation(shape, inst, pre, post, a), *in_range)
-        solver = solvers[key]
+        return solvers[key]
+
+    for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
+        solver = instance_solver(action, s)
         solver.push()
         solver.add(represent(s, pre), represent(nxt, post), *sym.pin_args(a, action))
         assert solver.check() == z3.sat, f"{config.variant.name}: relation rejects {action}"
@@ -130,6 +134,15 @@ def test_relation_agrees_with_step(config, rnd):
                                  f"produce, via {inst.name}{list(inst.brokers)}")
         assert answer == z3.unsat
         solver.pop()
+        # Also one instance's own relation (induction's, not BMC's selector form above), with
+        # its arguments free: that of an action enabled in s.
+        enabled = [action for action, _ in succ if sym.encoded(action)]
+        if enabled:
+            one = instance_solver(enabled[0], s)
+            one.push()
+            one.add(represent(s, pre), represent(s2, post))
+            assert one.check() == z3.unsat, f"{config.variant.name}: {enabled[0]} reaches s2"
+            one.pop()
         checked += 1
         Counter.rejected += 1
 
