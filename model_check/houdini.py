@@ -148,7 +148,7 @@ def leads(b: int) -> Guard:
     return Guard(f"leads(b{b})",
                  lambda s: (s.alive[b] and _replica(s, b).leader == b
                             and bool(_replica(s, b).remote_log_end_offset)),
-                 lambda s: z3.And(s.alive[b], s.replicas[b].leader == b, s.replicas[b].side))
+                 lambda s: sym.And(s.alive[b], s.replicas[b].leader == b, s.replicas[b].side))
 
 
 def true_leader(b: int) -> Guard:
@@ -162,7 +162,7 @@ def true_leader(b: int) -> Guard:
 
 def in_isr(b: int) -> Guard:
     return Guard(f"in_isr(b{b})", lambda s: b in _ps(s).isr and s.alive[b],
-                 lambda s: z3.And(s.c_isr[b], s.alive[b]))
+                 lambda s: sym.And(s.c_isr[b], s.alive[b]))
 
 
 def requesting(f: int) -> Guard:
@@ -178,7 +178,7 @@ def answered(f: int) -> Guard:
 def both(g1: Guard, g2: Guard) -> Guard:
     return Guard(f"{g1.name} & {g2.name}",
                  lambda s: g1.concrete(s) and g2.concrete(s),
-                 lambda s: z3.And(g1.symbolic(s), g2.symbolic(s)))
+                 lambda s: sym.And(g1.symbolic(s), g2.symbolic(s)))
 
 
 def leq(guard: Guard, t1: Term, t2: Term) -> Candidate:
@@ -188,7 +188,7 @@ def leq(guard: Guard, t1: Term, t2: Term) -> Candidate:
         x, y = t1.concrete(s), t2.concrete(s)
         return x is not None and y is not None and x <= y
     return Candidate(f"{guard.name} -> {t1.name} <= {t2.name}", holds,
-                     lambda shape, s, w: z3.And(guard.symbolic(s),
+                     lambda shape, s, w: sym.And(guard.symbolic(s),
                                                 t1.symbolic(s) > t2.symbolic(s)))
 
 
@@ -204,9 +204,9 @@ def logs_agree(guard: Guard, b1: int, b2: int, below: Term) -> Candidate:
 
     def violation(shape, s, w):
         r1, r2 = s.replicas[b1], s.replicas[b2]
-        differs = z3.Or(w >= r1.log_len, w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
+        differs = sym.Or(w >= r1.log_len, w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
                         r1.log_value[w] != r2.log_value[w])
-        return z3.And(guard.symbolic(s), 0 <= w, w < below.symbolic(s), differs)
+        return sym.And(guard.symbolic(s), 0 <= w, w < below.symbolic(s), differs)
     return Candidate(f"{guard.name} -> log(b{b1}) = log(b{b2}) below {below.name}", holds,
                      violation, witnessed=True)
 
@@ -223,9 +223,9 @@ def response_matches_leader(f: int, b: int) -> Candidate:
 
     def violation(shape, s, w):
         m, r = s.fetches[f], s.replicas[b]
-        differs = z3.Or(w >= r.log_len, m.rec_epoch[w] != r.log_epoch[w],
+        differs = sym.Or(w >= r.log_len, m.rec_epoch[w] != r.log_epoch[w],
                         m.rec_value[w] != r.log_value[w])
-        return z3.And(m.kind == sym.RESP_RECORDS, m.leader == b,
+        return sym.And(m.kind == sym.RESP_RECORDS, m.leader == b,
                       m.leader_epoch == r.leader_epoch, m.fetch_offset <= w,
                       w < m.fetch_offset + m.rec_count, differs)
     return Candidate(f"answered(f{f}) by b{b} at its epoch -> records = log(b{b})", holds,
@@ -245,7 +245,7 @@ def request_facts(n: int) -> list[Candidate]:
             out.append(Candidate(
                 f"lai(b{b}) -> {name}",
                 lambda s: all(concrete(s, m) for m in requests(s)),
-                lambda shape, s, w, b=b: z3.And(s.lai[b][w], z3.Not(symbolic(shape, s, w))),
+                lambda shape, s, w, b=b: sym.And(s.lai[b][w], z3.Not(symbolic(shape, s, w))),
                 witnessed=True))
 
         fact("pe <= c_pe", lambda s, m: m.partition_epoch <= _ps(s).partition_epoch,
@@ -256,14 +256,14 @@ def request_facts(n: int) -> list[Candidate]:
              lambda shape, s, w: 0 <= s.hist_epoch[w])
         fact("0 <= pe", lambda s, m: 0 <= m.partition_epoch, lambda shape, s, w: 0 <= w)
         fact("leader is a broker or none", lambda s, m: -1 <= m.leader < n,
-             lambda shape, s, w: z3.And(-1 <= s.hist_leader[w], s.hist_leader[w] < n))
+             lambda shape, s, w: sym.And(-1 <= s.hist_leader[w], s.hist_leader[w] < n))
         fact("leader in isr", lambda s, m: m.leader == -1 or m.leader in m.isr,
-             lambda shape, s, w: z3.Or(s.hist_leader[w] == -1, z3.Or(
-                 [z3.And(s.hist_leader[w] == x, s.hist_isr[x][w]) for x in range(n)])))
+             lambda shape, s, w: sym.Or(s.hist_leader[w] == -1, sym.Or(
+                 [sym.And(s.hist_leader[w] == x, s.hist_isr[x][w]) for x in range(n)])))
         fact("epoch = c_epoch at c_pe",
              lambda s, m: (m.partition_epoch != _ps(s).partition_epoch
                            or (m.leader_epoch, m.leader) == (_ps(s).leader_epoch, _ps(s).leader)),
-             lambda shape, s, w: z3.Or(w != s.c_pe, z3.And(s.hist_epoch[w] == s.c_epoch,
+             lambda shape, s, w: sym.Or(w != s.c_pe, sym.And(s.hist_epoch[w] == s.c_epoch,
                                                            s.hist_leader[w] == s.c_leader)))
     return out
 
@@ -299,7 +299,7 @@ def message_facts(n: int) -> list[Candidate]:
             return m is None or (m.leader != f and 0 <= m.leader < n)
         out.append(Candidate(
             f"message(f{f}) -> leader(f{f}) is another broker", leader_other,
-            lambda shape, s, w, f=f: z3.And(s.fetches[f].kind != sym.NONE, z3.Or(
+            lambda shape, s, w, f=f: sym.And(s.fetches[f].kind != sym.NONE, sym.Or(
                 s.fetches[f].leader == f, s.fetches[f].leader < 0, s.fetches[f].leader >= n))))
 
         def written(s, f=f):
@@ -308,9 +308,9 @@ def message_facts(n: int) -> list[Candidate]:
 
         def unwritten(shape, s, w, f=f):
             m = s.fetches[f]
-            return z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
+            return sym.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= w,
                           w < m.fetch_offset + m.rec_count,
-                          z3.Or(m.rec_value[w] <= 0, m.rec_value[w] >= s.next_value))
+                          sym.Or(m.rec_value[w] <= 0, m.rec_value[w] >= s.next_value))
         out.append(Candidate(f"answered(f{f}) -> records were written", written, unwritten,
                              witnessed=True))
         out.append(leq(answered(f), Term("0", lambda s: 0, lambda s: z3.IntVal(0)),
@@ -526,7 +526,7 @@ class _Induction:
                     solver.add(z3.ForAll([q], z3.Not(c.violation(shape, pre, q))))
             else:
                 solver.add(z3.Not(c.violation(shape, pre, self.w)))
-        solver.add(relation, z3.Or([c.violation(shape, self.post, self.w) for c in broken]))
+        solver.add(relation, sym.Or([c.violation(shape, self.post, self.w) for c in broken]))
         answer = solver.check()
         return (answer, solver.model() if answer == z3.sat else None)
 

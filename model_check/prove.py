@@ -142,17 +142,17 @@ def _step_relation(shape: sym.Shape, table, pre: sym.SState, post: sym.SState,
     chains = list(leaves_pre)
     for i, inst in enumerate(table):
         guard, succ = inst.build(shape, pre, a)
-        guards.append(z3.And(selector == i, guard))
+        guards.append(sym.And(selector == i, guard))
         for j, leaf in enumerate(sym._leaves(succ)):
             leaf = sym._z(leaf)
             if not leaf.eq(leaves_pre[j]):
                 chains[j] = z3.If(selector == i, leaf, chains[j])
     frame = [sym._z(p) == c for p, c in zip(sym._leaves(post), chains, strict=True)]
-    return z3.And(z3.Or(guards), *frame)
+    return sym.And(sym.Or(guards), *frame)
 
 
 def _violation_any(shape: sym.Shape, names, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([sym.VIOLATIONS[n](shape, s, w) for n in names])
+    return sym.Or([sym.VIOLATIONS[n](shape, s, w) for n in names])
 
 
 class _BitVectors:
@@ -442,7 +442,7 @@ def _int_bounds(x, kinds: dict[str, tuple[int, int]], low: int, high: int) -> li
     for leaf in sym._leaves(x):
         if z3.is_int(leaf) and not z3.is_int_value(leaf):
             lo, hi = _leaf_range(str(leaf), kinds, low, high)
-            out.append(z3.And(lo <= leaf, leaf <= hi))
+            out.append(sym.And(lo <= leaf, leaf <= hi))
     return out
 
 
@@ -511,8 +511,8 @@ def _normal_form(pairs: frozenset[tuple[int, int]], count: int, selectors: list)
         free = z3.BoolVal(True)
         for p in range(len(earlier) - 1, -1, -1):
             sel = earlier[p]
-            out.append(z3.Implies(z3.And(last == i, free), z3.And([sel != j for j in larger])))
-            free = z3.And(free, z3.Or([sel == j for j in sorted(commutes[i])]))
+            out.append(z3.Implies(sym.And(last == i, free), sym.And([sel != j for j in larger])))
+            free = sym.And(free, sym.Or([sel == j for j in sorted(commutes[i])]))
     return out
 
 
@@ -548,14 +548,14 @@ class _Unrolling:
         w, broken = z3.Int("t_w"), z3.Bool("t_violation")
         # The selector is one Boolean per action instance (`_choices`), exactly one true: the
         # step's `sel == i` tests become single literals for the SAT core.
-        step = z3.And(_step_relation(self.shape, self.table, pre, post, a, sel),
+        step = sym.And(_step_relation(self.shape, self.table, pre, post, a, sel),
                       *_int_bounds(post, self.kinds, self.low, self.high),
                       *_int_bounds(a, self.kinds, self.low, self.high))
-        violation = z3.Implies(broken, z3.And(self.low <= w, w <= self.high,
+        violation = z3.Implies(broken, sym.And(self.low <= w, w <= self.high,
                                               _violation_any(self.shape, names, post, w)))
         self.to_bv = _BitVectors.fitting([*start, step, violation], self._bounds, self._choices)
         self.step_vars = [*self._bv(pre, post, a), *self._one_hot("t_act")]
-        self.step = z3.And(self.to_bv(step), z3.PbEq([(b, 1) for b in self._one_hot("t_act")], 1))
+        self.step = sym.And(self.to_bv(step), z3.PbEq([(b, 1) for b in self._one_hot("t_act")], 1))
         self.violation_vars = [self.to_bv(v) for v in _variables(post, w, broken)]
         self.violation = self.to_bv(violation)
         self.solver = z3.SolverFor("QF_BV")
@@ -738,7 +738,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     queries: list[Query] = []
 
     def broken(s: sym.SState, w) -> z3.BoolRef:
-        return z3.Or([violation(table_inv[n], shape, s, w) for n in goal])
+        return sym.Or([violation(table_inv[n], shape, s, w) for n in goal])
 
     pre, post = sym.fresh_state(shape, "pre."), sym.fresh_state(shape, "post.")
     a = sym.fresh_args(shape, "a.")
@@ -955,7 +955,7 @@ def small_problem(config: Config, label: str, goal: list[str], cache_slots: int,
     ints = [x for x in sym._leaves(pre) + sym._leaves(a)
             if z3.is_int(sym._z(x)) and not z3.is_int_value(sym._z(x))]
     witnesses = small_cti_witnesses(top)
-    base = [z3.And(-1 <= x, x <= top) for x in ints]
+    base = [sym.And(-1 <= x, x <= top) for x in ints]
     base += [sym.relation(shape, inst, pre, post, a)]
     base += sym.decodable(shape, pre) + sym.decodable(shape, post)
     return shape, inst, pre, post, a, base + _small_assumed(
@@ -1003,7 +1003,7 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
             continue
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*base, z3.Or([violation(table_inv[n], shape, post, w) for n in names]))
+        solver.add(*base, sym.Or([violation(table_inv[n], shape, post, w) for n in names]))
         answer = _check(solver, f"{label} ({what})", queries)
         if answer == z3.sat:
             model = solver.model()
@@ -1079,9 +1079,9 @@ def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms
     field of both states in -1..SMALL; failing that, any decodable one. None if no try
     succeeds within its short time limit (the caller keeps the first model)."""
     decodable = sym.decodable(shape, pre) + sym.decodable(shape, post)
-    small = [z3.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
+    small = [sym.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
              if z3.is_int(x)]
-    target = z3.Or([violation(table_inv[n], shape, post, w) for n in invariants])
+    target = sym.Or([violation(table_inv[n], shape, post, w) for n in invariants])
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
                         (decodable + small, "small CTI"), (decodable, "decodable CTI")):
         answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel + extra, terms,
@@ -1128,7 +1128,7 @@ def _confirm(small: _SmallCti, shape, inst, pre, post, a, w, goal, table_inv,
     solver.set("timeout", timeout_ms)
     solver.add(*_pin(small.pre, pre, small.model), *_pin(small.args, a, small.model),
                sym.relation(shape, inst, pre, post, a),
-               z3.Or([violation(table_inv[n], shape, post, w) for n in goal]))
+               sym.Or([violation(table_inv[n], shape, post, w) for n in goal]))
     answer = _check(solver, f"{label} (small CTI, unbounded step)", queries)
     return solver.model() if answer == z3.sat else None
 

@@ -202,7 +202,7 @@ class FArr:
         return out
 
     def __eq__(self, other):  # type: ignore[override]
-        return _and([_eq(x, y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
+        return And([_eq(x, y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -257,6 +257,7 @@ def _z(x):
     return x
 
 
+_CTX = z3.main_ctx()
 _TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
 _INTS: dict[int, z3.ArithRef] = {}
 
@@ -271,19 +272,36 @@ def _eq(x, y) -> z3.BoolRef:
     return z3.BoolRef(z3.Z3_mk_eq(ctx.ref(), x.as_ast(), y.as_ast()), ctx)
 
 
-def _and(cs: list) -> z3.BoolRef:
-    """z3.And of a list of Boolean terms, built in one call."""
-    if not cs:
-        return _TRUE
-    ctx = cs[0].ctx
-    args = (z3.Ast * len(cs))(*[c.as_ast() for c in cs])
-    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(cs), args), ctx)
+def _connective(make, slow, args) -> z3.BoolRef:
+    """`make` (Z3_mk_and, Z3_mk_or) over Boolean terms or Python bools, given as z3.And and
+    z3.Or take them, built in one C call: z3's own coercion of each argument was a third of
+    an induction's time. Anything else (a probe, another sort) goes to z3's `slow` form."""
+    if len(args) == 1 and not isinstance(args[0], (z3.ExprRef, bool)):
+        args = tuple(args[0])
+    asts = []
+    for a in args:
+        if isinstance(a, bool):
+            a = _TRUE if a else _FALSE
+        elif not isinstance(a, z3.BoolRef) or a.ctx is not _CTX:
+            return slow(*args)
+        asts.append(a.as_ast())
+    return z3.BoolRef(make(_CTX.ref(), len(asts), (z3.Ast * len(asts))(*asts)), _CTX)
+
+
+def And(*args) -> z3.BoolRef:
+    """z3.And, without z3's Python-side coercion (the same term)."""
+    return _connective(z3.Z3_mk_and, z3.And, args)
+
+
+def Or(*args) -> z3.BoolRef:
+    """z3.Or, without z3's Python-side coercion (the same term)."""
+    return _connective(z3.Z3_mk_or, z3.Or, args)
 
 
 def state_eq(a: SState, b: SState) -> z3.BoolRef:
     """Every field of `a` equals the same field of `b` (leaves that are the same term drop out)."""
     pairs = ((_z(x), _z(y)) for x, y in zip(_leaves(a), _leaves(b), strict=True))
-    return _and([_eq(x, y) for x, y in pairs if not x.eq(y)])
+    return And([_eq(x, y) for x, y in pairs if not x.eq(y)])
 
 
 def ite(c, a, b):
@@ -449,12 +467,12 @@ def end_offset_for_epoch(r: SReplica, epoch) -> tuple:
     res_e, res_o = z3.IntVal(UNKNOWN), z3.IntVal(UNKNOWN)
     # The first cached epoch above `epoch` decides; scanning backwards lets lower indices win.
     for i in range(c - 1, -1, -1):
-        hit = z3.And(i < r.cache_len, r.cache_epoch[i] > epoch)
+        hit = And(i < r.cache_len, r.cache_epoch[i] > epoch)
         prev = epoch if i == 0 else r.cache_epoch[i - 1]
         res_e, res_o = z3.If(hit, prev, res_e), z3.If(hit, r.cache_start[i], res_o)
-    latest = z3.And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch)
+    latest = And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch)
     res_e, res_o = z3.If(latest, epoch, res_e), z3.If(latest, r.log_len, res_o)
-    undefined = z3.Or(epoch == UNKNOWN, r.cache_len == 0)
+    undefined = Or(epoch == UNKNOWN, r.cache_len == 0)
     return z3.If(undefined, UNKNOWN, res_e), z3.If(undefined, UNKNOWN, res_o)
 
 
@@ -463,39 +481,39 @@ def start_offset_after_epoch(r: SReplica, epoch):
     c = len(r.cache_epoch)
     res = z3.IntVal(UNKNOWN)
     for i in range(c - 1, -1, -1):
-        res = z3.If(z3.And(i < r.cache_len, r.cache_epoch[i] > epoch), r.cache_start[i], res)
+        res = z3.If(And(i < r.cache_len, r.cache_epoch[i] > epoch), r.cache_start[i], res)
     res = z3.If(_at(r.cache_epoch, r.cache_len - 1) == epoch, r.log_len, res)
-    return z3.If(z3.Or(r.cache_len == 0, epoch < r.cache_epoch[0]), UNKNOWN, res)
+    return z3.If(Or(r.cache_len == 0, epoch < r.cache_epoch[0]), UNKNOWN, res)
 
 
 def epoch_start_offset(r: SReplica, epoch):
     """Replica.epoch_start_offset: start of `epoch` in the cache, or -1."""
     res = z3.IntVal(UNKNOWN)
     for i in range(len(r.cache_epoch) - 1, -1, -1):
-        res = z3.If(z3.And(i < r.cache_len, r.cache_epoch[i] == epoch), r.cache_start[i], res)
+        res = z3.If(And(i < r.cache_len, r.cache_epoch[i] == epoch), r.cache_start[i], res)
     return res
 
 
 def assign_epoch(r: SReplica, epoch, start) -> tuple[z3.BoolRef, SReplica]:
     """spec.state.assign_epoch on the slots: (fits?, replica with the new cache)."""
     c = len(r.cache_epoch)
-    keep_same = z3.And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch,
+    keep_same = And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch,
                        start >= _at(r.cache_start, r.cache_len - 1))
     # Entries are removed from the end while epoch >= `epoch` or start >= `start`: what stays
     # is everything up to the last entry that passes neither test.
     k = z3.IntVal(0)
     for i in range(c):
-        ok = z3.And(i < r.cache_len, r.cache_epoch[i] < epoch, r.cache_start[i] < start)
+        ok = And(i < r.cache_len, r.cache_epoch[i] < epoch, r.cache_start[i] < start)
         k = z3.If(ok, i + 1, k)
     epochs = tuple(z3.If(k == i, epoch, r.cache_epoch[i]) for i in range(c))
     starts = tuple(z3.If(k == i, start, r.cache_start[i]) for i in range(c))
     new = dataclasses.replace(r, cache_len=k + 1, cache_epoch=epochs, cache_start=starts)
-    return z3.Or(keep_same, k < c), ite(keep_same, r, new)
+    return Or(keep_same, k < c), ite(keep_same, r, new)
 
 
 def truncated_to(r: SReplica, offset) -> SReplica:
     """Replica.truncated_to: the cache keeps its (increasing-start) prefix below `offset`."""
-    kept = _count([z3.And(i < r.cache_len, r.cache_start[i] < offset)
+    kept = _count([And(i < r.cache_len, r.cache_start[i] < offset)
                    for i in range(len(r.cache_start))])
     cut = dataclasses.replace(
         r, log_len=offset, high_watermark=_min(r.high_watermark, offset),
@@ -529,18 +547,18 @@ def _member_min(isr: tuple, values: tuple):
     n = len(isr)
     out = values[-1]
     for y in range(n - 1, -1, -1):
-        is_min = z3.And(isr[y], *[z3.Implies(isr[x], values[x] >= values[y]) for x in range(n)])
+        is_min = And(isr[y], *[z3.Implies(isr[x], values[x] >= values[y]) for x in range(n)])
         out = z3.If(is_min, values[y], out)
-    return z3.Or(isr), out
+    return Or(isr), out
 
 
 def advance_high_watermark(shape: Shape, r: SReplica, b: int) -> SReplica:
     """spec.actions._advance_high_watermark."""
     values = tuple(r.log_len if x == b else r.remote_leo[x] for x in range(shape.n))
     some, low = _member_min(r.isr, values)
-    move = z3.And(r.leader == b, some, low > r.high_watermark)
+    move = And(r.leader == b, some, low > r.high_watermark)
     if shape.config.variant.hw_requires_min_isr:
-        move = z3.And(move, _count(r.isr) >= shape.config.min_insync_replicas)
+        move = And(move, _count(r.isr) >= shape.config.min_insync_replicas)
     return dataclasses.replace(r, high_watermark=z3.If(move, low, r.high_watermark))
 
 
@@ -552,7 +570,7 @@ def _reset_view(r: SReplica) -> SReplica:
 
 def _send_lai(shape: Shape, s: SState, pe, leader, epoch, isr: tuple) -> SState:
     """Record the partition state of `pe` and send it to every registered, live broker."""
-    lai = tuple(ite(z3.And(s.registered[x] != UNKNOWN, s.alive[x]),
+    lai = tuple(ite(And(s.registered[x] != UNKNOWN, s.alive[x]),
                       _store(s.lai[x], pe, True), s.lai[x]) for x in range(shape.n))
     return _record(s, pe, leader, epoch, isr, lai=lai)
 
@@ -572,18 +590,18 @@ def elect(shape: Shape, registered: tuple, isr: tuple):
     live = [registered[b] != UNKNOWN for b in range(n)]
     leader = z3.IntVal(NO_LEADER)
     for b in range(n - 1, -1, -1):
-        leader = z3.If(z3.And(live[b], isr[b]), b, leader)
-    clean = z3.Or([z3.And(live[b], isr[b]) for b in range(n)])
+        leader = z3.If(And(live[b], isr[b]), b, leader)
+    clean = Or([And(live[b], isr[b]) for b in range(n)])
     # No candidate: the ISR stays as it was (the partition goes offline).
-    clean_isr = tuple(z3.If(clean, z3.And(isr[b], live[b]), isr[b]) for b in range(n))
+    clean_isr = tuple(z3.If(clean, And(isr[b], live[b]), isr[b]) for b in range(n))
     if not shape.config.unclean_leader_election_enable:
         return clean, leader, clean_isr, z3.BoolVal(False)
     first_live = z3.IntVal(NO_LEADER)
     for b in range(n - 1, -1, -1):
         first_live = z3.If(live[b], b, first_live)
-    unclean = z3.And(z3.Not(clean), z3.Or(live))
+    unclean = And(z3.Not(clean), Or(live))
     new_isr = tuple(z3.If(unclean, first_live == b, clean_isr[b]) for b in range(n))
-    return z3.Or(clean, unclean), z3.If(clean, leader, first_live), new_isr, unclean
+    return Or(clean, unclean), z3.If(clean, leader, first_live), new_isr, unclean
 
 
 # ------------------------------------------------------------------------------------------
@@ -597,13 +615,13 @@ def excuse(shape: Shape, before: SState, s: SState) -> SState:
     if shape.config.acks == "all":
         committed.append(s.acked[v])
     for r in before.replicas:
-        committed.append(z3.And(0 <= o, o < r.high_watermark, r.log_value[o] == v))
-    nobody = z3.And([z3.Implies(s.c_isr[m], z3.Not(s.alive[m])) for m in range(shape.n)])
-    missing = z3.Or([z3.And(s.c_isr[m], z3.Not(z3.And(
+        committed.append(And(0 <= o, o < r.high_watermark, r.log_value[o] == v))
+    nobody = And([z3.Implies(s.c_isr[m], z3.Not(s.alive[m])) for m in range(shape.n)])
+    missing = Or([And(s.c_isr[m], z3.Not(And(
         0 <= o, o < s.replicas[m].log_len, s.replicas[m].log_value[o] == v)))
         for m in range(shape.n)])
-    lost = z3.And(z3.Or(committed), missing)
-    excused = _map_array(shape, s.excused, v, z3.Or(s.excused[v], lost))
+    lost = And(Or(committed), missing)
+    excused = _map_array(shape, s.excused, v, Or(s.excused[v], lost))
     return dataclasses.replace(s, excused=ite(nobody, excused, s.excused))
 
 
@@ -641,12 +659,12 @@ def _bound(shape: Shape, condition) -> z3.BoolRef:
 def _run_start(s: SState, leader, epoch):
     """The ghost `c_run` after the controller moves to (`leader`, `epoch`): a new epoch with
     another leader starts a run."""
-    return z3.If(z3.And(epoch != s.c_epoch, leader != s.c_leader), epoch, s.c_run)
+    return z3.If(And(epoch != s.c_epoch, leader != s.c_leader), epoch, s.c_run)
 
 
 def ControllerElectLeader(shape: Shape, s: SState, a: StepArgs):
     found, leader, isr, unclean = elect(shape, s.registered, s.c_isr)
-    guard = z3.And(s.c_leader == NO_LEADER, found,
+    guard = And(s.c_leader == NO_LEADER, found,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
     pe = s.c_pe + 1
     t = dataclasses.replace(s, c_leader=leader, c_epoch=s.c_epoch + 1, c_isr=isr, c_pe=pe,
@@ -662,31 +680,31 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
     guard.append(z3.Implies(zombie, _bound(shape, s.expiries < cfg.max_session_expiries)))
     t = dataclasses.replace(s, expiries=s.expiries + z3.If(zombie, 1, 0),
                             registered=_put(s.registered, b, z3.IntVal(UNKNOWN)))
-    affected = z3.Or(s.c_isr[b], s.c_leader == b)
-    shrink = z3.And(s.c_isr[b], _count(s.c_isr) > 1)
-    isr = tuple(z3.And(s.c_isr[x], z3.Not(z3.And(shrink, x == b))) for x in range(shape.n))
+    affected = Or(s.c_isr[b], s.c_leader == b)
+    shrink = And(s.c_isr[b], _count(s.c_isr) > 1)
+    isr = tuple(And(s.c_isr[x], z3.Not(And(shrink, x == b))) for x in range(shape.n))
     found, e_leader, e_isr, unclean = elect(shape, t.registered, isr)
     leads = s.c_leader == b
     leader = z3.If(leads, e_leader, s.c_leader)
     new_isr = tuple(z3.If(leads, e_isr[x], isr[x]) for x in range(shape.n))
-    isr_changed = z3.Or([new_isr[x] != s.c_isr[x] for x in range(shape.n)])
+    isr_changed = Or([new_isr[x] != s.c_isr[x] for x in range(shape.n)])
     bump = leads
     if cfg.variant.isr_shrink_bumps_leader_epoch:
-        bump = z3.Or(leads, isr_changed)
+        bump = Or(leads, isr_changed)
     epoch = s.c_epoch + z3.If(bump, 1, 0)
     guard.append(z3.Implies(affected, _bound(shape, epoch < cfg.max_leader_epochs)))
-    changed = z3.And(affected, z3.Or(leader != s.c_leader, epoch != s.c_epoch, isr_changed))
+    changed = And(affected, Or(leader != s.c_leader, epoch != s.c_epoch, isr_changed))
     pe = s.c_pe + 1
     u = dataclasses.replace(t, c_leader=leader, c_epoch=epoch, c_isr=new_isr, c_pe=pe,
                             c_run=_run_start(s, leader, epoch),
                             unclean_elections=t.unclean_elections
-                            + z3.If(z3.And(leads, unclean), 1, 0))
+                            + z3.If(And(leads, unclean), 1, 0))
     u = _send_lai(shape, u, pe, leader, epoch, new_isr)
-    return z3.And(guard), excuse(shape, s, ite(changed, u, t))
+    return And(guard), excuse(shape, s, ite(changed, u, t))
 
 
 def ControllerElectPreferredLeader(shape: Shape, s: SState, a: StepArgs):
-    guard = z3.And(s.c_leader != NO_LEADER, s.c_leader != 0, s.c_isr[0],
+    guard = And(s.c_leader != NO_LEADER, s.c_leader != 0, s.c_isr[0],
                    s.registered[0] != UNKNOWN,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
     pe = s.c_pe + 1
@@ -696,7 +714,7 @@ def ControllerElectPreferredLeader(shape: Shape, s: SState, a: StepArgs):
 
 
 def _lai_in_flight(s: SState, b: int, a: StepArgs):
-    return z3.And(s.lai[b][a.partition_epoch], s.hist_epoch[a.partition_epoch] == a.leader_epoch)
+    return And(s.lai[b][a.partition_epoch], s.hist_epoch[a.partition_epoch] == a.leader_epoch)
 
 
 def _lai_removed(s: SState, b: int, a: StepArgs) -> SState:
@@ -704,7 +722,7 @@ def _lai_removed(s: SState, b: int, a: StepArgs) -> SState:
 
 
 def NetworkDropLeaderAndIsr(shape: Shape, s: SState, a: StepArgs, b: int):
-    guard = z3.And(_lai_in_flight(s, b, a),
+    guard = And(_lai_in_flight(s, b, a),
                    _bound(shape, s.drops < shape.config.max_message_drops))
     t = _lai_removed(s, b, a)
     return guard, dataclasses.replace(t, drops=s.drops + 1)
@@ -712,16 +730,16 @@ def NetworkDropLeaderAndIsr(shape: Shape, s: SState, a: StepArgs, b: int):
 
 def NetworkDropFetch(shape: Shape, s: SState, a: StepArgs, f: int):
     m = s.fetches[f]
-    guard = z3.And(m.kind != NONE, _bound(shape, s.drops < shape.config.max_message_drops))
+    guard = And(m.kind != NONE, _bound(shape, s.drops < shape.config.max_message_drops))
     return guard, dataclasses.replace(_slot(s, f, _none_slot(m)), drops=s.drops + 1)
 
 
 def _applicable(s: SState, b: int, a: StepArgs, leads: bool):
     r = s.replicas[b]
     names_b = s.hist_leader[a.partition_epoch] == b
-    newer = z3.Or(a.leader_epoch > r.leader_epoch,
-                  z3.And(a.leader_epoch == r.leader_epoch, a.partition_epoch > r.partition_epoch))
-    return z3.And(_lai_in_flight(s, b, a), names_b if leads else z3.Not(names_b),
+    newer = Or(a.leader_epoch > r.leader_epoch,
+                  And(a.leader_epoch == r.leader_epoch, a.partition_epoch > r.partition_epoch))
+    return And(_lai_in_flight(s, b, a), names_b if leads else z3.Not(names_b),
                   s.alive[b], newer)
 
 
@@ -740,7 +758,7 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
         remote_leo=(z3.IntVal(UNKNOWN),) * n, remote_be=(z3.IntVal(UNKNOWN),) * n,
         lag=tuple(z3.If(isr[x], 0, cap) for x in range(n)),
         truncation_pending=z3.BoolVal(False), purgatory=_k(r.purgatory, False))
-    same_epoch = z3.And(r.leader == b, r.leader_epoch == a.leader_epoch)
+    same_epoch = And(r.leader == b, r.leader_epoch == a.leader_epoch)
     kept = reappointed
     if cfg.variant.missed_epoch_resets_followers:
         forgot = dataclasses.replace(
@@ -750,7 +768,7 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
     new_leadership = r.leader != b
     if not shape.config.leader_keeps_last_fetch:
         t = ite(new_leadership, _slot(t, b, _none_slot(t.fetches[b])), t)
-    guard = z3.And(guard, z3.Implies(z3.Not(same_epoch), fits))
+    guard = And(guard, z3.Implies(z3.Not(same_epoch), fits))
     return guard, _r(t, b, advance_high_watermark(shape, new_r, b))
 
 
@@ -760,14 +778,14 @@ def BecomeFollower(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     t = _lai_removed(s, b, a)
     leader = s.hist_leader[a.partition_epoch]
-    new_leadership = z3.Or(r.leader != leader, r.leader_epoch != a.leader_epoch)
+    new_leadership = Or(r.leader != leader, r.leader_epoch != a.leader_epoch)
     leader_changed = r.leader != leader
     nr = _reset_view(dataclasses.replace(
         r, leader=leader, leader_epoch=a.leader_epoch,
         isr=tuple(s.hist_isr[x][a.partition_epoch] for x in range(n)),
         partition_epoch=a.partition_epoch))
     if rule == "high-watermark":
-        nr = ite(z3.And(leader_changed, leader != NO_LEADER),
+        nr = ite(And(leader_changed, leader != NO_LEADER),
                  truncated_to(nr, nr.high_watermark), nr)
     elif rule in ("epoch-end", "epoch-end-279"):
         nr = dataclasses.replace(nr, truncation_pending=z3.If(
@@ -776,7 +794,7 @@ def BecomeFollower(shape: Shape, s: SState, a: StepArgs, b: int):
 
 
 def ProducerSend(shape: Shape, s: SState, a: StepArgs):
-    guard = z3.And(_bound(shape, s.next_value <= shape.config.max_records),
+    guard = And(_bound(shape, s.next_value <= shape.config.max_records),
                    s.c_leader != NO_LEADER)
     return guard, dataclasses.replace(s, produce=_store(s.produce, s.next_value, s.c_leader),
                                       next_value=s.next_value + 1)
@@ -785,19 +803,19 @@ def ProducerSend(shape: Shape, s: SState, a: StepArgs):
 def ConsumerRead(shape: Shape, s: SState, a: StepArgs, leader: int):
     r = s.replicas[leader]
     o = a.witness
-    unseen = z3.And(0 <= o, o < r.high_watermark, z3.Not(z3.And(
+    unseen = And(0 <= o, o < r.high_watermark, z3.Not(And(
         s.consumed[r.log_value[o]], s.value_offset[r.log_value[o]] == o)))
-    guard = z3.And(s.c_leader == leader, s.alive[leader], r.leader == leader, unseen)
+    guard = And(s.c_leader == leader, s.alive[leader], r.leader == leader, unseen)
     v = z3.Int("consumer_v")
     vo = s.value_offset[v]
-    seen = z3.And(0 <= vo, vo < r.high_watermark, r.log_value[vo] == v)
+    seen = And(0 <= vo, vo < r.high_watermark, r.log_value[vo] == v)
     return guard, dataclasses.replace(s, consumed=_map_array(
-        shape, s.consumed, v, z3.Or(s.consumed[v], seen)))
+        shape, s.consumed, v, Or(s.consumed[v], seen)))
 
 
 def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
     cfg = shape.config
-    guard = z3.And(s.produce[a.value] == b, s.alive[b])
+    guard = And(s.produce[a.value] == b, s.alive[b])
     t = dataclasses.replace(s, produce=_store(s.produce, a.value, UNKNOWN))
     r = s.replicas[b]
     offset = r.log_len
@@ -816,13 +834,13 @@ def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
         u = dataclasses.replace(u, acked=_store(s.acked, a.value, True))
     refused = r.leader != b
     if cfg.acks == "all":
-        refused = z3.Or(refused, _count(r.isr) < cfg.min_insync_replicas)
-    return z3.And(guard, z3.Implies(z3.Not(refused), fits)), ite(refused, t, u)
+        refused = Or(refused, _count(r.isr) < cfg.min_insync_replicas)
+    return And(guard, z3.Implies(z3.Not(refused), fits)), ite(refused, t, u)
 
 
 def LeaderAckProduce(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
-    guard = z3.And(r.purgatory[a.offset], s.alive[b], r.leader == b,
+    guard = And(r.purgatory[a.offset], s.alive[b], r.leader == b,
                    r.high_watermark > a.offset)
     t = _r(s, b, dataclasses.replace(r, purgatory=_store(r.purgatory, a.offset, False)))
     acked = _store(s.acked, r.purgatory_value[a.offset], True)
@@ -843,7 +861,7 @@ def LeaderHandleFetch(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
     variant = shape.config.variant
     m = s.fetches[f]
     r = s.replicas[b]
-    guard = z3.And(z3.Or(m.kind == FETCH, m.kind == EPOCH_REQ), m.leader == b, s.alive[b])
+    guard = And(Or(m.kind == FETCH, m.kind == EPOCH_REQ), m.leader == b, s.alive[b])
 
     def answer(kind: int, **fields) -> SState:
         return _slot(s, f, _response(m, kind=kind, leader=b, leader_epoch=r.leader_epoch,
@@ -861,7 +879,7 @@ def LeaderHandleFetch(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
     div_e, div_end = end_offset_for_epoch(r, m.last_fetched_epoch)
     diverges = z3.BoolVal(False)
     if variant.truncation == "diverging-epoch":
-        diverges = z3.And(offset > 0, z3.Or(div_e != m.last_fetched_epoch, div_end < offset))
+        diverges = And(offset > 0, Or(div_e != m.last_fetched_epoch, div_end < offset))
     diverging = answer(RESP_DIVERGING, epoch=div_e, end_offset=div_end)
     out_of_range = answer(RESP_ERROR, error=ERRORS["OFFSET_OUT_OF_RANGE"], end_offset=r.log_len)
     caught_up = offset >= r.log_len
@@ -884,7 +902,7 @@ def LeaderHandleFetch(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
 
 def _shrink_expand_guard(shape: Shape, s: SState, b: int, f: int):
     r = s.replicas[b]
-    return z3.And(_bound(shape, s.c_pe < shape.config.max_partition_epoch),
+    return And(_bound(shape, s.c_pe < shape.config.max_partition_epoch),
                   s.alive[b], r.leader == b,
                   r.leader_epoch == s.c_epoch, r.partition_epoch == s.c_pe)
 
@@ -905,9 +923,9 @@ def LeaderShrinkIsr(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
     remote = r.remote_leo[f]
     lagging = r.lag[f] > cfg.replica_lag_time_max_ticks
     if cfg.replica_lag_max_messages is not None:
-        lagging = z3.Or(lagging, z3.And(remote != UNKNOWN,
+        lagging = Or(lagging, And(remote != UNKNOWN,
                                         r.log_len - remote > cfg.replica_lag_max_messages))
-    guard = z3.And(_shrink_expand_guard(shape, s, b, f), r.isr[f], remote < r.log_len, lagging)
+    guard = And(_shrink_expand_guard(shape, s, b, f), r.isr[f], remote < r.log_len, lagging)
     return guard, _commit_isr(shape, s, b, _put(r.isr, f, z3.BoolVal(False)))
 
 
@@ -921,13 +939,13 @@ def LeaderExpandIsr(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
         guard.append(remote >= epoch_start_offset(r, r.leader_epoch))
     if variant.broker_epochs:
         guard.append(r.remote_be[f] == s.registered[f])
-    return z3.And(guard), _commit_isr(shape, s, b, _put(r.isr, f, z3.BoolVal(True)))
+    return And(guard), _commit_isr(shape, s, b, _put(r.isr, f, z3.BoolVal(True)))
 
 
 def FollowerSendFetch(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     m = s.fetches[b]
-    guard = z3.And(s.alive[b], r.leader != NO_LEADER, r.leader != b,
+    guard = And(s.alive[b], r.leader != NO_LEADER, r.leader != b,
                    _at(s.alive, r.leader), m.kind == NONE)
     epoch_request = dataclasses.replace(
         m, kind=z3.IntVal(EPOCH_REQ), leader=r.leader, epoch=latest_epoch(r),
@@ -966,7 +984,7 @@ def _append_records(shape: Shape, r: SReplica, m: SSlot, a: StepArgs):
     wit = [k >= 0, k <= c]
     for j in range(c):
         lo = start if j == 0 else bs[j - 1]
-        inside = z3.And(lo < bs[j], bs[j] < end, ep[bs[j]] > ep[bs[j] - 1],
+        inside = And(lo < bs[j], bs[j] < end, ep[bs[j]] > ep[bs[j] - 1],
                         ep[bs[j] - 1] == ep[lo])
         wit.append(z3.Implies(j < k, inside))
     last = _at((start,) + bs, k)
@@ -982,14 +1000,14 @@ def _append_records(shape: Shape, r: SReplica, m: SSlot, a: StepArgs):
     epochs, starts = list(first.cache_epoch), list(first.cache_start)
     for i in range(c):
         for j in range(c):
-            put = z3.And(j < k, base + j == i)
+            put = And(j < k, base + j == i)
             epochs[i] = z3.If(put, ep[bs[j]], epochs[i])
             starts[i] = z3.If(put, bs[j], starts[i])
     done = dataclasses.replace(first, cache_len=base + k, cache_epoch=tuple(epochs),
                                cache_start=tuple(starts))
     done = _flush_policy(shape, done)
     some = m.rec_count > 0
-    ok = z3.Implies(some, z3.And(fits, base + k <= c, *wit))
+    ok = z3.Implies(some, And(fits, base + k <= c, *wit))
     return ok, ite(some, done, r)
 
 
@@ -997,13 +1015,13 @@ def FollowerHandleFetchResponse(shape: Shape, s: SState, a: StepArgs, b: int):
     variant = shape.config.variant
     m = s.fetches[b]
     r = s.replicas[b]
-    guard = z3.And(m.kind >= RESP_RECORDS, s.alive[b])
+    guard = And(m.kind >= RESP_RECORDS, s.alive[b])
     t = _slot(s, b, _none_slot(m))
 
     def done(nr: SReplica) -> SState:
         return _r(t, b, nr)
 
-    drop = z3.Or(m.leader != r.leader,
+    drop = Or(m.leader != r.leader,
                  (m.leader_epoch != r.leader_epoch) if variant.fencing else z3.BoolVal(False))
     out_of_range = done(truncated_to(r, m.end_offset))
     rule = variant.truncation
@@ -1013,7 +1031,7 @@ def FollowerHandleFetchResponse(shape: Shape, s: SState, a: StepArgs, b: int):
     else:
         answered, finished = _truncate_to_epoch_answer(r, m.epoch, m.end_offset)
         answered = dataclasses.replace(
-            answered, truncation_pending=z3.And(z3.Not(finished), answered.log_len > 0))
+            answered, truncation_pending=And(z3.Not(finished), answered.log_len > 0))
         by_hw = dataclasses.replace(truncated_to(r, r.high_watermark), truncation_pending=False)
         epoch_done = ite(m.epoch == UNKNOWN, by_hw, answered)
     epoch_state = ite(r.truncation_pending, done(epoch_done), t)
@@ -1021,27 +1039,27 @@ def FollowerHandleFetchResponse(shape: Shape, s: SState, a: StepArgs, b: int):
     fits, appended = _append_records(shape, r, m, a)
     appended = dataclasses.replace(
         appended, high_watermark=_min(m.high_watermark, appended.log_len))
-    records = ite(z3.Or(r.truncation_pending, m.fetch_offset != r.log_len), t, done(appended))
-    appending = z3.And(m.kind == RESP_RECORDS, z3.Not(drop), z3.Not(r.truncation_pending),
+    records = ite(Or(r.truncation_pending, m.fetch_offset != r.log_len), t, done(appended))
+    appending = And(m.kind == RESP_RECORDS, z3.Not(drop), z3.Not(r.truncation_pending),
                        m.fetch_offset == r.log_len)
     out = ite(m.kind == RESP_DIVERGING, diverged, records)
     out = ite(m.kind == RESP_EPOCH, epoch_state, out)
     out = ite(m.kind == RESP_ERROR, t, out)
     out = ite(m.error == ERRORS["OFFSET_OUT_OF_RANGE"], out_of_range, out)
     out = ite(drop, t, out)
-    return z3.And(guard, z3.Implies(appending, fits)), out
+    return And(guard, z3.Implies(appending, fits)), out
 
 
 def BrokerFlush(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
-    guard = z3.And(s.alive[b], r.flushed_offset < r.log_len,
+    guard = And(s.alive[b], r.flushed_offset < r.log_len,
                    _bound(shape, s.crashes < shape.config.max_crashes))
     return guard, _r(s, b, dataclasses.replace(r, flushed_offset=r.log_len))
 
 
 def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     n = shape.n
-    guard = z3.And(s.alive[b], _bound(shape, s.crashes < shape.config.max_crashes))
+    guard = And(s.alive[b], _bound(shape, s.crashes < shape.config.max_crashes))
     r = s.replicas[b]
     # A crash loses the unflushed records; the cache at the LEO is recovery's rule (below).
     r = ite(r.flushed_offset < r.log_len, truncated_to(r, r.flushed_offset), r)
@@ -1049,7 +1067,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
         # Recovery drops cache entries at or past the recovered log end (a prefix: starts
         # increase).
         r = dataclasses.replace(r, cache_len=_count(
-            [z3.And(i < r.cache_len, r.cache_start[i] < r.log_len) for i in range(shape.cache_slots)]))
+            [And(i < r.cache_len, r.cache_start[i] < r.log_len) for i in range(shape.cache_slots)]))
     r = _reset_view(dataclasses.replace(
         r, leader=z3.IntVal(NO_LEADER), leader_epoch=z3.IntVal(UNKNOWN),
         isr=(z3.BoolVal(False),) * n, partition_epoch=z3.IntVal(UNKNOWN),
@@ -1074,13 +1092,13 @@ def _register(shape: Shape, s: SState, b: int) -> SState:
 
 
 def BrokerRestart(shape: Shape, s: SState, a: StepArgs, b: int):
-    guard = z3.And(z3.Not(s.alive[b]), s.registered[b] == UNKNOWN)
+    guard = And(z3.Not(s.alive[b]), s.registered[b] == UNKNOWN)
     t = dataclasses.replace(s, alive=_put(s.alive, b, z3.BoolVal(True)))
     return guard, _register(shape, t, b)
 
 
 def BrokerRegister(shape: Shape, s: SState, a: StepArgs, b: int):
-    return z3.And(s.alive[b], s.registered[b] == UNKNOWN), _register(shape, s, b)
+    return And(s.alive[b], s.registered[b] == UNKNOWN), _register(shape, s, b)
 
 
 def Tick(shape: Shape, s: SState, a: StepArgs):
@@ -1088,7 +1106,7 @@ def Tick(shape: Shape, s: SState, a: StepArgs):
     t = s
     for b in range(shape.n):
         r = s.replicas[b]
-        aging = z3.And(s.alive[b], r.leader == b, r.side)
+        aging = And(s.alive[b], r.leader == b, r.side)
         lag = tuple(r.lag[f] if f == b else z3.If(aging, _min(r.lag[f] + 1, cap), r.lag[f])
                     for f in range(shape.n))
         t = _r(t, b, dataclasses.replace(r, lag=lag))
@@ -1180,7 +1198,7 @@ def relation(shape: Shape, inst: ActionInstance, pre: SState, post: SState,
              a: StepArgs) -> z3.BoolRef:
     """The transition relation of one action instance: guard and frame."""
     guard, succ = inst.build(shape, pre, a)
-    return z3.And(guard, state_eq(post, succ))
+    return And(guard, state_eq(post, succ))
 
 
 def encoded(action) -> bool:
@@ -1254,7 +1272,7 @@ def initial(shape: Shape, s: SState) -> z3.BoolRef:
             cs += [r.lag[x] == 0 for x in range(n)]
         else:
             cs += [z3.Not(r.side), r.cache_len == 0]
-    return z3.And(cs)
+    return And(cs)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1368,7 +1386,7 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
         cs.append(_eq(s.value_offset[value], offset))
     cs += [_eq(s.next_value, c.next_value), _eq(s.crashes, c.crashes),
            _eq(s.expiries, c.expiries), _eq(s.drops, c.drops), _eq(s.ticks, c.ticks)]
-    return _and(cs)
+    return And(cs)
 
 
 def _represent_slot(m: SSlot, x, locate) -> list:
@@ -1467,14 +1485,14 @@ def decodable(shape: Shape, s: SState) -> list[z3.BoolRef]:
     An induction query leaves the pre-state unconstrained, so its first model may pick a
     negative partition epoch or log length; asking for these as well gives one that decodes.
     """
-    cs = [z3.And(0 <= s.c_pe, s.c_pe <= SIZE_LIMIT)]
+    cs = [And(0 <= s.c_pe, s.c_pe <= SIZE_LIMIT)]
     for sr in s.replicas:
-        cs += [z3.And(0 <= sr.log_len, sr.log_len <= SIZE_LIMIT),
-               z3.And(0 <= sr.cache_len, sr.cache_len <= shape.cache_slots)]
+        cs += [And(0 <= sr.log_len, sr.log_len <= SIZE_LIMIT),
+               And(0 <= sr.cache_len, sr.cache_len <= shape.cache_slots)]
     for m in s.fetches:
-        cs += [z3.And(NONE <= m.kind, m.kind <= RESP_ERROR),
+        cs += [And(NONE <= m.kind, m.kind <= RESP_ERROR),
                z3.Implies(m.kind == RESP_RECORDS,
-                          z3.And(0 <= m.rec_count, m.rec_count <= SIZE_LIMIT))]
+                          And(0 <= m.rec_count, m.rec_count <= SIZE_LIMIT))]
     return cs
 
 
@@ -1517,24 +1535,24 @@ def _decode_slot(m: SSlot, iv):
 
 def _true_leader(s: SState, b: int) -> z3.BoolRef:
     r = s.replicas[b]
-    return z3.And(s.c_leader == b, s.alive[b], r.leader == b, r.leader_epoch == s.c_epoch)
+    return And(s.c_leader == b, s.alive[b], r.leader == b, r.leader_epoch == s.c_epoch)
 
 
 def v_HighWatermarkBelowLogEnd(shape: Shape, s: SState, w) -> z3.BoolRef:
-    return z3.Or([r.high_watermark > r.log_len for r in s.replicas])
+    return Or([r.high_watermark > r.log_len for r in s.replicas])
 
 
 def v_LeaderInIsr(shape: Shape, s: SState, w) -> z3.BoolRef:
     n = shape.n
-    out = [z3.And(s.c_leader != NO_LEADER, z3.Not(_at(s.c_isr, s.c_leader)))]
-    out += [z3.And(s.alive[b], s.replicas[b].leader == b, z3.Not(s.replicas[b].isr[b]))
+    out = [And(s.c_leader != NO_LEADER, z3.Not(_at(s.c_isr, s.c_leader)))]
+    out += [And(s.alive[b], s.replicas[b].leader == b, z3.Not(s.replicas[b].isr[b]))
             for b in range(n)]
-    return z3.Or(out)
+    return Or(out)
 
 
 def record_differs(r1: SReplica, r2: SReplica, w) -> z3.BoolRef:
     """r2 has no record at offset w, or another one than r1's."""
-    return z3.Or(w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
+    return Or(w >= r2.log_len, r1.log_epoch[w] != r2.log_epoch[w],
                  r1.log_value[w] != r2.log_value[w])
 
 
@@ -1545,9 +1563,9 @@ def v_NoCommittedDataLoss(shape: Shape, s: SState, w) -> z3.BoolRef:
         for m in range(shape.n):
             if m == leader:
                 continue
-            out.append(z3.And(_true_leader(s, leader), s.c_isr[m], s.alive[m], 0 <= w,
+            out.append(And(_true_leader(s, leader), s.c_isr[m], s.alive[m], 0 <= w,
                               w < lr.high_watermark, record_differs(lr, s.replicas[m], w)))
-    return z3.Or(out)
+    return Or(out)
 
 
 def v_LogMatching(shape: Shape, s: SState, w) -> z3.BoolRef:
@@ -1555,10 +1573,10 @@ def v_LogMatching(shape: Shape, s: SState, w) -> z3.BoolRef:
     for b1, b2 in itertools.combinations(range(shape.n), 2):
         r1, r2 = s.replicas[b1], s.replicas[b2]
         x, y = r1.log_value[w], r2.log_value[w]
-        differs = z3.Or(r1.log_epoch[w] != r2.log_epoch[w], x != y)
-        out.append(z3.And(0 <= w, w < r1.high_watermark, w < r2.high_watermark, differs,
+        differs = Or(r1.log_epoch[w] != r2.log_epoch[w], x != y)
+        out.append(And(0 <= w, w < r1.high_watermark, w < r2.high_watermark, differs,
                           z3.Not(s.excused[x]), z3.Not(s.excused[y])))
-    return z3.Or(out)
+    return Or(out)
 
 
 def _lost_from_leader(shape: Shape, s: SState, w, ghost) -> z3.BoolRef:
@@ -1566,9 +1584,9 @@ def _lost_from_leader(shape: Shape, s: SState, w, ghost) -> z3.BoolRef:
     out = []
     for leader in range(shape.n):
         lr = s.replicas[leader]
-        has = z3.And(0 <= o, o < lr.log_len, lr.log_value[o] == w)
-        out.append(z3.And(_true_leader(s, leader), z3.Not(has)))
-    return z3.And(0 < w, w < s.next_value, ghost[w], z3.Not(s.excused[w]), z3.Or(out))
+        has = And(0 <= o, o < lr.log_len, lr.log_value[o] == w)
+        out.append(And(_true_leader(s, leader), z3.Not(has)))
+    return And(0 < w, w < s.next_value, ghost[w], z3.Not(s.excused[w]), Or(out))
 
 
 def v_AckedWritesDurable(shape: Shape, s: SState, w) -> z3.BoolRef:
@@ -1582,22 +1600,22 @@ def v_ConsumerNeverSeesUncommitted(shape: Shape, s: SState, w) -> z3.BoolRef:
 def v_LeaderEpochMonotonic(shape: Shape, s: SState, w) -> z3.BoolRef:
     out = []
     for r in s.replicas:
-        out.append(z3.And(0 <= w, w + 1 < r.log_len, r.log_epoch[w] > r.log_epoch[w + 1]))
+        out.append(And(0 <= w, w + 1 < r.log_len, r.log_epoch[w] > r.log_epoch[w + 1]))
         for i in range(shape.cache_slots - 1):
-            out.append(z3.And(i + 1 < r.cache_len, z3.Or(
+            out.append(And(i + 1 < r.cache_len, Or(
                 r.cache_epoch[i] >= r.cache_epoch[i + 1], r.cache_start[i] > r.cache_start[i + 1])))
-        out.append(z3.And(0 <= w, w < r.log_len, r.log_epoch[w] > s.c_epoch))
+        out.append(And(0 <= w, w < r.log_len, r.log_epoch[w] > s.c_epoch))
         out.append(r.leader_epoch > s.c_epoch)
-    return z3.Or(out)
+    return Or(out)
 
 
 def v_SingleLeaderPerEpoch(shape: Shape, s: SState, w) -> z3.BoolRef:
     out = []
     for b1, b2 in itertools.combinations(range(shape.n), 2):
         r1, r2 = s.replicas[b1], s.replicas[b2]
-        out.append(z3.And(s.alive[b1], s.alive[b2], r1.leader == b1, r2.leader == b2,
+        out.append(And(s.alive[b1], s.alive[b2], r1.leader == b1, r2.leader == b2,
                           r1.leader_epoch == r2.leader_epoch))
-    return z3.Or(out)
+    return Or(out)
 
 
 VIOLATIONS: dict[str, Callable] = {

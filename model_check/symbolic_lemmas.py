@@ -44,9 +44,9 @@ def v_WellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for r in s.replicas:
         out += [r.flushed_offset < 0, r.flushed_offset > r.log_len, r.high_watermark < 0,
                 r.leader < NO_LEADER, r.leader >= n,
-                z3.And(0 <= w, w < r.log_len,
-                       z3.Or(r.log_value[w] <= 0, r.log_value[w] >= s.next_value))]
-    return z3.Or(out)
+                sym.And(0 <= w, w < r.log_len,
+                       sym.Or(r.log_value[w] <= 0, r.log_value[w] >= s.next_value))]
+    return sym.Or(out)
 
 
 def v_EncodingWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -55,60 +55,60 @@ def v_EncodingWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for r in s.replicas:
         out += [r.cache_len < 0, r.cache_len > shape.cache_slots,
-                z3.And(0 <= w, w < r.log_len, s.value_offset[r.log_value[w]] != w)]
+                sym.And(0 <= w, w < r.log_len, s.value_offset[r.log_value[w]] != w)]
     for m in s.fetches:
         out += [m.kind < sym.NONE, m.kind > sym.RESP_ERROR,
-                z3.And(m.kind == sym.RESP_RECORDS, m.rec_count < 0)]
-    return z3.Or(out)
+                sym.And(m.kind == sym.RESP_RECORDS, m.rec_count < 0)]
+    return sym.Or(out)
 
 
 def v_EpochCacheMonotone(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for r in s.replicas:
         for i in range(shape.cache_slots - 1):
-            out.append(z3.And(i + 1 < r.cache_len, z3.Or(
+            out.append(sym.And(i + 1 < r.cache_len, sym.Or(
                 r.cache_epoch[i] >= r.cache_epoch[i + 1],
                 r.cache_start[i] >= r.cache_start[i + 1])))
-        out += [z3.And(i < r.cache_len, z3.Or(r.cache_epoch[i] < 0, r.cache_start[i] < 0))
+        out += [sym.And(i < r.cache_len, sym.Or(r.cache_epoch[i] < 0, r.cache_start[i] < 0))
                 for i in range(shape.cache_slots)]
-        out.append(z3.And(r.cache_len > 0,
+        out.append(sym.And(r.cache_len > 0,
                           sym._at(r.cache_start, r.cache_len - 1) > r.log_len))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_LeaderViewConsistent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
-        out += [z3.And(s.alive[b], r.leader == b, z3.Not(r.side)),
+        out += [sym.And(s.alive[b], r.leader == b, z3.Not(r.side)),
                 r.leader_epoch > s.c_epoch]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_DownBrokerReset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
         down = z3.Not(s.alive[b])
-        out.append(z3.And(down, z3.Or(
+        out.append(sym.And(down, sym.Or(
             r.leader != NO_LEADER, r.leader_epoch != UNKNOWN, r.partition_epoch != UNKNOWN,
             r.side, r.truncation_pending, s.lai[b][w], s.fetches[b].kind != sym.NONE)))
-        out += [z3.And(down, m.kind != sym.NONE, m.leader == b) for m in s.fetches]
-    return z3.Or(out)
+        out += [sym.And(down, m.kind != sym.NONE, m.leader == b) for m in s.fetches]
+    return sym.Or(out)
 
 
 def _covers(m, o) -> z3.BoolRef:
     """Fetch message `m` is a records response holding offset `o`."""
-    return z3.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= o,
+    return sym.And(m.kind == sym.RESP_RECORDS, m.fetch_offset <= o,
                   o < m.fetch_offset + m.rec_count)
 
 
 def _lacks(lr: sym.SReplica, w, epoch, value) -> z3.BoolRef:
     """`lr`'s log has no record (`epoch`, `value`) at offset `w`."""
-    return z3.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
+    return sym.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
 
 
 def _another_member(s: sym.SState, n: int, b: int) -> z3.BoolRef:
     """Some broker other than `b` is in the controller's ISR."""
-    return z3.Or([s.c_isr[x] for x in range(n) if x != b])
+    return sym.Or([s.c_isr[x] for x in range(n) if x != b])
 
 
 def _holds_value(s: sym.SState, v) -> list:
@@ -117,36 +117,36 @@ def _holds_value(s: sym.SState, v) -> list:
     o = s.value_offset[v]
     out = []
     for r in s.replicas:
-        out += [z3.And(0 <= o, o < r.log_len, r.log_value[o] == v),
-                z3.And(r.purgatory[o], r.purgatory_value[o] == v)]
+        out += [sym.And(0 <= o, o < r.log_len, r.log_value[o] == v),
+                sym.And(r.purgatory[o], r.purgatory_value[o] == v)]
     for m in s.fetches:
-        out.append(z3.And(_covers(m, o), m.rec_value[o] == v))
+        out.append(sym.And(_covers(m, o), m.rec_value[o] == v))
     return out
 
 
 def v_ProduceUnwritten(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a value; with ValuesAtOneOffset and EncodingWellFormed a value held anywhere is
     at its `value_offset`, so looking there is looking everywhere."""
-    return z3.And(s.produce[w] != UNKNOWN,
-                  z3.Or(w <= 0, w >= s.next_value, *_holds_value(s, w)))
+    return sym.And(s.produce[w] != UNKNOWN,
+                  sym.Or(w <= 0, w >= s.next_value, *_holds_value(s, w)))
 
 
 def _drawn(s: sym.SState, v) -> z3.BoolRef:
-    return z3.And(0 < v, v < s.next_value)
+    return sym.And(0 < v, v < s.next_value)
 
 
 def v_ValuesAtOneOffset(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset (purgatories, responses) or a value (acked, consumed). Logs are in
     WellFormed and EncodingWellFormed; acked and consumed values are located by the ghost
     itself, so only their range is asked."""
-    out = [z3.And(z3.Or(s.acked[w], s.consumed[w]), z3.Not(_drawn(s, w)))]
+    out = [sym.And(sym.Or(s.acked[w], s.consumed[w]), z3.Not(_drawn(s, w)))]
     for r in s.replicas:
         v = r.purgatory_value[w]
-        out.append(z3.And(r.purgatory[w], z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
+        out.append(sym.And(r.purgatory[w], sym.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
     for m in s.fetches:
         v = m.rec_value[w]
-        out.append(z3.And(_covers(m, w), z3.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
-    return z3.Or(out)
+        out.append(sym.And(_covers(m, w), sym.Or(z3.Not(_drawn(s, v)), s.value_offset[v] != w)))
+    return sym.Or(out)
 
 
 def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -156,26 +156,26 @@ def v_ValuesKeepTheirEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     logs = s.replicas
     for i, r1 in enumerate(logs):
-        in1 = z3.And(0 <= w, w < r1.log_len)
+        in1 = sym.And(0 <= w, w < r1.log_len)
         for r2 in logs[i + 1:]:
-            out.append(z3.And(in1, w < r2.log_len, r1.log_value[w] == r2.log_value[w],
+            out.append(sym.And(in1, w < r2.log_len, r1.log_value[w] == r2.log_value[w],
                               r1.log_epoch[w] != r2.log_epoch[w]))
         for m in s.fetches:
-            out.append(z3.And(in1, _covers(m, w), m.rec_value[w] == r1.log_value[w],
+            out.append(sym.And(in1, _covers(m, w), m.rec_value[w] == r1.log_value[w],
                               m.rec_epoch[w] != r1.log_epoch[w]))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
-    return z3.Or([z3.Or(z3.And(0 <= w, w < r.log_len,
-                               z3.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch)),
+    return sym.Or([sym.Or(sym.And(0 <= w, w < r.log_len,
+                               sym.Or(r.log_epoch[w] < 0, r.log_epoch[w] > s.c_epoch)),
                         sym.latest_epoch(r) > s.c_epoch)
                   for r in s.replicas])
 
 
 def v_IsrWithinLeaderView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(sym._true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
+    return sym.Or([sym.And(sym._true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
                   for b, r in enumerate(s.replicas) for x in range(shape.n)])
 
 
@@ -183,7 +183,7 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     n = shape.n
     if not shape.config.variant.broker_epochs:
         return z3.BoolVal(False)
-    return z3.Or([z3.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.c_isr[b],
+    return sym.Or([sym.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.c_isr[b],
                          _another_member(s, n, b))
                   for b in range(n)])
 
@@ -194,15 +194,15 @@ def v_CacheMatchesLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     for r in s.replicas:
         covered, epoch = z3.BoolVal(False), z3.IntVal(UNKNOWN)
         for i in range(shape.cache_slots):
-            here = z3.And(i < r.cache_len, r.cache_start[i] <= w)
-            covered, epoch = z3.Or(covered, here), z3.If(here, r.cache_epoch[i], epoch)
-        out.append(z3.And(0 <= w, w < r.log_len,
-                          z3.Or(z3.Not(covered), epoch != r.log_epoch[w])))
-    return z3.Or(out)
+            here = sym.And(i < r.cache_len, r.cache_start[i] <= w)
+            covered, epoch = sym.Or(covered, here), z3.If(here, r.cache_epoch[i], epoch)
+        out.append(sym.And(0 <= w, w < r.log_len,
+                          sym.Or(z3.Not(covered), epoch != r.log_epoch[w])))
+    return sym.Or(out)
 
 
 def v_LeaderCacheCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(s.alive[b], r.leader == b, sym.latest_epoch(r) != r.leader_epoch)
+    return sym.Or([sym.And(s.alive[b], r.leader == b, sym.latest_epoch(r) != r.leader_epoch)
                   for b, r in enumerate(s.replicas)])
 
 
@@ -213,58 +213,58 @@ def v_CommittedWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolR
     out = []
     for b, lr in enumerate(s.replicas):
         start = sym.epoch_start_offset(lr, lr.leader_epoch)
-        past = z3.And(sym._true_leader(s, b), w >= lr.high_watermark, w >= start)
-        out += [z3.And(past, 0 <= w, w < r.high_watermark, z3.Not(s.excused[r.log_value[w]]))
+        past = sym.And(sym._true_leader(s, b), w >= lr.high_watermark, w >= start)
+        out += [sym.And(past, 0 <= w, w < r.high_watermark, z3.Not(s.excused[r.log_value[w]]))
                 for r in s.replicas]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_LeaderRequestCoversIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a partition epoch (a request in flight)."""
-    return z3.Or([z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
+    return sym.Or([sym.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
                          s.hist_leader[w] == b, s.hist_epoch[w] == s.c_epoch,
-                         z3.Or([z3.And(s.c_isr[x], z3.Not(s.hist_isr[x][w]))
+                         sym.Or([sym.And(s.c_isr[x], z3.Not(s.hist_isr[x][w]))
                                 for x in range(shape.n)]))
                   for b, r in enumerate(s.replicas)])
 
 
 def v_ResponsesFromLeaderLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
-    out = [z3.And(_covers(m, w), m.rec_epoch[w] > m.leader_epoch) for m in s.fetches]
+    out = [sym.And(_covers(m, w), m.rec_epoch[w] > m.leader_epoch) for m in s.fetches]
     for m in s.fetches:
         for b, lr in enumerate(s.replicas):
-            sent = z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b])
-            leads = z3.And(sent, lr.leader == b, lr.leader_epoch == m.leader_epoch)
-            out += [z3.And(sent, m.leader_epoch > lr.leader_epoch),
-                    z3.And(leads, m.high_watermark > lr.high_watermark),
-                    z3.And(leads, _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))]
-            out += [z3.And(m.kind == sym.RESP_RECORDS, m.leader == b, i < lr.cache_len,
+            sent = sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, s.alive[b])
+            leads = sym.And(sent, lr.leader == b, lr.leader_epoch == m.leader_epoch)
+            out += [sym.And(sent, m.leader_epoch > lr.leader_epoch),
+                    sym.And(leads, m.high_watermark > lr.high_watermark),
+                    sym.And(leads, _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))]
+            out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, i < lr.cache_len,
                            lr.cache_epoch[i] == m.leader_epoch, w < lr.cache_start[i],
                            _covers(m, w), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
                     for i in range(shape.cache_slots)]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.Or(s.broker_epochs[b] < 0, z3.And(e != UNKNOWN, e != s.broker_epochs[b]))
+    return sym.Or([sym.Or(s.broker_epochs[b] < 0, sym.And(e != UNKNOWN, e != s.broker_epochs[b]))
                   for b, e in enumerate(s.registered)])
 
 
 def v_ViewlessUnrecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, rf in enumerate(s.replicas):
-        viewless = z3.And(s.alive[f], rf.partition_epoch < 0)
-        out.append(z3.And(viewless, s.fetches[f].kind != sym.NONE))
-        out += [z3.And(viewless, r.side, r.remote_leo[f] != UNKNOWN,
+        viewless = sym.And(s.alive[f], rf.partition_epoch < 0)
+        out.append(sym.And(viewless, s.fetches[f].kind != sym.NONE))
+        out += [sym.And(viewless, r.side, r.remote_leo[f] != UNKNOWN,
                        r.remote_be[f] >= s.broker_epochs[f])
                 for b, r in enumerate(s.replicas) if b != f]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_LogWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset; the cache's epochs rise, so its last entry is the one to ask."""
-    return z3.Or([z3.And(s.alive[b], r.leader_epoch != UNKNOWN,
-                         z3.Or(z3.And(0 <= w, w < r.log_len, r.log_epoch[w] > r.leader_epoch),
+    return sym.Or([sym.And(s.alive[b], r.leader_epoch != UNKNOWN,
+                         sym.Or(sym.And(0 <= w, w < r.log_len, r.log_epoch[w] > r.leader_epoch),
                                sym.latest_epoch(r) > r.leader_epoch))
                   for b, r in enumerate(s.replicas)])
 
@@ -276,10 +276,10 @@ def v_RequestsNotBehindLog(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef
     is asked about rather than through a chain of LeaderEpochMonotonic's neighbours."""
     out = []
     for b, r in enumerate(s.replicas):
-        out.append(z3.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
-                          z3.Or(z3.And(0 <= w2, w2 < r.log_len, s.hist_epoch[w] < r.log_epoch[w2]),
+        out.append(sym.And(s.alive[b], s.lai[b][w], w > r.partition_epoch,
+                          sym.Or(sym.And(0 <= w2, w2 < r.log_len, s.hist_epoch[w] < r.log_epoch[w2]),
                                 s.hist_epoch[w] < sym.latest_epoch(r))))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 @pair
@@ -289,64 +289,64 @@ def v_UnstartedEpochUnwritten(shape: sym.Shape, s: sym.SState, w, w2) -> z3.Bool
     out = []
 
     def written(e) -> list:
-        return ([z3.And(i < r.cache_len, r.cache_epoch[i] == e)
+        return ([sym.And(i < r.cache_len, r.cache_epoch[i] == e)
                  for r in s.replicas for i in range(shape.cache_slots)]
-                + [z3.And(0 <= w2, w2 < r.log_len, r.log_epoch[w2] == e) for r in s.replicas]
-                + [z3.And(_covers(m, w2), m.rec_epoch[w2] == e) for m in s.fetches])
+                + [sym.And(0 <= w2, w2 < r.log_len, r.log_epoch[w2] == e) for r in s.replicas]
+                + [sym.And(_covers(m, w2), m.rec_epoch[w2] == e) for m in s.fetches])
 
     e = s.hist_epoch[w]
     for b, rb in enumerate(s.replicas):
-        told = z3.And(s.alive[b], s.lai[b][w], s.hist_leader[w] == b, e > rb.leader_epoch)
-        elected = z3.And(s.alive[b], s.c_leader == b, s.c_epoch > rb.leader_epoch)
-        out += [z3.And(told, x) for x in written(e)]
-        out += [z3.And(elected, x) for x in written(s.c_epoch)]
-    return z3.Or(out)
+        told = sym.And(s.alive[b], s.lai[b][w], s.hist_leader[w] == b, e > rb.leader_epoch)
+        elected = sym.And(s.alive[b], s.c_leader == b, s.c_epoch > rb.leader_epoch)
+        out += [sym.And(told, x) for x in written(e)]
+        out += [sym.And(elected, x) for x in written(s.c_epoch)]
+    return sym.Or(out)
 
 
 def _empty_epochs(shape: sym.Shape, s: sym.SState) -> list[tuple[int, z3.ArithRef, z3.BoolRef]]:
     """spec.lemmas._empty_epochs: (broker, epoch, condition) for every candidate."""
     out = []
     for b, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        out += [(b, r.cache_epoch[i], z3.And(i < r.cache_len, r.cache_start[i] == r.log_len))
+        out += [(b, r.cache_epoch[i], sym.And(i < r.cache_len, r.cache_start[i] == r.log_len))
                 for i in range(shape.cache_slots)]
         below, last = _below(shape, r, m.fetch_offset)
         e = m.last_fetched_epoch
-        past = z3.Or(z3.And(z3.Not(below[0]), e != UNKNOWN),
-                     *[z3.And(last[i], r.cache_epoch[i] < e) for i in range(shape.cache_slots)])
-        out.append((b, e, z3.And(m.kind == sym.FETCH, past)))
+        past = sym.Or(sym.And(z3.Not(below[0]), e != UNKNOWN),
+                     *[sym.And(last[i], r.cache_epoch[i] < e) for i in range(shape.cache_slots)])
+        out.append((b, e, sym.And(m.kind == sym.FETCH, past)))
     return out
 
 
 def v_EmptyEpochLed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a partition epoch (a LeaderAndIsr request in flight)."""
-    asked = z3.Or([s.lai[x][w] for x in range(shape.n)])
+    asked = sym.Or([s.lai[x][w] for x in range(shape.n)])
     named = [(s.c_leader, s.c_epoch, True), (s.hist_leader[w], s.hist_epoch[w], asked)]
     named += [(x.leader, x.leader_epoch, True) for x in s.replicas]
     named += [(m.leader, m.current_leader_epoch, m.kind == sym.FETCH) for m in s.fetches]
-    return z3.Or([z3.And(empty, where, epoch == e, leader != NO_LEADER, leader != b)
+    return sym.Or([sym.And(empty, where, epoch == e, leader != NO_LEADER, leader != b)
                   for b, e, empty in _empty_epochs(shape, s)
                   for leader, epoch, where in named])
 
 
 def v_EmptyEpochUnwritten(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
-    held = [(z3.And(0 <= w, w < r.log_len), r.log_epoch[w]) for r in s.replicas]
+    held = [(sym.And(0 <= w, w < r.log_len), r.log_epoch[w]) for r in s.replicas]
     held += [(_covers(m, w), m.rec_epoch[w]) for m in s.fetches]
-    return z3.Or([z3.And(empty, where, epoch == e) for _, e, empty in _empty_epochs(shape, s)
+    return sym.Or([sym.And(empty, where, epoch == e) for _, e, empty in _empty_epochs(shape, s)
                   for where, epoch in held])
 
 
 def v_RunEpochsLedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(empty, s.c_leader != b, e >= s.c_run)
+    return sym.Or([sym.And(empty, s.c_leader != b, e >= s.c_run)
                   for b, e, empty in _empty_epochs(shape, s)])
 
 
 def _below(shape: sym.Shape, r: sym.SReplica, o) -> tuple[list, list]:
     """Which cache slots start below offset `o`, and which one is the last of those."""
     c = shape.cache_slots
-    below = [z3.And(i < r.cache_len, r.cache_start[i] < o) for i in range(c)]
+    below = [sym.And(i < r.cache_len, r.cache_start[i] < o) for i in range(c)]
     # Starts rise along the cache, so the entries below the offset are a prefix of it.
-    last = [z3.And(below[i], *([z3.Not(below[i + 1])] if i + 1 < c else []))
+    last = [sym.And(below[i], *([z3.Not(below[i + 1])] if i + 1 < c else []))
             for i in range(c)]
     return below, last
 
@@ -356,62 +356,62 @@ def _fetched_epoch_uncached(shape: sym.Shape, r: sym.SReplica, m, w) -> z3.BoolR
     o, e, c = m.fetch_offset, m.last_fetched_epoch, shape.cache_slots
     held = [i < r.cache_len for i in range(c)]
     below, last = _below(shape, r, o)
-    out = [z3.And(last[i], r.cache_epoch[i] > e) for i in range(c)]
-    out += [z3.And(last[i], r.cache_epoch[i] == e, w == o - 1, 0 <= w, r.log_epoch[w] != e)
+    out = [sym.And(last[i], r.cache_epoch[i] > e) for i in range(c)]
+    out += [sym.And(last[i], r.cache_epoch[i] == e, w == o - 1, 0 <= w, r.log_epoch[w] != e)
             for i in range(c)]
-    out += [z3.And(held[j], r.cache_start[j] >= o,
-                   z3.Not(z3.And(r.cache_epoch[j] == e, r.cache_start[j] == o)),
+    out += [sym.And(held[j], r.cache_start[j] >= o,
+                   z3.Not(sym.And(r.cache_epoch[j] == e, r.cache_start[j] == o)),
                    r.cache_epoch[j] <= m.current_leader_epoch) for j in range(c)]
-    nothing_after = z3.Not(z3.Or([z3.And(held[j], r.cache_start[j] >= o) for j in range(c)]))
-    out += [z3.And(last[i], r.cache_epoch[i] < e, nothing_after) for i in range(c)]
-    out.append(z3.And(z3.Not(below[0]), e != UNKNOWN, nothing_after))
-    return z3.Or(out)
+    nothing_after = z3.Not(sym.Or([sym.And(held[j], r.cache_start[j] >= o) for j in range(c)]))
+    out += [sym.And(last[i], r.cache_epoch[i] < e, nothing_after) for i in range(c)]
+    out.append(sym.And(z3.Not(below[0]), e != UNKNOWN, nothing_after))
+    return sym.Or(out)
 
 
 def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         fetch = m.kind == sym.FETCH
-        same = z3.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
-        out += [z3.And(fetch, z3.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
+        same = sym.And(fetch, r.leader == m.leader, r.leader_epoch == m.current_leader_epoch)
+        out += [sym.And(fetch, sym.Or(m.broker_epoch < 0, m.broker_epoch > s.broker_epochs[f],
                                     m.current_leader_epoch > r.leader_epoch,
                                     m.last_fetched_epoch > m.current_leader_epoch)),
-                z3.And(same, z3.Or(r.truncation_pending, m.fetch_offset != r.log_len)),
-                z3.And(fetch, z3.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
+                sym.And(same, sym.Or(r.truncation_pending, m.fetch_offset != r.log_len)),
+                sym.And(fetch, sym.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
                                     _fetched_epoch_uncached(shape, r, m, w))),
-                z3.And(fetch, m.fetch_offset < r.log_len, z3.Not(z3.Or([
-                    z3.And(i < r.cache_len, r.cache_start[i] == m.fetch_offset,
+                sym.And(fetch, m.fetch_offset < r.log_len, z3.Not(sym.Or([
+                    sym.And(i < r.cache_len, r.cache_start[i] == m.fetch_offset,
                            r.cache_epoch[i] > m.current_leader_epoch)
                     for i in range(shape.cache_slots)]))),
-                z3.And(m.kind == sym.EPOCH_REQ, z3.Or(m.epoch < UNKNOWN,
+                sym.And(m.kind == sym.EPOCH_REQ, sym.Or(m.epoch < UNKNOWN,
                                                      m.current_leader_epoch > r.leader_epoch))]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_DivergingAnswersCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if shape.config.variant.truncation != "diverging-epoch":
         return z3.BoolVal(False)
-    out = [z3.And(m.kind == sym.RESP_DIVERGING, z3.Or(m.epoch < 0, m.epoch > m.leader_epoch))
+    out = [sym.And(m.kind == sym.RESP_DIVERGING, sym.Or(m.epoch < 0, m.epoch > m.leader_epoch))
            for m in s.fetches]
     for m in s.fetches:
         for b, r in enumerate(s.replicas):
-            sent = z3.And(m.kind == sym.RESP_DIVERGING, m.leader == b, s.alive[b])
-            out.append(z3.And(sent, m.leader_epoch > r.leader_epoch))
-            leads = z3.And(sent, r.leader == b, r.leader_epoch == m.leader_epoch)
+            sent = sym.And(m.kind == sym.RESP_DIVERGING, m.leader == b, s.alive[b])
+            out.append(sym.And(sent, m.leader_epoch > r.leader_epoch))
+            leads = sym.And(sent, r.leader == b, r.leader_epoch == m.leader_epoch)
             e, end = sym.end_offset_for_epoch(r, m.epoch)
-            out.append(z3.And(leads, z3.If(m.epoch == r.leader_epoch, m.end_offset > r.log_len,
-                                           z3.Or(e != m.epoch, end != m.end_offset))))
-    return z3.Or(out)
+            out.append(sym.And(leads, z3.If(m.epoch == r.leader_epoch, m.end_offset > r.log_len,
+                                           sym.Or(e != m.epoch, end != m.end_offset))))
+    return sym.Or(out)
 
 
 def v_LeaderFetchesNotInItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Or([z3.And(m.kind == sym.FETCH, s.alive[f], r.leader == f,
+    return sym.Or([sym.And(m.kind == sym.FETCH, s.alive[f], r.leader == f,
                          m.current_leader_epoch == r.leader_epoch)
                   for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True))])
 
 
 def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return z3.Not(z3.Or([s.c_isr[m] for m in range(shape.n)]))
+    return z3.Not(sym.Or([s.c_isr[m] for m in range(shape.n)]))
 
 
 def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -420,9 +420,9 @@ def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         members = z3.Sum([z3.If(r.isr[x], 1, 0) for x in range(shape.n)])
         behind = [z3.Implies(r.isr[x], r.high_watermark < (r.log_len if x == b else r.remote_leo[x]))
                   for x in range(shape.n)]
-        out.append(z3.And(s.alive[b], r.leader == b, members >= 1,
+        out.append(sym.And(s.alive[b], r.leader == b, members >= 1,
                           members >= shape.config.min_insync_replicas, *behind))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -430,22 +430,22 @@ def v_LoneLeaderKeepsPartition(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
     out = []
     for b, r in enumerate(s.replicas):
         others = [x for x in range(shape.n) if x != b]
-        overtaken = z3.And(z3.Or(s.c_leader != b, *[s.c_isr[x] for x in others]),
-                           z3.Or(s.c_leader != NO_LEADER, *[s.c_isr[x] for x in others]))
-        leads = z3.And(r.leader == b, r.isr[b], *[z3.Not(r.isr[x]) for x in others])
-        told = z3.And(s.lai[b][w], w > r.partition_epoch, s.hist_leader[w] == b,
+        overtaken = sym.And(sym.Or(s.c_leader != b, *[s.c_isr[x] for x in others]),
+                           sym.Or(s.c_leader != NO_LEADER, *[s.c_isr[x] for x in others]))
+        leads = sym.And(r.leader == b, r.isr[b], *[z3.Not(r.isr[x]) for x in others])
+        told = sym.And(s.lai[b][w], w > r.partition_epoch, s.hist_leader[w] == b,
                       s.hist_isr[b][w], *[z3.Not(s.hist_isr[x][w]) for x in others])
-        out.append(z3.And(s.alive[b], z3.Or(leads, told), overtaken))
-    return z3.Or(out)
+        out.append(sym.And(s.alive[b], sym.Or(leads, told), overtaken))
+    return sym.Or(out)
 
 
 def _leader_lacks(s: sym.SState, b: int, w, ours) -> list[z3.BoolRef]:
     """A record at offset `w`, of an epoch `ours` picks, in another broker's log or a fetch
     response, that broker `b`'s log lacks."""
     lr = s.replicas[b]
-    out = [z3.And(0 <= w, w < r.log_len, ours(r.log_epoch[w]), sym.record_differs(r, lr, w))
+    out = [sym.And(0 <= w, w < r.log_len, ours(r.log_epoch[w]), sym.record_differs(r, lr, w))
            for x, r in enumerate(s.replicas) if x != b]
-    out += [z3.And(_covers(m, w), ours(m.rec_epoch[w]), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
+    out += [sym.And(_covers(m, w), ours(m.rec_epoch[w]), _lacks(lr, w, m.rec_epoch[w], m.rec_value[w]))
             for m in s.fetches]
     return out
 
@@ -454,19 +454,19 @@ def v_LeaderHoldsItsEpoch(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     out = []
     for b, lr in enumerate(s.replicas):
-        leads = z3.And(s.alive[b], lr.leader == b)
-        out += [z3.And(leads, x)
+        leads = sym.And(s.alive[b], lr.leader == b)
+        out += [sym.And(leads, x)
                 for x in _leader_lacks(s, b, w, lambda e, lr=lr: e == lr.leader_epoch)]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_RunLeaderHoldsItsEpochs(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
     out = []
     for b in range(shape.n):
-        named = z3.And(s.alive[b], s.c_leader == b)
-        out += [z3.And(named, x) for x in _leader_lacks(s, b, w, lambda e: e >= s.c_run)]
-    return z3.Or(out)
+        named = sym.And(s.alive[b], s.c_leader == b)
+        out += [sym.And(named, x) for x in _leader_lacks(s, b, w, lambda e: e >= s.c_run)]
+    return sym.Or(out)
 
 
 @pair
@@ -476,9 +476,9 @@ def v_EpochStartsAgree(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     out = []
     for a, b in itertools.permutations(range(shape.n), 2):
         ra, rb = s.replicas[a], s.replicas[b]
-        out.append(z3.And(0 <= w, w < w2, w2 < ra.log_len, w < rb.log_len,
+        out.append(sym.And(0 <= w, w < w2, w2 < ra.log_len, w < rb.log_len,
                           ra.log_epoch[w2] == rb.log_epoch[w], ra.log_epoch[w] != ra.log_epoch[w2]))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 @pair
@@ -488,112 +488,112 @@ def v_EpochLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     out = []
     for b1, b2 in itertools.combinations(range(shape.n), 2):
         r1, r2 = s.replicas[b1], s.replicas[b2]
-        out.append(z3.And(0 <= w, w <= w2, w2 < r1.log_len, w2 < r2.log_len,
+        out.append(sym.And(0 <= w, w <= w2, w2 < r1.log_len, w2 < r2.log_len,
                           r1.log_epoch[w2] == r2.log_epoch[w2], sym.record_differs(r1, r2, w)))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 @pair
 def v_EpochResponseMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     """`w2` is an offset where a log and a response hold the same epoch, `w` one at or below
     it, in the response, where they differ."""
-    out = [z3.And(_covers(m, w2), m.fetch_offset <= w, w <= w2, w2 < r.log_len,
+    out = [sym.And(_covers(m, w2), m.fetch_offset <= w, w <= w2, w2 < r.log_len,
                    m.rec_epoch[w2] == r.log_epoch[w2], _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
             for m in s.fetches for r in s.replicas]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_DivergenceCheckOnly(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if shape.config.variant.truncation != "diverging-epoch":
         return z3.BoolVal(False)
     out = [r.truncation_pending for r in s.replicas]
-    out += [z3.Or(m.kind == sym.EPOCH_REQ, m.kind == sym.RESP_EPOCH,
-                  z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"]))
+    out += [sym.Or(m.kind == sym.EPOCH_REQ, m.kind == sym.RESP_EPOCH,
+                  sym.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"]))
             for m in s.fetches]
-    return z3.Or(out)
+    return sym.Or(out)
 
 def v_ResponsesWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     both = shape.config.variant.truncation != "epoch-end"
     out = []
     for f, m in enumerate(s.fetches):
-        out.append(z3.And(m.kind != sym.NONE, z3.Or(m.leader < 0, m.leader >= shape.n,
+        out.append(sym.And(m.kind != sym.NONE, sym.Or(m.leader < 0, m.leader >= shape.n,
                                                     m.leader == f)))
-        answer = z3.Or(m.kind == sym.RESP_EPOCH, m.kind == sym.RESP_DIVERGING)
+        answer = sym.Or(m.kind == sym.RESP_EPOCH, m.kind == sym.RESP_DIVERGING)
         inside = _covers(m, w)
-        out += [z3.And(inside, z3.Or(m.rec_epoch[w] < 0, m.rec_epoch[w] > s.c_epoch)),
-                z3.And(inside, w + 1 < m.fetch_offset + m.rec_count,
+        out += [sym.And(inside, sym.Or(m.rec_epoch[w] < 0, m.rec_epoch[w] > s.c_epoch)),
+                sym.And(inside, w + 1 < m.fetch_offset + m.rec_count,
                        m.rec_epoch[w] > m.rec_epoch[w + 1]),
-                z3.And(m.kind >= sym.RESP_RECORDS, m.kind < sym.RESP_ERROR, m.error != 0),
-                z3.And(m.kind == sym.RESP_RECORDS,
-                       z3.Or(m.fetch_offset < 0, m.high_watermark < 0,
+                sym.And(m.kind >= sym.RESP_RECORDS, m.kind < sym.RESP_ERROR, m.error != 0),
+                sym.And(m.kind == sym.RESP_RECORDS,
+                       sym.Or(m.fetch_offset < 0, m.high_watermark < 0,
                              m.high_watermark > m.fetch_offset + m.rec_count)),
-                z3.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"],
+                sym.And(m.kind == sym.RESP_ERROR, m.error == sym.ERRORS["OFFSET_OUT_OF_RANGE"],
                        m.end_offset < 0),
-                z3.And(answer, z3.Or(m.epoch < -1, m.end_offset < -1))]
+                sym.And(answer, sym.Or(m.epoch < -1, m.end_offset < -1))]
         if both:
-            out.append(z3.And(answer, (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN)))
-    return z3.Or(out)
+            out.append(sym.And(answer, (m.epoch == UNKNOWN) != (m.end_offset == UNKNOWN)))
+    return sym.Or(out)
 
 
 def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     n = shape.n
     out = []
     for r in s.replicas:
-        out += [z3.And(r.side, r.remote_leo[f] != UNKNOWN,
-                       z3.Or(r.remote_be[f] < 0, r.remote_be[f] > s.broker_epochs[f]))
+        out += [sym.And(r.side, r.remote_leo[f] != UNKNOWN,
+                       sym.Or(r.remote_be[f] < 0, r.remote_be[f] > s.broker_epochs[f]))
                 for f in range(n)]
     if shape.config.variant.broker_epochs:
         for b in range(n):
             gone = s.registered[b] == UNKNOWN
-            out += [z3.And(gone, s.c_leader == b),
-                    z3.And(gone, s.c_isr[b], _another_member(s, n, b))]
-    return z3.Or(out)
+            out += [sym.And(gone, s.c_leader == b),
+                    sym.And(gone, s.c_isr[b], _another_member(s, n, b))]
+    return sym.Or(out)
 
 
 def _current_follower(s: sym.SState, r: sym.SReplica, f: int) -> z3.BoolRef:
     """`f` is in both the leader `r`'s ISR view and the controller's, or recorded in the broker
     epoch it is registered with."""
-    return z3.Or(z3.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
+    return sym.Or(sym.And(r.isr[f], s.c_isr[f]), r.remote_be[f] == s.registered[f])
 
 
 def _unbacked(r: sym.SReplica, rf: sym.SReplica, k, w) -> z3.BoolRef:
     """`rf`'s log does not back LEO `k` recorded by `r`: it is shorter, or differs at `w`."""
-    return z3.Or(k > rf.log_len, z3.And(0 <= w, w < k, sym.record_differs(r, rf, w)))
+    return sym.Or(k > rf.log_len, sym.And(0 <= w, w < k, sym.record_differs(r, rf, w)))
 
 
 def _hw_past_leader(rf: sym.SReplica, lr: sym.SReplica, w) -> z3.BoolRef:
     """`rf`'s HW covers a record `lr` lacks: past its end, or one that differs at `w`."""
-    return z3.Or(rf.high_watermark > lr.log_len, z3.And(
+    return sym.Or(rf.high_watermark > lr.log_len, sym.And(
         0 <= w, w < rf.high_watermark, sym.record_differs(rf, lr, w)))
 
 
 def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
-        leads = z3.And(s.alive[b], r.leader == b, r.side)
+        leads = sym.And(s.alive[b], r.leader == b, r.side)
         for f, rf in enumerate(s.replicas):
             if f == b:
                 continue
             k = r.remote_leo[f]
-            follows = z3.And(s.alive[f], _current_follower(s, r, f), sym._true_leader(s, b))
-            out += [z3.And(leads, k != UNKNOWN, k > r.log_len),
-                    z3.And(leads, k != UNKNOWN, follows, _unbacked(r, rf, k, w))]
-    return z3.Or(out)
+            follows = sym.And(s.alive[f], _current_follower(s, r, f), sym._true_leader(s, b))
+            out += [sym.And(leads, k != UNKNOWN, k > r.log_len),
+                    sym.And(leads, k != UNKNOWN, follows, _unbacked(r, rf, k, w))]
+    return sym.Or(out)
 
 
 def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for x, rx in enumerate(s.replicas):
-        below = z3.And(0 <= w, w < rx.high_watermark, _counted(shape, s, x, rx.log_value[w]))
-        out.append(z3.And(below, _member_lacks(shape, s, w, rx.log_epoch[w], rx.log_value[w])))
-    return z3.Or(out)
+        below = sym.And(0 <= w, w < rx.high_watermark, _counted(shape, s, x, rx.log_value[w]))
+        out.append(sym.And(below, _member_lacks(shape, s, w, rx.log_epoch[w], rx.log_value[w])))
+    return sym.Or(out)
 
 
 def _member_lacks(shape: sym.Shape, s: sym.SState, w, epoch, value, but=None) -> z3.BoolRef:
     """A member of the controller's ISR (other than `but`) lacks record (`epoch`, `value`)
     at `w`: a live one, or any when none is live."""
-    live = z3.Or([z3.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
-    return z3.Or([z3.And(s.c_isr[m], z3.Or(s.alive[m], z3.Not(live)), _lacks(rm, w, epoch, value))
+    live = sym.Or([sym.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    return sym.Or([sym.And(s.c_isr[m], sym.Or(s.alive[m], z3.Not(live)), _lacks(rm, w, epoch, value))
                   for m, rm in enumerate(s.replicas) if m != but])
 
 
@@ -601,15 +601,15 @@ def _applies(shape: sym.Shape, s: sym.SState, f: int, kind: int) -> z3.BoolRef:
     """The answer of `kind` in flight to `f` is one `f` would act on: `f` is up and still
     follows the answer's leader (in its leader epoch, with fencing)."""
     m, r = s.fetches[f], s.replicas[f]
-    same = z3.And(m.leader == r.leader, m.leader_epoch == r.leader_epoch) \
+    same = sym.And(m.leader == r.leader, m.leader_epoch == r.leader_epoch) \
         if shape.config.variant.fencing else m.leader == r.leader
-    return z3.And(m.kind == kind, s.alive[f], same)
+    return sym.And(m.kind == kind, s.alive[f], same)
 
 
 def v_AnswersWithinView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if not shape.config.variant.fencing:
         return z3.BoolVal(False)
-    return z3.Or([z3.And(m.kind >= sym.RESP_RECORDS, m.kind != sym.RESP_ERROR, s.alive[f],
+    return sym.Or([sym.And(m.kind >= sym.RESP_RECORDS, m.kind != sym.RESP_ERROR, s.alive[f],
                          m.leader_epoch > r.leader_epoch)
                   for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True))])
 
@@ -621,25 +621,25 @@ def v_DivergingAnswersFitFollower(shape: sym.Shape, s: sym.SState, w) -> z3.Bool
     for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         takes = _applies(shape, s, f, sym.RESP_DIVERGING)
         top = sym.latest_epoch(rf)
-        out.append(z3.And(takes, z3.Or(m.epoch > top, m.epoch >= m.leader_epoch)))
+        out.append(sym.And(takes, sym.Or(m.epoch > top, m.epoch >= m.leader_epoch)))
         for b, lr in enumerate(s.replicas):
             if b == f:
                 continue
-            leads = z3.And(takes, m.leader == b, _leads_in(s, b, m.leader_epoch))
-            out.append(z3.And(leads, _answer_unfit(shape, lr, m, top)))
-    return z3.Or(out)
+            leads = sym.And(takes, m.leader == b, _leads_in(s, b, m.leader_epoch))
+            out.append(sym.And(leads, _answer_unfit(shape, lr, m, top)))
+    return sym.Or(out)
 
 
 def _leads_in(s: sym.SState, b: int, epoch) -> z3.BoolRef:
     """Broker `b` is up and leads in leader epoch `epoch` by its view."""
     r = s.replicas[b]
-    return z3.And(s.alive[b], r.leader == b, r.leader_epoch == epoch)
+    return sym.And(s.alive[b], r.leader == b, r.leader_epoch == epoch)
 
 
 def _answer_unfit(shape: sym.Shape, lr: sym.SReplica, m, top) -> z3.BoolRef:
     """Leader `lr`'s cache has an epoch between the one diverging answer `m` names and the
     follower's latest (`top`), or the answer does not fit its log."""
-    return z3.Or(*[z3.And(i < lr.cache_len, m.epoch < lr.cache_epoch[i],
+    return sym.Or(*[sym.And(i < lr.cache_len, m.epoch < lr.cache_epoch[i],
                           lr.cache_epoch[i] <= top) for i in range(shape.cache_slots)],
                  _answer_off_log(lr, m))
 
@@ -648,7 +648,7 @@ def _prefix_differs(shape: sym.Shape, s: sym.SState, f: int, b: int, w) -> z3.Bo
     """The records response in flight to `f` is one `f` would append, from `b`, and `f`'s
     log below the fetch offset differs from `b`'s at `w`."""
     rf, m, lr = s.replicas[f], s.fetches[f], s.replicas[b]
-    return z3.And(_takes_records(shape, s, f), m.leader == b, 0 <= w, w < m.fetch_offset,
+    return sym.And(_takes_records(shape, s, f), m.leader == b, 0 <= w, w < m.fetch_offset,
                   sym.record_differs(rf, lr, w))
 
 
@@ -657,9 +657,9 @@ def v_ResponsePrefixMatches(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f in range(shape.n):
         m = s.fetches[f]
-        out += [z3.And(_leads_in(s, b, m.leader_epoch), _prefix_differs(shape, s, f, b, w))
+        out += [sym.And(_leads_in(s, b, m.leader_epoch), _prefix_differs(shape, s, f, b, w))
                 for b in range(shape.n) if b != f]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def _pending(s: sym.SState, f: int, w) -> tuple:
@@ -674,7 +674,7 @@ def _pending(s: sym.SState, f: int, w) -> tuple:
 def _takes_records(shape: sym.Shape, s: sym.SState, f: int) -> z3.BoolRef:
     """`f` would append the records response in flight to it."""
     rf, m = s.replicas[f], s.fetches[f]
-    return z3.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
+    return sym.And(_applies(shape, s, f, sym.RESP_RECORDS), z3.Not(rf.truncation_pending),
                   m.fetch_offset == rf.log_len)
 
 
@@ -685,15 +685,15 @@ def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     out = []
     for f in range(shape.n):
         m = s.fetches[f]
-        out.append(z3.And(_takes_records(shape, s, f), _covers(m, w),
+        out.append(sym.And(_takes_records(shape, s, f), _covers(m, w),
                           m.rec_epoch[w] < sym.latest_epoch(s.replicas[f])))
         e2, _ = _pending(s, f, w2)
         e, v = _pending(s, f, w)
-        out += [z3.And(_takes_records(shape, s, f), 0 <= w, w <= w2,
+        out += [sym.And(_takes_records(shape, s, f), 0 <= w, w <= w2,
                        w2 < m.fetch_offset + m.rec_count, w2 < rx.log_len,
                        e2 == rx.log_epoch[w2], _lacks(rx, w, e, v))
                 for x, rx in enumerate(s.replicas) if x != f]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -701,10 +701,10 @@ def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, m in enumerate(s.fetches):
         epoch, value = _pending(s, f, w)
-        below = z3.And(_takes_records(shape, s, f), 0 <= w, w < m.high_watermark,
+        below = sym.And(_takes_records(shape, s, f), 0 <= w, w < m.high_watermark,
                        w < m.fetch_offset + m.rec_count, _counted(shape, s, f, value))
-        out.append(z3.And(below, _member_lacks(shape, s, w, epoch, value, but=f)))
-    return z3.Or(out)
+        out.append(sym.And(below, _member_lacks(shape, s, w, epoch, value, but=f)))
+    return sym.Or(out)
 
 
 def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -714,26 +714,26 @@ def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.B
     out = []
     for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
         cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
-        takes = z3.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f], cut <= w)
+        takes = sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f], cut <= w)
         for x, rx in enumerate(s.replicas):
             if x != f:
-                out.append(z3.And(takes, w < rx.high_watermark,
+                out.append(sym.And(takes, w < rx.high_watermark,
                                   _counted(shape, s, x, rx.log_value[w])))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def _counted(shape: sym.Shape, s: sym.SState, x: int, value) -> z3.BoolRef:
     """CommittedOnIsr asks for `x`'s record of `value` (below its HW) on every ISR member:
     the value is not excused, or `x` is up and in the ISR or heard by the true leader."""
-    heard = z3.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
-    return z3.Or(z3.Not(s.excused[value]), z3.And(s.alive[x], z3.Or(s.c_isr[x], heard)))
+    heard = sym.Or([_heard(s, b, x) for b in range(shape.n) if b != x])
+    return sym.Or(z3.Not(s.excused[value]), sym.And(s.alive[x], sym.Or(s.c_isr[x], heard)))
 
 
 def _heard(s: sym.SState, b: int, f: int, leads=None) -> z3.BoolRef:
     """`b` is the true leader (or `leads` holds) and has recorded a LEO for `f` in `f`'s
     current broker epoch."""
     lr = s.replicas[b]
-    return z3.And(sym._true_leader(s, b) if leads is None else leads,
+    return sym.And(sym._true_leader(s, b) if leads is None else leads,
                   lr.remote_leo[f] != UNKNOWN, lr.remote_be[f] == s.broker_epochs[f])
 
 
@@ -744,14 +744,14 @@ def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         for f, rf in enumerate(s.replicas):
             if f == b:
                 continue
-            heard = z3.And(_heard(s, b, f), s.alive[f])
-            out.append(z3.And(heard, _hw_past_leader(rf, lr, w)))
-    return z3.Or(out)
+            heard = sym.And(_heard(s, b, f), s.alive[f])
+            out.append(sym.And(heard, _hw_past_leader(rf, lr, w)))
+    return sym.Or(out)
 
 
 def v_EpochCommittedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
-    return z3.Or([z3.And(sym._true_leader(s, b), 0 <= w, w < rx.high_watermark,
+    return sym.Or([sym.And(sym._true_leader(s, b), 0 <= w, w < rx.high_watermark,
                          rx.log_epoch[w] == lr.leader_epoch, w >= lr.high_watermark)
                   for b, lr in enumerate(s.replicas) for rx in s.replicas])
 
@@ -760,7 +760,7 @@ def _running_leader(s: sym.SState, b: int) -> z3.BoolRef:
     """`b` leads, alive, in a view of an epoch the controller's current run of `b`'s leadership
     covers: every leader epoch from its view's to the controller's has named it (`c_run`)."""
     r = s.replicas[b]
-    return z3.And(s.c_leader == b, s.alive[b], r.leader == b, r.side, r.leader_epoch >= s.c_run)
+    return sym.And(s.c_leader == b, s.alive[b], r.leader == b, r.side, r.leader_epoch >= s.c_run)
 
 
 def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -775,20 +775,20 @@ def v_RunLeaderBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            out.append(z3.And(running, k != UNKNOWN, s.alive[f], _current_follower(s, r, f),
+            out.append(sym.And(running, k != UNKNOWN, s.alive[f], _current_follower(s, r, f),
                               _unbacked(r, rf, k, w)))
-            heard = z3.And(_heard(s, b, f, running), s.alive[f])
-            out.append(z3.And(heard, _hw_past_leader(rf, r, w)))
-    return z3.Or(out)
+            heard = sym.And(_heard(s, b, f, running), s.alive[f])
+            out.append(sym.And(heard, _hw_past_leader(rf, r, w)))
+    return sym.Or(out)
 
 
 def v_RunLeaderHeardInRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b in range(shape.n):
         running = _running_leader(s, b)
-        out += [z3.And(_heard(s, b, f, running), s.alive[f], rf.leader_epoch < s.c_run)
+        out += [sym.And(_heard(s, b, f, running), s.alive[f], rf.leader_epoch < s.c_run)
                 for f, rf in enumerate(s.replicas) if f != b]
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def v_RunAnswersFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -799,34 +799,34 @@ def v_RunAnswersFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         for b, lr in enumerate(s.replicas):
             if b == f:
                 continue
-            ran = z3.And(_running_leader(s, b), s.c_run <= m.leader_epoch)
-            out.append(z3.And(ran, _prefix_differs(shape, s, f, b, w)))
-            out.append(z3.And(ran, m.leader == b, _covers(m, w),
+            ran = sym.And(_running_leader(s, b), s.c_run <= m.leader_epoch)
+            out.append(sym.And(ran, _prefix_differs(shape, s, f, b, w)))
+            out.append(sym.And(ran, m.leader == b, _covers(m, w),
                               _lacks(lr, w, m.rec_epoch[w], m.rec_value[w])))
             if diverging:
-                out.append(z3.And(ran, m.leader == b, _applies(shape, s, f, sym.RESP_DIVERGING),
+                out.append(sym.And(ran, m.leader == b, _applies(shape, s, f, sym.RESP_DIVERGING),
                                   _answer_unfit(shape, lr, m, sym.latest_epoch(rf))))
-    return z3.Or(out)
+    return sym.Or(out)
 
 
 def _answer_off_log(lr: sym.SReplica, m) -> z3.BoolRef:
     """Diverging answer `m` does not fit leader `lr`'s log: its end is past the log, or the
     record at the end is not of a later epoch than the one named, or the one below it is."""
     end = m.end_offset
-    return z3.Or(end > lr.log_len, end < 0,
-                 z3.And(end < lr.log_len, lr.log_epoch[end] <= m.epoch),
-                 z3.And(end > 0, lr.log_epoch[end - 1] > m.epoch))
+    return sym.Or(end > lr.log_len, end < 0,
+                 sym.And(end < lr.log_len, lr.log_epoch[end] <= m.epoch),
+                 sym.And(end > 0, lr.log_epoch[end - 1] > m.epoch))
 
 
 def _recorded(s: sym.SState, pe) -> z3.BoolRef:
-    return z3.And(0 <= pe, pe <= s.c_pe)
+    return sym.And(0 <= pe, pe <= s.c_pe)
 
 
 def v_HistoryCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """The record at the controller's partition epoch is the controller's state (leader,
     leader epoch, ISR), and the controller's leader is a broker or none. Why: every request
     sent now carries it."""
-    return z3.Or(s.c_pe < 0, s.c_epoch < 0, s.c_leader < NO_LEADER, s.c_leader >= shape.n,
+    return sym.Or(s.c_pe < 0, s.c_epoch < 0, s.c_leader < NO_LEADER, s.c_leader >= shape.n,
                  s.hist_leader[s.c_pe] != s.c_leader, s.hist_epoch[s.c_pe] != s.c_epoch,
                  *[s.hist_isr[x][s.c_pe] != s.c_isr[x] for x in range(shape.n)])
 
@@ -834,15 +834,15 @@ def v_HistoryCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 def v_HistoryLeaderInIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """Every recorded partition state with a leader has the leader in its ISR. Why: a
     broker that becomes leader takes its ISR view from the record (LeaderInIsr)."""
-    return z3.And(_recorded(s, w), z3.Or([
-        z3.And(s.hist_leader[w] == b, z3.Not(s.hist_isr[b][w])) for b in range(shape.n)]))
+    return sym.And(_recorded(s, w), sym.Or([
+        sym.And(s.hist_leader[w] == b, z3.Not(s.hist_isr[b][w])) for b in range(shape.n)]))
 
 
 def v_HistoryBounded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """Every recorded partition state has a leader epoch in 0 .. the controller's, and a
     leader that is a broker or none. Why: a new leader epoch is then above every recorded one,
     so an election can never reuse an epoch."""
-    return z3.And(_recorded(s, w), z3.Or(
+    return sym.And(_recorded(s, w), sym.Or(
         s.hist_epoch[w] < 0, s.hist_epoch[w] > s.c_epoch,
         s.hist_leader[w] < NO_LEADER, s.hist_leader[w] >= shape.n))
 
@@ -852,7 +852,7 @@ def v_HistoryFunctional(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     """Two recorded partition states with the same leader epoch name the same leader: the
     controller picks a new leader only with a new epoch, and ISR changes keep both. The heart
     of SingleLeaderPerEpoch (two witnesses: the two partition epochs)."""
-    return z3.And(_recorded(s, w), _recorded(s, w2), s.hist_epoch[w] == s.hist_epoch[w2],
+    return sym.And(_recorded(s, w), _recorded(s, w2), s.hist_epoch[w] == s.hist_epoch[w2],
                   s.hist_leader[w] != s.hist_leader[w2])
 
 
@@ -862,7 +862,7 @@ def v_HistoryMonotone(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     the controller's epoch or raises it. Why: a request a broker applies late (a later
     partition epoch than its view's) then carries a leader epoch at or above its view's, so
     at or above every record the broker wrote or copied (RequestsNotBehindLog)."""
-    return z3.And(_recorded(s, w), _recorded(s, w2), w < w2,
+    return sym.And(_recorded(s, w), _recorded(s, w2), w < w2,
                   s.hist_epoch[w] > s.hist_epoch[w2])
 
 
@@ -872,15 +872,15 @@ def v_HistoryRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     and none of the epoch just before it does. Why: the controller starts a run when it moves
     to a new epoch with another leader, and keeps it through ISR changes and re-elections of
     the same leader."""
-    return z3.Or(s.c_run < 0, s.c_run > s.c_epoch, z3.And(_recorded(s, w), z3.Or(
-        z3.And(s.hist_epoch[w] >= s.c_run, s.hist_leader[w] != s.c_leader),
-        z3.And(s.hist_epoch[w] == s.c_run - 1, s.hist_leader[w] == s.c_leader))))
+    return sym.Or(s.c_run < 0, s.c_run > s.c_epoch, sym.And(_recorded(s, w), sym.Or(
+        sym.And(s.hist_epoch[w] >= s.c_run, s.hist_leader[w] != s.c_leader),
+        sym.And(s.hist_epoch[w] == s.c_run - 1, s.hist_leader[w] == s.c_leader))))
 
 
 def v_RequestsRecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """A LeaderAndIsr request in flight carries a partition epoch the controller has written
     (0 .. its current one). Why: its content is read from that record."""
-    return z3.Or([z3.And(s.lai[b][w], z3.Not(_recorded(s, w))) for b in range(shape.n)])
+    return sym.Or([sym.And(s.lai[b][w], z3.Not(_recorded(s, w))) for b in range(shape.n)])
 
 
 def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -891,12 +891,12 @@ def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for r in s.replicas:
         pe = r.partition_epoch
-        out.append(z3.And(pe >= 0, z3.Or(pe > s.c_pe, s.hist_epoch[pe] != r.leader_epoch,
+        out.append(sym.And(pe >= 0, sym.Or(pe > s.c_pe, s.hist_epoch[pe] != r.leader_epoch,
                                          s.hist_leader[pe] != r.leader,
                                          *[s.hist_isr[x][pe] != r.isr[x]
                                            for x in range(shape.n)])))
-        out.append(z3.And(pe < 0, z3.Or(r.leader != NO_LEADER, r.leader_epoch != UNKNOWN)))
-    return z3.Or(out)
+        out.append(sym.And(pe < 0, sym.Or(r.leader != NO_LEADER, r.leader_epoch != UNKNOWN)))
+    return sym.Or(out)
 
 
 # The structural layer: ranges, caches and leader-side state (not inductive on its own yet).
