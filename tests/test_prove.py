@@ -980,20 +980,27 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
 
 
 @pytest.mark.slow
-def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys):
+def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys, monkeypatch):
     # The same probe on `current` with B11's fix is searched to the end without a violation:
     # its CTIs stay unclassified at the defaults' state cap (exit 3, never 1). With the data
     # layer, the run ghost and the fetch and answer lemmas every step is inductive but the
     # follower taking a records response (docs/prove.md, "Fetches, answers and empty
     # epochs"); without the fix BecomeLeader is B11 (test_a_reelected_leader...); 3 brokers
-    # are in bench/prove_bench.py.
+    # are in bench/prove_bench.py. FollowerHandleFetchResponse[0], the mirror image of [1],
+    # is left out: its queries run into their limits (unknown, 2 of the 4 minutes), and the
+    # README gives the CLI's figure with it (36 of 38).
+    from model_check import symbolic as sym
+
+    table = sym.action_table
+    monkeypatch.setattr(sym, "action_table", lambda shape: [
+        i for i in table(shape)
+        if (i.name, i.brokers) != ("FollowerHandleFetchResponse", (0,))])
     code, data = run_json(capsys, "--variant", "current", "--with",
                           "missed_epoch_resets_followers", "--induction", "--brokers", "2",
                           "--max-states", "20000")
-    assert code == 3 and data["notes"][0] == "inductive for 36 of 38 action instances"
+    assert code == 3 and data["notes"][0] == "inductive for 36 of 37 action instances"
     others = {a["action"]: a["verdict"] for a in data["actions"] if a["verdict"] != "inductive"}
-    assert set(others) == {f"FollowerHandleFetchResponse[{b}]" for b in (0, 1)}
-    assert set(others.values()) <= {"cti", "unknown"} and "cti" in others.values()
+    assert others == {"FollowerHandleFetchResponse[1]": "cti"}
 
 
 @pytest.mark.parametrize("argv", [
