@@ -274,8 +274,9 @@ def _eq(x, y) -> z3.BoolRef:
 
 def _connective(make, slow, args) -> z3.BoolRef:
     """`make` (Z3_mk_and, Z3_mk_or) over Boolean terms or Python bools, given as z3.And and
-    z3.Or take them, built in one C call: z3's own coercion of each argument was a third of
-    an induction's time. Anything else (a probe, another sort) goes to z3's `slow` form."""
+    z3.Or take them, built in one C call: z3's own coercion of each argument was about a
+    quarter of an induction's time. Anything else (a probe, another sort) goes to z3's `slow`
+    form."""
     if len(args) == 1 and not isinstance(args[0], (z3.ExprRef, bool)):
         args = tuple(args[0])
     asts = []
