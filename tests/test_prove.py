@@ -821,11 +821,15 @@ def test_a_reelected_leader_needs_the_run_ghost(monkeypatch):
 def _only(monkeypatch, *names: str, brokers: tuple | None = None) -> None:
     """Restrict induction to the action instances of `names`, and to those on `brokers` when
     given (the rest are checked by the slow runs and pinned in docs/prove.md)."""
+    _keep(monkeypatch, lambda i: i.name in names and brokers in (None, i.brokers))
+
+
+def _keep(monkeypatch, wanted) -> None:
+    """Restrict induction to the action instances `wanted` accepts."""
     from model_check import symbolic as sym
 
     table = sym.action_table
-    monkeypatch.setattr(sym, "action_table", lambda shape: [
-        i for i in table(shape) if i.name in names and brokers in (None, i.brokers)])
+    monkeypatch.setattr(sym, "action_table", lambda shape: [i for i in table(shape) if wanted(i)])
 
 
 def _values_lemmas() -> list[str]:
@@ -989,12 +993,7 @@ def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys
     # are in bench/prove_bench.py. FollowerHandleFetchResponse[0], the mirror image of [1],
     # is left out: its queries run into their limits (unknown, 2 of the 4 minutes), and the
     # README gives the CLI's figure with it (36 of 38).
-    from model_check import symbolic as sym
-
-    table = sym.action_table
-    monkeypatch.setattr(sym, "action_table", lambda shape: [
-        i for i in table(shape)
-        if (i.name, i.brokers) != ("FollowerHandleFetchResponse", (0,))])
+    _keep(monkeypatch, lambda i: (i.name, i.brokers) != ("FollowerHandleFetchResponse", (0,)))
     code, data = run_json(capsys, "--variant", "current", "--with",
                           "missed_epoch_resets_followers", "--induction", "--brokers", "2",
                           "--max-states", "20000")
