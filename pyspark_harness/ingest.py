@@ -241,6 +241,19 @@ def _identity(file: Column, header: Column) -> Column:
     return F.sha2(F.concat_ws("\n", directory, content), 256)
 
 
+def _stored_run(file: Column, header: Column,
+                renamed: dict[tuple[str, str], str] | None) -> Column:
+    """The run a header's lines are stored under: its run id, or the name `colliding_runs`
+    gives a run whose id another run shares."""
+    column = header["run"]
+    if renamed:
+        ident = _identity(file, header)
+        for (run, identity), stored_as in renamed.items():
+            column = F.when((header["run"] == run) & (ident == identity),
+                            F.lit(stored_as)).otherwise(column)
+    return column
+
+
 def colliding_runs(spark: SparkSession, files: list[str]) -> dict[tuple[str, str], str]:
     """{(run id, identity): stored run name} for run ids that name more than one run: those
     are stored as `<run id>@<first 8 hex digits of the identity>`; others keep their id."""
@@ -357,7 +370,18 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
                 F.when(unsafe_reason(F.element_at("lines", n)).isNull(),
                        F.from_json(F.element_at("lines", n), S.LINE, PARSE_OPTIONS)).alias("p"),
             ),
-        ).alias("headers"),
+        ).alias("parsed"),
+    ).select(
+        # What the lines below a header take from it, worked out once per header rather than
+        # once per line: why it cannot be used (null if it can), its config key and the run
+        # its lines are stored under.
+        "file", "lines",
+        F.transform("parsed", lambda h: F.struct(
+            h["line"].alias("line"), h["p"].alias("p"),
+            _header_reason(h["p"]).alias("bad"),
+            config_key(h["p"]["config"]).alias("key"),
+            _stored_run(F.col("file"), h["p"], renamed).alias("run"),
+        )).alias("headers"),
     )
     rows = per_file.select(
         "file", "headers", F.size("lines").alias("count"),
@@ -390,13 +414,13 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
         .when(~p["kind"].isin(*S.KINDS), F.concat(F.lit("field kind: unknown value "), p["kind"]))
         .when(h.isNull(), F.lit("no header line above this line"))
         .when(p["kind"] == "header", _header_reason(p))
-        .when(_header_reason(h["p"]).isNotNull(),
+        .when(h["bad"].isNotNull(),
               F.concat(F.lit("its header (line "), h["line"].cast("string"),
                        F.lit(") is not valid")))
         .otherwise(_kind_reason(p))
     )
     rows = rows.select("file", "line", "text", "h", "p", reason.alias("reason"))
-    good_header = F.col("h").isNotNull() & _header_reason(F.col("h.p")).isNull()
+    good_header = F.col("h").isNotNull() & F.col("h.bad").isNull()
     table = F.when(F.col("reason").isNotNull(), F.lit(S.MALFORMED)).otherwise(
         F.coalesce(*(F.when(F.col("p.kind") == kind, F.lit(name))
                      for kind, name in S.TABLE_OF_KIND.items())))
@@ -413,14 +437,9 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
         elif name == "table":
             column = table
         elif name == "config_key":
-            column = F.when(good_header, config_key(F.col("h.p.config")))
+            column = F.when(good_header, F.col("h.key"))
         elif name == "run":
-            column = F.when(good_header, F.col("h.p.run"))
-            if renamed:
-                ident = _identity(F.col("file"), F.col("h.p"))
-                for (run, identity), stored_as in renamed.items():
-                    column = F.when(good_header & (F.col("h.p.run") == run)
-                                    & (ident == identity), F.lit(stored_as)).otherwise(column)
+            column = F.when(good_header, F.col("h.run"))
         else:
             # A malformed line keeps only where it came from and why.
             column = F.when(F.col("reason").isNull(), F.col("p")[name])

@@ -172,6 +172,23 @@ def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_p
     found = sorted((r["line"], r["reason"]) for r in parse_lines(spark, [str(path)])
                    .where("table = 'malformed'").collect())
     assert found == [(3 + i, reason) for i, (_, reason) in enumerate(damaged)]
+    # A header that is itself malformed takes the lines below it along, each named for it;
+    # the next good header starts a run again.
+    bad_header = tmp_path / "bad" / "b1.ndjson"
+    bad_header.parent.mkdir()
+    no_acks = {**header, "config": {k: v for k, v in header["config"].items() if k != "acks"}}
+    bad_header.write_text("".join(json.dumps(b) + "\n" for b in [
+        {**header, "format": "isrlab-trace/0"}, b1[0], no_acks, b1[0], header, b1[0]]))
+    rows = sorted((r["line"], r["table"], r["reason"], r["run"])
+                  for r in parse_lines(spark, [str(bad_header)]).collect())
+    assert rows == [
+        (1, "malformed", "field format: expected isrlab-trace/2, found isrlab-trace/0", None),
+        (2, "malformed", "its header (line 1) is not valid", None),
+        (3, "malformed", "field config.acks: missing", None),
+        (4, "malformed", "its header (line 3) is not valid", None),
+        (5, "headers", None, "seed-14"),
+        (6, "events", None, "seed-14"),
+    ]
 
 
 def test_nesting_is_measured_only_on_lines_the_parser_rejects(spark, lines, tmp_path):
