@@ -374,7 +374,8 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
     ).select(
         # What the lines below a header take from it, worked out once per header rather than
         # once per line: why it cannot be used (null if it can), its config key and the run
-        # its lines are stored under.
+        # its lines are stored under. The lines no longer read `p`, but it stays: without it
+        # whole-stage code generation made the per-line projection slower (docs/spark.md).
         "file", "lines",
         F.transform("parsed", lambda h: F.struct(
             h["line"].alias("line"), h["p"].alias("p"),

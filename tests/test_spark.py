@@ -32,7 +32,7 @@ from vocab.actions import ActionName as A  # noqa: E402
 from vocab.outcomes import Code  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_spark")]
-from vocab.trace import CausalCycle, LineError, check  # noqa: E402
+from vocab.trace import FORMAT, CausalCycle, LineError, check  # noqa: E402
 
 # Campaign directory -> its options; seeds differ, so run ids ("seed-N") are unique.
 CAMPAIGNS = {
@@ -182,7 +182,7 @@ def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_p
     rows = sorted((r["line"], r["table"], r["reason"], r["run"])
                   for r in parse_lines(spark, [str(bad_header)]).collect())
     assert rows == [
-        (1, "malformed", "field format: expected isrlab-trace/2, found isrlab-trace/0", None),
+        (1, "malformed", f"field format: expected {FORMAT}, found isrlab-trace/0", None),
         (2, "malformed", "its header (line 1) is not valid", None),
         (3, "malformed", "field config.acks: missing", None),
         (4, "malformed", "its header (line 3) is not valid", None),
