@@ -498,20 +498,20 @@ class _Induction:
     def small_cti(self, inst, assumed: list[Candidate], broken: list[Candidate]):
         """A model of a genuine CTI over this step's pre- and post-state, from the bounded
         search confirmed in the unbounded encoding; None if there is none."""
-        from model_check.prove import _confirm, _small_cti
+        from model_check.prove import genuine_small_cti
         from model_check.symbolic_lemmas import LEMMAS
 
         # The hand formulas by their own table (a pair formula is assumed at every pair),
         # the candidates by theirs.
         table = {**{c.name: c.violation for c in assumed + broken}, **sym.VIOLATIONS, **LEMMAS}
         label = f"{inst.name}{list(inst.brokers)}"
-        names = [c.name for c in assumed]
-        small = _small_cti(self.shape.config, label, [], names, self.shape.cache_slots,
-                           self.timeout_ms, [], table, [c.name for c in broken])
-        if small is None:
-            return None
-        return _confirm(small, self.shape, inst, self.pre, self.post, self.a, self.w,
-                        [c.name for c in broken], table, self.timeout_ms, [], label)
+        names, broken_names = [c.name for c in assumed], [c.name for c in broken]
+        _, model = genuine_small_cti(
+            self.shape.config, label, [], names, self.shape.cache_slots, self.timeout_ms, [],
+            (self.shape, inst, self.pre, self.post, self.a, self.w, broken_names, table,
+             self.timeout_ms, [], label),
+            table, broken_names)
+        return model
 
     def _ask(self, relation, assumed, broken, terms, quantified: bool,
              timeout_ms: int | None = None):

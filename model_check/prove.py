@@ -771,12 +771,10 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             # The model breaks a formula where the step never looks (or the solver gave up);
             # a small CTI, if there is one, is genuine at once, where more rounds would chase
             # the junk around.
-            small = _small_cti(config, label, invariants, goal, cache_slots, timeout_ms,
-                               queries)
-            if small is not None:
-                model = _confirm(small, shape, inst, pre, post, a, w, goal, table_inv,
-                                 timeout_ms, queries, label)
-                small = small if model is not None else None
+            small, found = genuine_small_cti(
+                config, label, invariants, goal, cache_slots, timeout_ms, queries,
+                (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
+            model = found if small is not None else model
             if small is None:
                 again = answer is JUNK
                 answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
@@ -973,14 +971,49 @@ def _small_assumed(shape, witnesses: tuple, formulas: tuple) -> list:
                        else [(x,) for x in witnesses])]
 
 
+def genuine_small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
+                      cache_slots: int, timeout_ms: int, queries: list[Query], step: tuple,
+                      table_inv: dict | None = None, broken: list[str] | None = None):
+    """(small CTI, its model in the unbounded encoding) for one action instance, or (None,
+    None): `_small_cti`'s search, each CTI it finds confirmed by `_confirm` (`step`: its
+    arguments after the CTI). One the unbounded step rejects is excluded and the search asked
+    again, up to `SMALL_CTI_TRIES` times: the bounded step drops a write past its cells, and
+    whether Z3's first small CTI is such a one depends on the order its terms were made in,
+    not on whether a genuine one exists (FollowerHandleFetchResponse[1] of B11's fix at 2
+    brokers: rejected in about one context in five, the step then `unknown` after a minute)."""
+    excluded: list = []
+    for _ in range(SMALL_CTI_TRIES):
+        small = _small_cti(config, label, invariants, goal, cache_slots, timeout_ms, queries,
+                           table_inv, broken, excluded)
+        if small is None:
+            return None, None
+        model = _confirm(small, *step)
+        if model is not None:
+            return small, model
+        excluded.append(_other_than(small))
+    return None, None
+
+
+SMALL_CTI_TRIES = 4
+
+
+def _other_than(small: _SmallCti) -> z3.BoolRef:
+    """A small search's pre-state or step differs from `small`'s somewhere."""
+    leaves = [x for x in sym._leaves(small.pre) + sym._leaves(small.args)
+              if not z3.is_int_value(sym._z(x))]
+    return sym.Or([z3.Not(sym._eq(x, small.model.eval(sym._z(x), model_completion=True)))
+                   for x in leaves])
+
+
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
                cache_slots: int, timeout_ms: int, queries: list[Query],
-               table_inv: dict | None = None,
-               broken: list[str] | None = None) -> _SmallCti | None:
+               table_inv: dict | None = None, broken: list[str] | None = None,
+               excluded: list | None = None) -> _SmallCti | None:
     """A CTI for one action instance whose pre-state satisfies every formula of `goal` at
     every witness, or None if there is none within `SMALL_CTI_BOUNDS` (or the solver gives up).
     Its post-state breaks one of `broken` (default: `goal`); formulas are looked up in
-    `table_inv` (default: the invariants and lemmas).
+    `table_inv` (default: the invariants and lemmas); `excluded` are further constraints (the
+    CTIs already rejected, `genuine_small_cti`).
 
     The search is in the bounded encoding (`FArr`: one term per small index and one default
     term for every other index), with every integer of the pre-state and the step in
@@ -1003,7 +1036,8 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
             continue
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
-        solver.add(*base, sym.Or([violation(table_inv[n], shape, post, w) for n in names]))
+        solver.add(*base, *(excluded or ()),
+                   sym.Or([violation(table_inv[n], shape, post, w) for n in names]))
         answer = _check(solver, f"{label} ({what})", queries)
         if answer == z3.sat:
             model = solver.model()

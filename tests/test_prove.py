@@ -1314,6 +1314,67 @@ def test_a_small_cti_the_unbounded_step_does_not_confirm_is_dropped(monkeypatch)
     assert verdicts_of(unconfirmed)["BrokerFlush[0]"].verdict == "cti"
 
 
+def test_a_small_cti_the_unbounded_step_rejects_is_excluded_and_the_search_asked_again(
+        monkeypatch):
+    # Which small CTI Z3 finds first depends on the order the process made its terms in; for
+    # FollowerHandleFetchResponse[1] of B11's fix about one order in five gave one the
+    # unbounded step rejects (a write past the bounded cells), and the step then came out
+    # `unknown`. Here the first is rejected on purpose: the search, asked again without it,
+    # finds another (a different pre-state or step) that the unbounded step confirms. The
+    # refinement after a failed small search is made to give up at once, so that with one try
+    # the verdict is `unknown` at once, not after a minute.
+    import z3
+
+    from model_check import prove
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import proof_lemmas
+
+    _keep(monkeypatch, lambda i: (i.name, i.brokers) == ("FollowerHandleFetchResponse", (1,)))
+    confirm = prove._confirm
+    seen = []
+
+    def first_is_junk_then_gives_up(*args, rounds=None, first=0, **kwargs):
+        if rounds == 1 and first == 0:
+            return prove.JUNK, None, list(args[5])
+        return z3.unknown, None, list(args[5])
+
+    def first_rejected(small, *args):
+        seen.append(small)
+        return None if len(seen) == 1 else confirm(small, *args)
+
+    def values(small):
+        return [str(small.model.eval(sym._z(x), model_completion=True))
+                for x in sym._leaves(small.pre) + sym._leaves(small.args)]
+
+    search, excluded = prove._small_cti, []
+
+    def recorded(*args):
+        excluded.append(list(args[9] or []))
+        return search(*args)
+
+    monkeypatch.setattr(prove, "_refine", first_is_junk_then_gives_up)
+    monkeypatch.setattr(prove, "_confirm", first_rejected)
+    monkeypatch.setattr(prove, "_small_cti", recorded)
+    fixed = Config(brokers=2, variant=VARIANTS["current"].with_rules(
+        missed_epoch_resets_followers=True))
+    lemmas = proof_lemmas(list(prove.TARGETS), fixed)
+    outcome = induction(fixed, list(prove.TARGETS), lemmas, classify=False)
+    assert [(v.action, v.verdict) for v in outcome.actions] == [
+        ("FollowerHandleFetchResponse[1]", "cti")]
+    assert len(seen) == 2 and values(seen[0]) != values(seen[1])
+    # The second search was asked without the first CTI, and only without it.
+    assert [len(x) for x in excluded] == [0, 1]
+    assert z3.is_false(seen[0].model.eval(excluded[1][0], model_completion=True))
+    assert z3.is_true(seen[1].model.eval(excluded[1][0], model_completion=True))
+    searches = [q for q in outcome.queries if "(small CTI search" in q.name]
+    assert [q.answer for q in searches] == ["sat", "sat"]
+    seen.clear()
+    monkeypatch.setattr(prove, "SMALL_CTI_TRIES", 1)
+    once = induction(fixed, list(prove.TARGETS), lemmas, classify=False)
+    assert [(v.action, v.verdict) for v in once.actions] == [
+        ("FollowerHandleFetchResponse[1]", "unknown")]
+
+
 def test_the_z3_lemmas_hold_on_represented_reachable_states():
     # The Z3 forms, not only the concrete ones, are true where it matters: on 260 reachable
     # states (a breadth-first sample and random walks, 3 brokers, a crash), no witness breaks
