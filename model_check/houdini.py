@@ -515,10 +515,11 @@ class _Induction:
 
     def _ask(self, relation, assumed, broken, terms, quantified: bool,
              timeout_ms: int | None = None):
+        from model_check.prove import solver_within
+
         shape, pre = self.shape, self.pre
         q = z3.Int("houdini_q")
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms or self.timeout_ms)
+        solver = solver_within(timeout_ms or self.timeout_ms)
         for c in assumed:
             if c.witnessed:
                 solver.add(*[z3.Not(c.violation(shape, pre, t)) for t in terms])

@@ -119,6 +119,25 @@ class Outcome:
     formulas: tuple[tuple[str, str, str], ...] = ()
 
 
+def solver_within(limit_ms: int) -> z3.Solver:
+    """A solver whose checks give up (`unknown`) after about `limit_ms` of work, counted in
+    Z3's resource units (`rlimit`, `RLIMIT_PER_MS` per millisecond), not in wall time: a query
+    gets the same answer on a fast machine and a loaded one, so a verdict does not depend on
+    what else the machine was doing. A wall-clock limit `WALL_BACKSTOP` times longer (30 s
+    at least) stops work that Z3 does not count."""
+    solver = z3.Solver()
+    solver.set("rlimit", limit_ms * RLIMIT_PER_MS)
+    solver.set("timeout", max(limit_ms * WALL_BACKSTOP, 30_000))
+    return solver
+
+
+# Z3 counted 3.2-6.6 million units a second on this project's machine (the 38 queries of an
+# induction at 2 brokers, 2026-11-29); 4,000 a millisecond keeps each limit near the time it
+# names there.
+RLIMIT_PER_MS = 4_000
+WALL_BACKSTOP = 5
+
+
 def _check(solver: z3.Solver, name: str, queries: list[Query]) -> z3.CheckSatResult:
     start = time.perf_counter()
     answer = solver.check()
@@ -743,8 +762,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     pre, post = sym.fresh_state(shape, "pre."), sym.fresh_state(shape, "post.")
     a = sym.fresh_args(shape, "a.")
     w = z3.Int("cti_w")
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = solver_within(timeout_ms)
     solver.add(sym.initial(shape, pre), broken(pre, w))
     answer = _check(solver, "initiation", queries)
     if answer != z3.unsat:
@@ -883,8 +901,7 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
     memo = {} if memo is None else memo
     rounds = REFINE_ROUNDS if rounds is None else rounds
     for round_ in range(first, first + rounds):
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
+        solver = solver_within(timeout_ms)
         solver.add(*[_assumed(memo, table_inv[n], shape, pre, ts) for n in goal
                      for ts in _instances(table_inv[n], terms)], *constraints)
         answer = _check(solver, label if round_ == 0 else f"{label} (refinement {round_})",
@@ -1034,8 +1051,7 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
                         (broken, "small CTI search")):
         if not names:
             continue
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
+        solver = solver_within(timeout_ms)
         solver.add(*base, *(excluded or ()),
                    sym.Or([violation(table_inv[n], shape, post, w) for n in names]))
         answer = _check(solver, f"{label} ({what})", queries)
@@ -1059,8 +1075,7 @@ def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | No
     for n in goal:
         f = table_inv[n]
         ts = (t, t2) if is_pair(f) else (t,)
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
+        solver = solver_within(timeout_ms)
         solver.add(*fixed, f(shape, pre, *ts))
         answer = solver.check()
         if answer == z3.unknown:
@@ -1158,8 +1173,7 @@ def _confirm(small: _SmallCti, shape, inst, pre, post, a, w, goal, table_inv,
     anywhere; but it drops a write at an index past its cells and keeps an array's default
     where a lambda would compute one, so its post-state may be wrong where the pre-state is
     unreachable. The unbounded step decides."""
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = solver_within(timeout_ms)
     solver.add(*_pin(small.pre, pre, small.model), *_pin(small.args, a, small.model),
                sym.relation(shape, inst, pre, post, a),
                sym.Or([violation(table_inv[n], shape, post, w) for n in goal]))
