@@ -131,10 +131,10 @@ def solver_within(limit_ms: int) -> z3.Solver:
     return solver
 
 
-# Z3 counted 3.2-6.6 million units a second on this project's machine (the 38 queries of an
-# induction at 2 brokers, 2026-11-29); 4,000 a millisecond keeps each limit near the time it
-# names there.
-RLIMIT_PER_MS = 4_000
+# Z3 counted 3.2-6.6 million units a second on this project's machine at 2 brokers and
+# 2.1-4.2 million at 3 (the queries of an induction, 2026-11-29): at 3,000 a millisecond a
+# limit lasts 0.5-0.9 of the time it names at 2 brokers and 0.7-1.4 of it at 3.
+RLIMIT_PER_MS = 3_000
 WALL_BACKSTOP = 5
 
 
@@ -1011,7 +1011,7 @@ def genuine_small_cti(config: Config, label: str, invariants: list[str], goal: l
     return None, None
 
 
-SMALL_CTI_TRIES = 4
+SMALL_CTI_TRIES = 3
 
 
 def _other_than(small: _SmallCti) -> z3.BoolRef:
