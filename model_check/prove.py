@@ -132,9 +132,10 @@ def solver_within(limit_ms: int) -> z3.Solver:
 
 
 # Z3 counted 3.2-6.6 million units a second on this project's machine at 2 brokers and
-# 2.1-4.2 million at 3 (the queries of an induction, 2026-11-29): at 3,000 a millisecond a
-# limit lasts 0.5-0.9 of the time it names at 2 brokers and 0.7-1.4 of it at 3.
-RLIMIT_PER_MS = 3_000
+# 2.1-4.2 million at 3 (the queries of an induction, 2026-11-29): at 4,000 a millisecond a
+# limit lasts 0.6-1.25 of the time it names at 2 brokers and 1-1.9 of it at 3. Less cut off
+# LeaderAppend's first queries at 3 brokers, which need 31-34 million to come out unsat.
+RLIMIT_PER_MS = 4_000
 WALL_BACKSTOP = 5
 
 
