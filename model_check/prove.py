@@ -745,7 +745,8 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     """Init => Inv and Inv /\\ T => Inv' for Inv = invariants + lemmas (unbounded mode).
 
     The goal is the invariants and lemmas together (a lemma must itself be inductive relative
-    to the rest). The first failing query gives the CTI.
+    to the rest). The first failing query gives the CTI. `timeout_ms` limits each query in
+    Z3's work, not in wall time (`solver_within`).
     """
     from model_check.symbolic_lemmas import LEMMAS
 
