@@ -794,8 +794,9 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             small, found = genuine_small_cti(
                 config, label, invariants, goal, cache_slots, timeout_ms, queries,
                 (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
-            model = found if small is not None else model
-            if small is None:
+            if small is not None:
+                model = found
+            else:
                 again = answer is JUNK
                 answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
                                            timeout_ms, queries, label,
@@ -1018,10 +1019,14 @@ SMALL_CTI_TRIES = 3
 
 def _other_than(small: _SmallCti) -> z3.BoolRef:
     """A small search's pre-state or step differs from `small`'s somewhere."""
-    leaves = [x for x in sym._leaves(small.pre) + sym._leaves(small.args)
-              if not z3.is_int_value(sym._z(x))]
-    return sym.Or([z3.Not(sym._eq(x, small.model.eval(sym._z(x), model_completion=True)))
-                   for x in leaves])
+    return z3.Not(sym.And(_as_in(small.model, small.pre) + _as_in(small.model, small.args)))
+
+
+def _as_in(model, x) -> list:
+    """Equations that fix every leaf of `x` (a state or a step's arguments) that is not a
+    constant to its value in `model`."""
+    return [sym._eq(leaf, model.eval(sym._z(leaf), model_completion=True))
+            for leaf in sym._leaves(x) if not z3.is_int_value(sym._z(leaf))]
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
@@ -1070,8 +1075,7 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
 def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | None:
     """Witnesses at which the model's pre-state breaks a formula of `goal` ([] when it breaks
     none: a genuine pre-state; None when the solver cannot tell)."""
-    fixed = [leaf == model.eval(leaf, model_completion=True)
-             for leaf in sym._leaves(pre) if not z3.is_int_value(sym._z(leaf))]
+    fixed = _as_in(model, pre)
     out = []
     t, t2 = z3.Int("refine_t"), z3.Int("refine_t2")
     for n in goal:
