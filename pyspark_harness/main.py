@@ -99,7 +99,8 @@ def _run(args: argparse.Namespace, progress=None) -> int:
     try:
         if master_problem(args.master):
             raise UsageError(f"--master {args.master}: {master_problem(args.master)}")
-        spark = get_session(args.master)
+        size = None if files is None else sum(os.path.getsize(f) for f in files)
+        spark = get_session(args.master, input_bytes=size)
     except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"--master {args.master}: Spark did not start: {first}") from None

@@ -633,6 +633,14 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
     assert direct.exceptAll(ingested).count() == 0 == ingested.exceptAll(direct).count()
 
 
+def test_only_a_small_input_gets_the_quick_jvm():
+    from pyspark_harness.session import QUICK_JVM_BELOW, QUICK_JVM_OPTIONS, local_conf
+
+    key = "spark.driver.extraJavaOptions"
+    assert local_conf(QUICK_JVM_BELOW - 1)[key] == QUICK_JVM_OPTIONS
+    assert key not in local_conf(QUICK_JVM_BELOW) and key not in local_conf(None)
+
+
 def test_master_urls_are_checked_before_a_jvm_starts():
     from pyspark_harness.session import master_problem
 
