@@ -991,8 +991,8 @@ def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys
     # follower taking a records response (docs/prove.md, "Fetches, answers and empty
     # epochs"); without the fix BecomeLeader is B11 (test_a_reelected_leader...); 3 brokers
     # are in bench/prove_bench.py. Both FollowerHandleFetchResponse steps have a genuine
-    # small CTI (each found after its first query reaches its limit or gives junk; for [1]
-    # the first small one is sometimes rejected and the search asked again).
+    # small CTI ([0]'s found after its first query reaches its limit or gives junk; a small
+    # one is sometimes rejected and the search asked again).
     code, data = run_json(capsys, "--variant", "current", "--with",
                           "missed_epoch_resets_followers", "--induction", "--brokers", "2",
                           "--max-states", "20000")
@@ -1000,6 +1000,12 @@ def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys
     others = {a["action"]: a["verdict"] for a in data["actions"] if a["verdict"] != "inductive"}
     assert others == {"FollowerHandleFetchResponse[0]": "cti",
                       "FollowerHandleFetchResponse[1]": "cti"}
+    # [0]'s CTI made [1] a likely one: [1] was asked the small search first, not the first
+    # query that [0] ran to its limit.
+    asked = [q["name"] for q in data["queries"]]
+    first = next(i for i, n in enumerate(asked) if n.startswith("FollowerHandleFetchResponse[1]"))
+    assert asked.index("FollowerHandleFetchResponse[0]") < first
+    assert asked[first].startswith("FollowerHandleFetchResponse[1] (small CTI search")
 
 
 @pytest.mark.parametrize("argv", [
