@@ -783,16 +783,14 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         label = f"{inst.name}{list(inst.brokers)}"
         step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
         step_terms = base_terms + _step_terms(inst, pre)
-        small_search = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
-                        (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries,
-                         label))
-
+        small_args = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
+                      (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
         small = None
         if inst.name in with_cti:
             # Another instance of this action has a CTI, so this one most likely has too:
             # the small search finds it in seconds, where the first query below would mostly
             # run to its limit (LeaderHandleFetch at 3 brokers: 10-19 s each).
-            small, found = genuine_small_cti(*small_search)
+            small, found = genuine_small_cti(*small_args)
         if small is not None:
             answer, model = z3.sat, found
         else:
@@ -805,7 +803,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
             # a small CTI, if there is one, is genuine at once, where more rounds would chase
             # the junk around (not searched twice).
             if inst.name not in with_cti:
-                small, found = genuine_small_cti(*small_search)
+                small, found = genuine_small_cti(*small_args)
             if small is not None:
                 model = found
             else:

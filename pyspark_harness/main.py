@@ -95,11 +95,14 @@ def _run(args: argparse.Namespace, progress=None) -> int:
     from pyspark_harness.session import get_session, master_problem
     from pyspark_harness.watch import Quiet, SparkWatch
 
+    try:
+        size = None if files is None else sum(os.path.getsize(f) for f in files)
+    except OSError as error:  # a file gone since it was listed
+        raise UsageError(f"{error.filename}: {error.strerror}") from None
     start = time.perf_counter()
     try:
         if master_problem(args.master):
             raise UsageError(f"--master {args.master}: {master_problem(args.master)}")
-        size = None if files is None else sum(os.path.getsize(f) for f in files)
         spark = get_session(args.master, input_bytes=size)
     except Exception as error:  # noqa: BLE001 (a bad master comes back as a JVM error)
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
