@@ -785,12 +785,11 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         step_terms = base_terms + _step_terms(inst, pre)
         small_args = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
                       (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
-        small = None
-        if inst.name in with_cti:
-            # Another instance of this action has a CTI, so this one most likely has too:
-            # the small search finds it in seconds, where the first query below would mostly
-            # run to its limit (LeaderHandleFetch at 3 brokers: 10-19 s each).
-            small, found = genuine_small_cti(*small_args)
+        # Another instance of this action has a CTI, so this one most likely has too: the
+        # small search finds it in seconds, where the first query below would mostly run to
+        # its limit (LeaderHandleFetch at 3 brokers: 10-19 s each).
+        sibling = inst.name in with_cti
+        small, found = genuine_small_cti(*small_args) if sibling else (None, None)
         if small is not None:
             answer, model = z3.sat, found
         else:
@@ -801,8 +800,8 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         if answer is JUNK or answer == z3.unknown:
             # The model breaks a formula where the step never looks (or the solver gave up);
             # a small CTI, if there is one, is genuine at once, where more rounds would chase
-            # the junk around (not searched twice).
-            if inst.name not in with_cti:
+            # the junk around (a sibling's was searched above).
+            if not sibling:
                 small, found = genuine_small_cti(*small_args)
             if small is not None:
                 model = found

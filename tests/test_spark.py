@@ -633,12 +633,59 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
     assert direct.exceptAll(ingested).count() == 0 == ingested.exceptAll(direct).count()
 
 
-def test_only_a_small_input_gets_the_quick_jvm():
+def test_only_a_small_input_gets_the_quick_jvm(monkeypatch, tmp_path, capsys):
+    from pyspark_harness import session
     from pyspark_harness.session import QUICK_JVM_BELOW, QUICK_JVM_OPTIONS, local_conf
 
     key = "spark.driver.extraJavaOptions"
     assert local_conf(QUICK_JVM_BELOW - 1)[key] == QUICK_JVM_OPTIONS
     assert key not in local_conf(QUICK_JVM_BELOW) and key not in local_conf(None)
+
+    # And `isrlab analyze` hands its files' size to the session it builds: a builder that
+    # records its settings and starts no JVM (the CLI then says Spark did not start).
+    class Builder:
+        conf: dict[str, str] = {}
+
+        def appName(self, name):  # noqa: N802 (pyspark's spelling)
+            return self
+
+        def master(self, url):
+            return self
+
+        def config(self, k, v):
+            Builder.conf[k] = v
+            return self
+
+        def getOrCreate(self):  # noqa: N802
+            raise RuntimeError("no JVM in this test")
+
+    class FakeSession:
+        builder = Builder()
+
+        @staticmethod
+        def getActiveSession():  # noqa: N802
+            return None
+
+    monkeypatch.setattr(session, "SparkSession", FakeSession)
+    (tmp_path / "t.ndjson").write_text('{"kind":"header"}\n', encoding="utf-8")
+    for below, quick in ((QUICK_JVM_BELOW, True), (1, False)):
+        Builder.conf = {}
+        monkeypatch.setattr(session, "QUICK_JVM_BELOW", below)
+        code = isrlab(["analyze", str(tmp_path), "--out", str(tmp_path / "o"),
+                       "--master", "local[1]"])
+        assert code == 2 and "Spark did not start: no JVM" in capsys.readouterr().err
+        assert (Builder.conf.get(key) == QUICK_JVM_OPTIONS) is quick
+
+
+def test_a_trace_file_gone_before_spark_starts_is_one_line(monkeypatch, tmp_path, capsys):
+    from pyspark_harness import ingest
+
+    gone = str(tmp_path / "gone.ndjson")
+    monkeypatch.setattr(ingest, "find_trace_files", lambda paths, campaign=False: [gone])
+    code = isrlab(["analyze", str(tmp_path), "--out", str(tmp_path / "o"),
+                   "--master", "local[1]"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"isrlab analyze: error: {gone}: No such file or directory\n"
 
 
 def test_master_urls_are_checked_before_a_jvm_starts():
