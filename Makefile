@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMPILED := $(VENV)/.compiled
 
 .PHONY: demo test lint install clean
 
@@ -11,18 +12,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The flat encoding compiled by Cython (model_check/compiled.py); without a compiler the
+# explorer runs it as Python.
+$(COMPILED): $(STAMP) model_check/flat.py model_check/flat.pxd model_check/compiled.py
+	$(BIN)/python -m model_check.compiled
+	touch $(COMPILED)
 
-demo: $(STAMP)
+install: $(COMPILED)
+
+demo: $(COMPILED)
 	$(BIN)/isrlab demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+test: $(COMPILED)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -n 2 --dist loadgroup -m "not serial"
 	$(BIN)/pytest -m serial
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.*

@@ -8,6 +8,9 @@
     python bench/check_bench.py --million  # also a one-million-state run of the default model
     python bench/check_bench.py --pair  # only the hw-truncation / kip-320 pair at 3/2/3, 2 workers
     python bench/check_bench.py --memory  # bytes per state: tla-compat Kip320 3/2/2/3, symmetry
+    python bench/check_bench.py --side-by-side  # the whole current 3/2/2 graph, the flat
+                                           # encoding as Python and compiled, in two processes
+                                           # at once (each sees the same load)
     TLA2TOOLS_JAR=/tmp/tlc/tla2tools.jar KAFKA_SPEC_DIR=/tmp/tlc python bench/check_bench.py
 
 TLC is never part of this repository. To compare, point TLA2TOOLS_JAR at a tla2tools.jar and
@@ -29,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from model_check import compiled  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.flat import FlatKafkaModel  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
@@ -86,10 +90,20 @@ def main() -> int:
     parser.add_argument("--whole-spec", action="store_true",
                         help="also search the whole current 3/2/2 graph on the spec's own "
                         "states (about 200 s), beside the flat encoding's")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="only the whole current 3/2/2 graph, the flat encoding as Python "
+                        "and compiled, in two processes at once")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--whole-child", choices=("python", "compiled"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         return memory_child()
+    if args.whole_child:
+        return whole_child(args.whole_child)
+    if args.side_by_side:
+        return side_by_side()
+    built = compiled.load()
+    print(f"compiled flat encoding: {compiled.state()} (`make install` builds it)")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
     if args.pair:
         return pair()
@@ -126,6 +140,9 @@ def main() -> int:
     b1_3 = Config(variant=VARIANTS["hw-truncation"], brokers=3, max_records=2, max_leader_epochs=3)
     runs = [("spec states", KafkaModel, False, 1), ("spec states, POR", KafkaModel, True, 1),
             ("flat", FlatKafkaModel, False, 1), ("flat, workers 2", FlatKafkaModel, False, 2)]
+    if built is not None:
+        runs += [("compiled", built.FlatKafkaModel, False, 1),
+                 ("compiled, workers 2", built.FlatKafkaModel, False, 2)]
     b1_seconds = {}
     for name, make, reduce, workers in runs:
         cpu = time.process_time()
@@ -146,9 +163,13 @@ def main() -> int:
     line(f"kafka current 3/2/2, first {size:,} states, flat", flat,
          f"{spec.seconds / flat.seconds:.2f}x; generated {flat.generated_states:,} "
          f"(spec {spec.generated_states:,})")
+    if built is not None:
+        fast = explore(built.FlatKafkaModel(TARGET), max_states=size)
+        line(f"kafka current 3/2/2, first {size:,} states, compiled", fast,
+             f"{flat.seconds / fast.seconds:.2f}x the flat encoding as Python")
     cpu = time.process_time()
-    whole = explore(FlatKafkaModel(TARGET))
-    line("kafka current 3/2/2, whole graph, flat", whole,
+    whole = explore((built or sys.modules["model_check.flat"]).FlatKafkaModel(TARGET))
+    line(f"kafka current 3/2/2, whole graph, flat{', compiled' if built else ''}", whole,
          f"depth {whole.depth}, {whole.generated_states:,} generated, "
          f"cpu {time.process_time() - cpu:.1f} s (target: 40,000 states/s)")
     if args.whole_spec:
@@ -192,6 +213,26 @@ def memory_child() -> int:
     print(f"  visited set + parent tree: {result.stored_bytes / n:.1f} bytes per state")
     assert n == 1_665_204, n
     return 0
+
+
+def whole_child(which: str) -> int:
+    module = compiled.load() if which == "compiled" else sys.modules["model_check.flat"]
+    if module is None:
+        print(f"compiled flat encoding: {compiled.state()} (`make install` builds it)")
+        return 1
+    cpu = time.process_time()
+    result = explore(module.FlatKafkaModel(TARGET))
+    line(f"kafka current 3/2/2, whole graph, {which}", result,
+         f"depth {result.depth}, cpu {time.process_time() - cpu:.1f} s")
+    assert result.distinct_states == 2_031_731, result.distinct_states
+    return 0
+
+
+def side_by_side() -> int:
+    """The whole target graph as Python and compiled, in two processes started together."""
+    children = [subprocess.Popen([sys.executable, __file__, "--whole-child", which])
+                for which in ("python", "compiled")]
+    return max(child.wait() for child in children)
 
 
 def pair() -> int:

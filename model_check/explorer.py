@@ -72,6 +72,7 @@ class Result:
     traces: int = 0
     stored_bytes: int = 0  # the visited set and the parent tree (an exhaustive search's)
     encoding: str = "spec"  # the states searched: the spec's dataclasses, or "flat"
+    compiled: bool = False  # the flat encoding run compiled (model_check.compiled)
 
     @property
     def states_per_second(self) -> float:

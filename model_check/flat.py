@@ -1281,21 +1281,27 @@ class FlatKafkaModel:
 
 
 def search(config: Config, invariants=None, *, run=None, spec_states: bool = False,
-           **options):
+           compiled: bool = True, **options):
     """`run(model, **options)` (the explorer's `explore`, the default, or `simulate`) on the
     flat encoding where it covers `config` and `spec_states` is off, else on the spec's own
     states. Either gives the same counts and counterexample; the result's counterexample
     holds `Cluster`s either way (reports, replays and drives read those), and its `encoding`
-    says which was searched."""
+    says which was searched. The flat encoding runs compiled where `model_check.compiled`
+    has built it from this file as it is (`compiled` off: as Python), which the result's
+    `compiled` says."""
+    from model_check import compiled as build
     from model_check.explorer import explore
     from model_check.model import KafkaModel
 
     run = run or explore
     if spec_states or problem(config) is not None:
         return run(KafkaModel(config, invariants), **options)
-    result = run(FlatKafkaModel(config, invariants), **options)
+    module = build.load() if compiled else None
+    model = (module.FlatKafkaModel if module else FlatKafkaModel)(config, invariants)
+    result = run(model, **options)
     if result.violation is not None:
         result.violation.trace = [(label, decode(state))
                                   for label, state in result.violation.trace]
     result.encoding = "flat"
+    result.compiled = module is not None
     return result

@@ -25,6 +25,7 @@ def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
         "symmetry": result.symmetry,
         "partial_order_reduction": result.reduction,
         "encoding": result.encoding,
+        "compiled": result.compiled,
         "workers": result.workers,
         "fingerprint_collision_probability": result.collision_probability,
         "coverage": dict(sorted(result.coverage.items())),

@@ -1,7 +1,9 @@
 """The flat encoding (model_check.flat) against the reference spec: on walks of several
 configs, every state has the same enabled actions in the same order, the same next states and
 the same invariant verdicts; whole searches give the same counts; a mutant of the flat
-handlers or invariants is caught by the same comparison."""
+handlers or invariants is caught by the same comparison. The walks and whole searches are
+made with the module as Python and as compiled by Cython (`model_check.compiled`, which
+`make install` builds), which the explorer runs."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model_check import flat
+from model_check import compiled, flat
 from model_check.explorer import explore
 from model_check.flat import FlatKafka, FlatKafkaModel, decode, encode, problem
 from model_check.model import KafkaModel
@@ -48,13 +50,26 @@ CONFIGS = {
 }
 
 
-def compare_state(config: Config, model: FlatKafka, s,
-                  steps: bool = True) -> tuple[list, set[str], str | None]:
+@pytest.fixture(params=["python", "compiled"])
+def module(request):
+    """model_check.flat as Python, or as compiled from the same source."""
+    if request.param == "python":
+        return flat
+    built = compiled.load()
+    assert built is not None, (f"the compiled flat encoding is {compiled.state()}: "
+                               "`make install` builds it")
+    return built
+
+
+def compare_state(config: Config, model: FlatKafka, s, steps: bool = True,
+                  module=flat) -> tuple[list, set[str], str | None]:
     """(the spec's successors of `s`, the invariants `s` breaks, the first difference between
     the spec and the flat model at `s`, or None). `steps` off: the invariants only (a
     corrupted state, where the spec's steps may not be defined). Each step is also asked of
     the explorer's shortcuts: its compacted state must be the same state, and `holds_from`
-    must answer as `holds` (from a state where every invariant holds)."""
+    must answer as `holds` (from a state where every invariant holds). `module`: the flat
+    encoding's module, as Python or compiled."""
+    encode, decode = module.encode, module.decode
     fs = encode(config, s)
     verdicts = {name: check(config, s) for name, check in INVARIANTS.items()}
     failed = {name for name, detail in verdicts.items() if detail is not None}
@@ -63,7 +78,7 @@ def compare_state(config: Config, model: FlatKafka, s,
         return ref, failed, f"encode/decode does not round-trip {s}"
     if hash(fs) != hash(s):
         return ref, failed, f"the flat state's fingerprint is not the spec's: {s}"
-    searched = FlatKafkaModel(config)
+    searched = module.FlatKafkaModel(config)
     searched.flat = model
     fs = searched.compact(None, fs)  # as the explorer keeps states
     got = list(model.successors(fs)) if steps else []
@@ -88,18 +103,18 @@ def compare_state(config: Config, model: FlatKafka, s,
 
 
 def compare_walks(config: Config, seed: int, walks: int = 30, steps: int = 80,
-                  model: FlatKafka | None = None) -> tuple[int, str | None]:
+                  model: FlatKafka | None = None, module=flat) -> tuple[int, str | None]:
     """(states compared, the first difference or None). Walks favour the action kinds taken
     least so far, which reach crashes, elections and truncations that uniform walks rarely
     do."""
-    model = model or FlatKafka(config)
+    model = model or module.FlatKafka(config)
     rng = random.Random(seed)
     taken: dict[str, int] = {}
     compared = 0
     for _ in range(walks):
         s = initial_state(config)
         for _ in range(steps):
-            ref, _, difference = compare_state(config, model, s)
+            ref, _, difference = compare_state(config, model, s, module=module)
             if difference is not None:
                 return compared, difference
             compared += 1
@@ -113,8 +128,8 @@ def compare_walks(config: Config, seed: int, walks: int = 30, steps: int = 80,
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_walks_agree_with_the_spec(name):
-    compared, difference = compare_walks(CONFIGS[name], seed=1)
+def test_walks_agree_with_the_spec(name, module):
+    compared, difference = compare_walks(CONFIGS[name], seed=1, module=module)
     assert difference is None, difference
     assert compared > 1000
 
@@ -193,6 +208,55 @@ def test_a_missing_guard_is_caught():
     assert difference is not None and "LeaderExpandIsr" in difference, difference
 
 
+def test_a_missing_guard_in_the_compiled_module_is_caught(module):
+    """The same mutant on the compiled class: its handlers are looked up on the instance, as
+    in Python, and the comparison sees the difference."""
+
+    class MissingGuard(module.FlatKafka):
+        def _leader_expand_isr(self, s, b, f):
+            keep, self.broker_epochs = self.broker_epochs, False
+            try:
+                return super()._leader_expand_isr(s, b, f)
+            finally:
+                self.broker_epochs = keep
+
+    config = CONFIGS["current"]
+    _, difference = compare_walks(config, seed=1, model=MissingGuard(config), module=module)
+    assert difference is not None and "LeaderExpandIsr" in difference, difference
+
+
+def test_the_compiled_module_is_c_built_from_this_flat_py():
+    import importlib.machinery
+
+    built = compiled.load()
+    assert built is not None, f"the compiled flat encoding is {compiled.state()}"
+    assert built.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    assert type(built.FlatKafka.successors).__name__ == "cython_function_or_method"
+    assert built.BUILT_FROM == compiled.digest() and compiled.state() == "compiled"
+    result = flat.search(B1, workers=1)
+    assert (result.encoding, result.compiled) == ("flat", True)
+    python = flat.search(B1, workers=1, compiled=False)
+    assert python.compiled is False
+    assert (result.distinct_states, result.generated_states, [str(a) for a, _ in
+            result.violation.trace]) == (python.distinct_states, python.generated_states,
+                                         [str(a) for a, _ in python.violation.trace])
+
+
+def test_an_edited_flat_py_is_not_run_from_an_older_build(tmp_path, monkeypatch):
+    edited = tmp_path / "flat.py"
+    edited.write_text(compiled.SOURCE.read_text().replace("return None", "return  None", 1))
+    monkeypatch.setattr(compiled, "SOURCE", edited)
+    assert compiled.load() is None and compiled.state() == "stale"
+    assert flat.search(B1, workers=1).compiled is False
+    assert compiled.main(["--check"]) == 1
+
+
+def test_the_build_command_refuses_an_unknown_flag(capsys):
+    assert compiled.main(["--fast"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage: python -m model_check.compiled" in err
+
+
 def test_a_shortcut_that_overlooks_a_change_is_caught():
     """B1's last step only raises the leader's HW."""
     trace = explore(KafkaModel(B1)).violation.trace
@@ -211,9 +275,9 @@ def test_a_wrong_invariant_is_caught():
     Config(variant=V["kip-101"], brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
            replica_lag_max_messages=1, log_flush_interval_messages=1, max_message_drops=1),
 ])
-def test_whole_searches_count_the_same(config):
+def test_whole_searches_count_the_same(config, module):
     ref = explore(KafkaModel(config))
-    got = explore(FlatKafkaModel(config))
+    got = explore(module.FlatKafkaModel(config))
     assert ref.result == got.result == "ok"
     assert (got.distinct_states, got.generated_states, got.depth) == (
         ref.distinct_states, ref.generated_states, ref.depth)
