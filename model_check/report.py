@@ -71,6 +71,18 @@ def counterexample_table(model: Model, result: Result) -> str:
     return "\n".join(lines)
 
 
+def _encoding(result: Result) -> str:
+    """Which flat encoding ran, when one did: a stale or absent build is slower, so it is said."""
+    if getattr(result, "encoding", "spec") != "flat":
+        return ""
+    if result.compiled:
+        return ", flat encoding (compiled)"
+    from model_check import compiled
+
+    return (f", flat encoding as Python (the compiled module is {compiled.state()}: "
+            "`make install` builds it)")
+
+
 def summary(model: Model, variant: str, result: Result) -> str:
     """The final summary: verdict, counts, speed, and per-action coverage."""
     head = {
@@ -83,7 +95,8 @@ def summary(model: Model, variant: str, result: Result) -> str:
     lines = [
         head,
         f"model {model.name}, variant {variant}, symmetry {'on' if result.symmetry else 'off'}, "
-        f"workers {result.workers}" + (", partial-order reduction" if result.reduction else ""),
+        f"workers {result.workers}" + (", partial-order reduction" if result.reduction else "")
+        + _encoding(result),
         f"{result.distinct_states:,} distinct states, {result.generated_states:,} generated, "
         f"depth {result.depth}, {result.seconds:.2f} s ({result.states_per_second:,.0f} distinct/s)",
         f"fingerprint collision probability <= {result.collision_probability:.1e}",

@@ -242,13 +242,22 @@ def test_the_compiled_module_is_c_built_from_this_flat_py():
                                          [str(a) for a, _ in python.violation.trace])
 
 
-def test_an_edited_flat_py_is_not_run_from_an_older_build(tmp_path, monkeypatch):
+def test_an_edited_flat_py_is_not_run_from_an_older_build(tmp_path, monkeypatch, capsys):
+    """A build from another flat.py is not used, and `isrlab check` says it ran Python."""
+    from isrlab.cli import main
+
+    argv = ["check", "--variant", "hw-truncation", "--brokers", "2", "--records", "1"]
+    assert main(argv) == 0
+    assert "workers 1, flat encoding (compiled)\n" in capsys.readouterr().out
     edited = tmp_path / "flat.py"
     edited.write_text(compiled.SOURCE.read_text().replace("return None", "return  None", 1))
     monkeypatch.setattr(compiled, "SOURCE", edited)
     assert compiled.load() is None and compiled.state() == "stale"
     assert flat.search(B1, workers=1).compiled is False
     assert compiled.main(["--check"]) == 1
+    assert main(argv) == 0
+    assert ("flat encoding as Python (the compiled module is stale: `make install` builds it)"
+            in capsys.readouterr().out)
 
 
 def test_the_build_command_refuses_an_unknown_flag(capsys):
