@@ -3,8 +3,8 @@
 The explorer spends most of its time in the flat encoding's successor function and
 invariants, Python code on tuples. Cython compiles that same source, unchanged, to a C
 extension (`model_check._flat_c`), which runs it with the interpreter's dispatch taken out:
-the same states, fingerprints, labels and verdicts, a quarter to a third less time
-(`bench/check_bench.py` prints both side by side). `make install` builds it
+the same states, fingerprints, labels and verdicts in a fifth to a third less time
+(`bench/check_bench.py --side-by-side` prints both). `make install` builds it
 (`python -m model_check.compiled`); `flat.search` uses it when it was built from the
 flat.py on disk, and the pure module otherwise (no compiler, or flat.py edited since).
 `tests/test_flat.py` runs its comparisons with the spec on both.
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import shutil
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 from types import ModuleType
 
@@ -37,32 +36,25 @@ def digest() -> str:
     return hashlib.sha256(SOURCE.read_bytes() + DECLARATIONS.read_bytes()).hexdigest()
 
 
-def load() -> ModuleType | None:
-    """The compiled flat encoding, if it is built from flat.py as it is now; else None."""
+def _imported() -> ModuleType | None:
     try:
-        module = importlib.import_module(MODULE)
+        return importlib.import_module(MODULE)
     except ImportError:
         return None
-    return module if getattr(module, "BUILT_FROM", None) == digest() else None
 
 
 def state() -> str:
-    """One word for what `load` finds: 'compiled', 'stale' or 'absent'."""
-    try:
-        module = importlib.import_module(MODULE)
-    except ImportError:
+    """'compiled' when the module is built from flat.py and flat.pxd as they are now,
+    'stale' when it is built from others, 'absent' when there is none."""
+    module = _imported()
+    if module is None:
         return "absent"
     return "compiled" if getattr(module, "BUILT_FROM", None) == digest() else "stale"
 
 
-@contextmanager
-def _working_directory(path: str):
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
+def load() -> ModuleType | None:
+    """The compiled flat encoding when its state is 'compiled'; else None."""
+    return _imported() if state() == "compiled" else None
 
 
 def build(quiet: bool = True) -> Path:
@@ -82,7 +74,7 @@ def build(quiet: bool = True) -> Path:
         shutil.copyfile(DECLARATIONS, source.with_suffix(".pxd"))
         extension = Extension(MODULE, [str(source.relative_to(tmp))],
                               extra_compile_args=FLAGS)
-        with _working_directory(tmp):
+        with chdir(tmp):
             modules = cythonize([extension], language_level=3, quiet=quiet, build_dir="c")
             dist = Distribution({"ext_modules": modules, "script_name": "isrlab-build"})
             command = dist.get_command_obj("build_ext")

@@ -168,15 +168,19 @@ def test_states_that_break_invariants_agree():
     assert difference is None and "SingleLeaderPerEpoch" in broken, difference
 
 
-class _MissingGuard(FlatKafka):
-    """ISR expansion without the broker-epoch check (the spec keeps it in `current`)."""
+def _missing_guard(base: type) -> type:
+    """`base` (the Python or the compiled FlatKafka) with ISR expansion that skips the
+    broker-epoch check (the spec keeps it in `current`)."""
 
-    def _leader_expand_isr(self, s, b, f):
-        keep, self.broker_epochs = self.broker_epochs, False
-        try:
-            return super()._leader_expand_isr(s, b, f)
-        finally:
-            self.broker_epochs = keep
+    class MissingGuard(base):
+        def _leader_expand_isr(self, s, b, f):
+            keep, self.broker_epochs = self.broker_epochs, False
+            try:
+                return super()._leader_expand_isr(s, b, f)
+            finally:
+                self.broker_epochs = keep
+
+    return MissingGuard
 
 
 class _OffByOne(FlatKafka):
@@ -202,26 +206,12 @@ class _OverlooksHw(FlatKafka):
         return super().reads_same(before, flat._put(s, flat.ROWS, (rows,)))
 
 
-def test_a_missing_guard_is_caught():
+def test_a_missing_guard_is_caught(module):
+    """On the compiled class too: its handlers are looked up on the instance, as in Python,
+    so the subclass's is the one called."""
     config = CONFIGS["current"]
-    _, difference = compare_walks(config, seed=1, model=_MissingGuard(config))
-    assert difference is not None and "LeaderExpandIsr" in difference, difference
-
-
-def test_a_missing_guard_in_the_compiled_module_is_caught(module):
-    """The same mutant on the compiled class: its handlers are looked up on the instance, as
-    in Python, and the comparison sees the difference."""
-
-    class MissingGuard(module.FlatKafka):
-        def _leader_expand_isr(self, s, b, f):
-            keep, self.broker_epochs = self.broker_epochs, False
-            try:
-                return super()._leader_expand_isr(s, b, f)
-            finally:
-                self.broker_epochs = keep
-
-    config = CONFIGS["current"]
-    _, difference = compare_walks(config, seed=1, model=MissingGuard(config), module=module)
+    mutant = _missing_guard(module.FlatKafka)(config)
+    _, difference = compare_walks(config, seed=1, model=mutant, module=module)
     assert difference is not None and "LeaderExpandIsr" in difference, difference
 
 
@@ -264,6 +254,21 @@ def test_the_build_command_refuses_an_unknown_flag(capsys):
     assert compiled.main(["--fast"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "usage: python -m model_check.compiled" in err
+
+
+def test_without_a_build_the_search_runs_python(monkeypatch, capsys):
+    """No compiler: the build says so in one line and does not fail `make install`; with no
+    module, the search runs the flat encoding as Python."""
+    def no_compiler(quiet=True):
+        raise OSError("gcc: not found")
+
+    monkeypatch.setattr(compiled, "build", no_compiler)
+    assert compiled.main([]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not built (OSError: gcc: not found)" in err
+    monkeypatch.setattr(compiled, "MODULE", "model_check._no_such_build")
+    assert compiled.state() == "absent" and compiled.load() is None
+    assert flat.search(B1, workers=1).compiled is False
 
 
 def test_a_shortcut_that_overlooks_a_change_is_caught():
