@@ -103,8 +103,8 @@ def main() -> int:
     if args.side_by_side:
         return side_by_side()
     built = compiled.load()
-    print(f"compiled flat encoding: {compiled.state()} (`make install` builds it)")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; compiled flat encoding: "
+          f"{compiled.state()} (`make install` builds it)")
     if args.pair:
         return pair()
     if args.memory:
