@@ -73,7 +73,7 @@ def counterexample_table(model: Model, result: Result) -> str:
 
 def _encoding(result: Result) -> str:
     """Which flat encoding ran, when one did: a stale or absent build is slower, so it is said."""
-    if getattr(result, "encoding", "spec") != "flat":
+    if result.encoding != "flat":
         return ""
     if result.compiled:
         return ", flat encoding (compiled)"
