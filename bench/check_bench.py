@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model_check import compiled  # noqa: E402
+from model_check import flat as python_flat  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.flat import FlatKafkaModel  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
@@ -167,11 +168,7 @@ def main() -> int:
         fast = explore(built.FlatKafkaModel(TARGET), max_states=size)
         line(f"kafka current 3/2/2, first {size:,} states, compiled", fast,
              f"{flat.seconds / fast.seconds:.2f}x the flat encoding as Python")
-    cpu = time.process_time()
-    whole = explore((built or sys.modules["model_check.flat"]).FlatKafkaModel(TARGET))
-    line(f"kafka current 3/2/2, whole graph, flat{', compiled' if built else ''}", whole,
-         f"depth {whole.depth}, {whole.generated_states:,} generated, "
-         f"cpu {time.process_time() - cpu:.1f} s (target: 40,000 states/s)")
+    whole = whole_graph(built or python_flat, "flat, compiled" if built else "flat")
     if args.whole_spec:
         spec = explore(KafkaModel(TARGET))
         line("kafka current 3/2/2, whole graph, spec states", spec,
@@ -215,16 +212,23 @@ def memory_child() -> int:
     return 0
 
 
+def whole_graph(module, name: str):
+    """The whole TARGET graph on `module`'s FlatKafkaModel (flat, or the compiled one)."""
+    cpu = time.process_time()
+    result = explore(module.FlatKafkaModel(TARGET))
+    line(f"kafka current 3/2/2, whole graph, {name}", result,
+         f"depth {result.depth}, {result.generated_states:,} generated, "
+         f"cpu {time.process_time() - cpu:.1f} s (target: 40,000 states/s)")
+    assert result.distinct_states == 2_031_731, result.distinct_states
+    return result
+
+
 def whole_child(which: str) -> int:
-    module = compiled.load() if which == "compiled" else sys.modules["model_check.flat"]
+    module = compiled.load() if which == "compiled" else python_flat
     if module is None:
         print(f"compiled flat encoding: {compiled.state()} (`make install` builds it)")
         return 1
-    cpu = time.process_time()
-    result = explore(module.FlatKafkaModel(TARGET))
-    line(f"kafka current 3/2/2, whole graph, {which}", result,
-         f"depth {result.depth}, cpu {time.process_time() - cpu:.1f} s")
-    assert result.distinct_states == 2_031_731, result.distinct_states
+    whole_graph(module, which)
     return 0
 
 

@@ -43,18 +43,23 @@ def _imported() -> ModuleType | None:
         return None
 
 
+def _current(module: ModuleType) -> bool:
+    return getattr(module, "BUILT_FROM", None) == digest()
+
+
 def state() -> str:
     """'compiled' when the module is built from flat.py and flat.pxd as they are now,
     'stale' when it is built from others, 'absent' when there is none."""
     module = _imported()
     if module is None:
         return "absent"
-    return "compiled" if getattr(module, "BUILT_FROM", None) == digest() else "stale"
+    return "compiled" if _current(module) else "stale"
 
 
 def load() -> ModuleType | None:
     """The compiled flat encoding when its state is 'compiled'; else None."""
-    return _imported() if state() == "compiled" else None
+    module = _imported()
+    return module if module is not None and _current(module) else None
 
 
 def build(quiet: bool = True) -> Path:

@@ -1289,14 +1289,14 @@ def search(config: Config, invariants=None, *, run=None, spec_states: bool = Fal
     says which was searched. The flat encoding runs compiled where `model_check.compiled`
     has built it from this file as it is (`compiled` off: as Python), which the result's
     `compiled` says."""
-    from model_check import compiled as build
+    from model_check.compiled import load as load_compiled
     from model_check.explorer import explore
     from model_check.model import KafkaModel
 
     run = run or explore
     if spec_states or problem(config) is not None:
         return run(KafkaModel(config, invariants), **options)
-    module = build.load() if compiled else None
+    module = load_compiled() if compiled else None
     model = (module.FlatKafkaModel if module else FlatKafkaModel)(config, invariants)
     result = run(model, **options)
     if result.violation is not None:

@@ -50,15 +50,17 @@ CONFIGS = {
 }
 
 
-@pytest.fixture(params=["python", "compiled"])
-def module(request):
-    """model_check.flat as Python, or as compiled from the same source."""
-    if request.param == "python":
-        return flat
+def _built():
     built = compiled.load()
     assert built is not None, (f"the compiled flat encoding is {compiled.state()}: "
                                "`make install` builds it")
     return built
+
+
+@pytest.fixture(params=["python", "compiled"])
+def module(request):
+    """model_check.flat as Python, or as compiled from the same source."""
+    return flat if request.param == "python" else _built()
 
 
 def compare_state(config: Config, model: FlatKafka, s, steps: bool = True,
@@ -218,8 +220,7 @@ def test_a_missing_guard_is_caught(module):
 def test_the_compiled_module_is_c_built_from_this_flat_py():
     import importlib.machinery
 
-    built = compiled.load()
-    assert built is not None, f"the compiled flat encoding is {compiled.state()}"
+    built = _built()
     assert built.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
     assert type(built.FlatKafka.successors).__name__ == "cython_function_or_method"
     assert built.BUILT_FROM == compiled.digest() and compiled.state() == "compiled"
