@@ -197,6 +197,60 @@ def test_two_workers_on_the_tla_compat_model():
     assert one.distinct_states == two.distinct_states
 
 
+def _position_order_tree(model) -> tuple[list[int], list[int]]:
+    """The parent tree as a plain breadth-first search gives it, expanding each level in
+    position order (the initial states as listed, then each level by fingerprint) and keeping
+    a state's first discovery, which is then its smallest (parent position, index)."""
+    level, seen = [], set()
+    for i, s in enumerate(model.init_states()):
+        if hash(s) not in seen:
+            seen.add(hash(s))
+            level.append((hash(s), s, -1, i))
+    parents, indices, start = [], [], 0
+    while level:
+        parents += [p for _, _, p, _ in level]
+        indices += [i for _, _, _, i in level]
+        found: dict = {}
+        for pos, (_, s, _, _) in enumerate(level, start):
+            for i, (_, t) in enumerate(model.successors(s)):
+                h = hash(t)
+                if h not in seen and h not in found:
+                    found[h] = (h, t, pos, i)
+        start += len(level)
+        seen.update(found)
+        level = [found[h] for h in sorted(found)]
+    return parents, indices
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("model", [
+    KafkaModel(Config(variant=VARIANTS["current"], brokers=2, max_records=1,
+                      max_leader_epochs=2, max_crashes=1)),
+    TlaCompatModel("kip-320", brokers=2, log_size=2, records=2, epochs=2),
+], ids=["kafka", "tla-compat"])
+def test_each_state_s_parent_is_its_smallest_position_and_index(model, workers, monkeypatch):
+    # The explorer expands a level in the order its states were found, not by position, and
+    # keeps the smallest (parent position, index) per state: the tree, and so every trace, is
+    # the one expanding by position gives.
+    import numpy as np
+
+    from model_check import explorer
+
+    trees = []
+
+    class Kept(explorer._Tree):
+        def __init__(self, *args):
+            super().__init__(*args)
+            trees.append(self)
+
+    monkeypatch.setattr(explorer, "_Tree", Kept)
+    result = explore(model, workers=workers, check_invariants=False, symmetry=False)
+    parents, indices = _position_order_tree(model)
+    assert result.distinct_states == len(parents) > 1000
+    assert np.concatenate(trees[0].parent).tolist() == parents
+    assert np.concatenate(trees[0].index).tolist() == indices
+
+
 def test_symmetry_is_off_where_unsound_and_on_where_sound():
     kafka = explore(KafkaModel(Config(brokers=2, max_records=1)))
     assert kafka.symmetry is False
