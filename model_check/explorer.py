@@ -303,9 +303,8 @@ class _Expander:
                                                  kinds)
                 self.previous = level
             else:
-                position = dict(zip(fps.tolist(), positions.tolist(), strict=True))
-                position.update((fp, pos) for pos, fp, _ in imported)
-                generated = self._expand(position, held, parents, indices, kinds)
+                generated = self._expand(held, _positions(held, accepted, imported), parents,
+                                         indices, kinds)
         pending = self.pending
         masks = None
         if self.reports_masks:
@@ -314,56 +313,61 @@ class _Expander:
         found, self.found = self.found, []
         return found, (list(pending), parents, indices), kinds, generated, masks
 
-    def _expand(self, position: dict[int, int], held: dict[int, Any], parents: array,
+    def _expand(self, held: dict[int, Any], positions: np.ndarray, parents: array,
                 indices: array, kinds: Counter) -> int:
-        """Expand the level's states (`held`, fingerprint -> state; `position`, fingerprint
-        -> position) into `pending`, and record each new state's parent position and
-        successor index in `parents` and `indices`; return the number of successors.
+        """Expand the level's states (`held`, fingerprint -> state; `positions`, each one's
+        position in `held`'s order, -1 for one not to expand) into `pending`, and record each
+        new state's parent position and successor index in `parents` and `indices`; return
+        the number of successors.
 
         States are expanded in the order they were found, not by position: siblings share
         their parts (`compact`), so one state's expansion finds the next one's memory in the
-        processor's caches (by position, the same search took 1.3x as long). The parent
-        recorded is still the smallest (position, index) that reaches a state, kept in `best`
-        for every fingerprint found in this level, which also drops a repeat at once, whether
-        the first was new or visited before."""
+        processor's caches (by position, the same search took 1.15-1.3x as long). The parent
+        recorded is still the smallest (position, index) that reaches a state: kept in `best`
+        for the level's new states and in `waiting` for the candidates in the batch, so a
+        repeat of either is not batched again."""
         canonical = self.model.canonical if self.symmetry else None
         successors = self.model.successors
         labels: list = []
         kind_of = labels.append
         # fingerprint -> smallest (parent position << 16 | successor index) reaching it
         best: dict[int, int] = {}
+        waiting: dict[int, int] = {}
         batch: list[tuple[int, Any, Any]] = []
         fresh = batch.append
         generated = 0
-        for fp in list(held):
-            state = held.pop(fp)
-            at = position.get(fp)
-            if at is None:  # not this worker's to expand (another found it first), or cut
-                continue
-            base = at << 16
-            index = 0
-            for label, nxt in successors(state):
-                kind_of(label)
-                if canonical is not None:
-                    nxt = canonical(nxt)
-                fp = hash(nxt)
-                if fp not in best:  # first found in this level: to be checked against the visited
-                    best[fp] = base + index
-                    fresh((fp, nxt, state))
-                elif base < best[fp]:  # a smaller parent position, or the same one
-                    key = base + index
-                    if key < best[fp]:
-                        best[fp] = key
-                index += 1
-            if index > 0x10000:  # an index shares `best` with the position, and is a uint16
-                raise OverflowError(f"a state with {index} successors (at most 65,536)")
-            generated += index
-            if len(batch) >= _BATCH:
-                self._admit(batch)
-            if len(labels) > 4096:
-                _count_kinds(kinds, labels)
-                labels.clear()
-        self._admit(batch)
+        order = list(held)
+        for lo in range(0, len(order), _BATCH):
+            for fp, at in zip(order[lo:lo + _BATCH], positions[lo:lo + _BATCH].tolist(),
+                              strict=True):
+                state = held.pop(fp)
+                if at < 0:  # not this worker's to expand (another found it first), or cut
+                    continue
+                base = at << 16
+                index = 0
+                for label, nxt in successors(state):
+                    kind_of(label)
+                    if canonical is not None:
+                        nxt = canonical(nxt)
+                    fp = hash(nxt)
+                    known = best if fp in best else waiting if fp in waiting else None
+                    if known is None:  # first found in this level: is it visited already?
+                        waiting[fp] = base + index
+                        fresh((fp, nxt, state))
+                    elif base < known[fp]:  # a smaller parent position, or the same one
+                        key = base + index
+                        if key < known[fp]:
+                            known[fp] = key
+                    index += 1
+                if index > 0x10000:  # an index shares a key with the position; a uint16
+                    raise OverflowError(f"a state with {index} successors (at most 65,536)")
+                generated += index
+                if len(batch) >= _BATCH:
+                    self._admit(batch, waiting, best)
+                if len(labels) > 4096:
+                    _count_kinds(kinds, labels)
+                    labels.clear()
+        self._admit(batch, waiting, best)
         _count_kinds(kinds, labels)
         pending = self.pending
         keys = [best[fp] for fp in pending]
@@ -372,10 +376,10 @@ class _Expander:
         self.seen.add(pending)
         return generated
 
-    def _admit(self, batch: list) -> None:
+    def _admit(self, batch: list, waiting: dict[int, int], best: dict[int, int]) -> None:
         """Take the batch's (fingerprint, state, parent state) candidates, each found for the
-        first time in this level, that no earlier level visited into `pending`, and check
-        each."""
+        first time in this level, that no earlier level visited into `pending` (and their
+        keys from `waiting` into `best`), and check each."""
         pending = self.pending
         clears = self.clears
         compact = self.compact
@@ -384,9 +388,11 @@ class _Expander:
             if compact is not None:
                 nxt = compact(source, nxt)
             pending[fp] = nxt
+            best[fp] = waiting[fp]
             if clears is not None and not clears(source, nxt):
                 self._violation(fp, nxt)
         batch.clear()
+        waiting.clear()
 
     def _accept(self, batch: list, parents: array, indices: array,
                 masks: dict[int, int] | None = None) -> None:
@@ -557,6 +563,27 @@ class _Pool:
 
 
 # ------------------------------------------------------------------------------------------
+
+
+def _positions(held: dict[int, Any], accepted: tuple[np.ndarray, np.ndarray],
+               imported: list[tuple[int, int, Any]]) -> np.ndarray:
+    """The position of each of `held`'s states, in its order: from the accepted (positions,
+    fingerprints), fingerprints ascending, and the imported (position, fingerprint, state);
+    -1 for a state neither names."""
+    positions, fps = accepted
+    if imported:
+        fps = np.concatenate([fps, np.fromiter((fp for _, fp, _ in imported), np.int64,
+                                               len(imported))])
+        positions = np.concatenate([positions, np.fromiter(
+            (pos for pos, _, _ in imported), np.int64, len(imported))])
+        order = np.argsort(fps)
+        fps, positions = fps[order], positions[order]
+    keys = np.fromiter(held, np.int64, len(held))
+    if not len(fps):
+        return np.full(len(keys), -1, dtype=np.int64)
+    at = np.searchsorted(fps, keys)
+    at[at == len(fps)] = 0
+    return np.where(fps[at] == keys, positions[at], -1)
 
 
 def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> list:
