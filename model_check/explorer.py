@@ -284,8 +284,8 @@ class _Expander:
             self.seen.add(got[~self.seen.contains(got)].tolist())
 
         def frontier():
-            # The reduced search's order: by position (so by fingerprint), as its masks take
-            # the first discovery to be the smallest; built a chunk at a time, as a level
+            # The reduced search's order: by position (so by fingerprint), as it records a
+            # state's first discovery, then its smallest; built a chunk at a time, as a level
             # of (position, fingerprint) pairs would cost more than the states' own records.
             own = chain.from_iterable(
                 zip(positions[lo:lo + _BATCH].tolist(), fps[lo:lo + _BATCH].tolist(),
