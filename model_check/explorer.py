@@ -323,7 +323,7 @@ class _Expander:
 
         States are expanded in the order they were found, not by position: siblings share
         their parts (`compact`), so one state's expansion finds the next one's memory in the
-        processor's caches (by position, the same search took 1.15-1.3x as long). The parent
+        processor's caches (by position, the whole default 3/2/2 graph took 1.13-1.20x as long). The parent
         recorded is still the smallest (position, index) that reaches a state: kept in `best`
         for the level's new states and in `waiting` for the candidates in the batch, so a
         repeat of either is not batched again."""
