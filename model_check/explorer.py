@@ -118,6 +118,21 @@ def collision_probability(n: int) -> float:
 # per state, so millions of states cost tens of megabytes and nothing for the collector.
 
 
+def _find(table: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `keys`, its index in the sorted, non-empty `table` (0 where it is absent)
+    and whether it is there. The keys are searched in ascending order, so each search starts
+    near the last one's answer: half the time of searching in the given order, sort included."""
+    order = np.argsort(keys)
+    ascending = keys[order]
+    at = np.searchsorted(table, ascending)
+    at[at == len(table)] = 0
+    where = np.empty(len(keys), dtype=np.int64)
+    where[order] = at
+    found = np.empty(len(keys), dtype=bool)
+    found[order] = table[at] == ascending
+    return where, found
+
+
 class _Visited:
     """A set of 64-bit fingerprints as one sorted int64 array: membership is asked in batches
     (binary search per item, in C) and whole levels are merged in at once."""
@@ -129,15 +144,7 @@ class _Visited:
         """A bool per item of `fps`: whether it is in the set."""
         if not len(self.fps):
             return np.zeros(len(fps), dtype=bool)
-        # Searched in ascending order, each search starts near the last one's answer: half
-        # the time of searching in the given order, sort included.
-        order = np.argsort(fps)
-        ascending = fps[order]
-        at = np.searchsorted(self.fps, ascending)
-        at[at == len(self.fps)] = 0
-        found = np.empty(len(fps), dtype=bool)
-        found[order] = self.fps[at] == ascending
-        return found
+        return _find(self.fps, fps)[1]
 
     def add(self, fps) -> None:
         """Add fingerprints that are distinct and none of them in the set yet."""
@@ -323,10 +330,10 @@ class _Expander:
 
         States are expanded in the order they were found, not by position: siblings share
         their parts (`compact`), so one state's expansion finds the next one's memory in the
-        processor's caches (by position, the whole default 3/2/2 graph took 1.13-1.20x as long). The parent
-        recorded is still the smallest (position, index) that reaches a state: kept in `best`
-        for the level's new states and in `waiting` for the candidates in the batch, so a
-        repeat of either is not batched again."""
+        processor's caches (by position, the whole default 3/2/2 graph took 1.13-1.21x as
+        long). The parent recorded is still the smallest (position, index) that reaches a
+        state: kept in `best` for the level's new states and in `waiting` for the candidates
+        in the batch, so a repeat of either is not batched again."""
         canonical = self.model.canonical if self.symmetry else None
         successors = self.model.successors
         labels: list = []
@@ -355,9 +362,9 @@ class _Expander:
                     if known is None:  # first found in this level: is it visited already?
                         waiting[fp] = base + index
                         fresh((fp, nxt, state))
-                    elif base < known[fp]:  # a smaller parent position, or the same one
+                    elif base < (was := known[fp]):  # a smaller parent position, or the same
                         key = base + index
-                        if key < known[fp]:
+                        if key < was:
                             known[fp] = key
                     index += 1
                 if index > 0x10000:  # an index shares a key with the position; a uint16
@@ -377,6 +384,11 @@ class _Expander:
         self.seen.add(pending)
         return generated
 
+    def _unvisited(self, batch: list) -> list[bool]:
+        """Per item of a batch (fingerprint first): whether no earlier level visited it."""
+        return (~self.seen.contains(np.fromiter(map(_first, batch), np.int64,
+                                                len(batch)))).tolist()
+
     def _admit(self, batch: list, waiting: dict[int, int], best: dict[int, int]) -> None:
         """Take the batch's (fingerprint, state, parent state) candidates, each found for the
         first time in this level, that no earlier level visited into `pending` (and their
@@ -384,8 +396,7 @@ class _Expander:
         pending = self.pending
         clears = self.clears
         compact = self.compact
-        fresh = ~self.seen.contains(np.fromiter(map(_first, batch), np.int64, len(batch)))
-        for fp, nxt, source in compress(batch, fresh.tolist()):
+        for fp, nxt, source in compress(batch, self._unvisited(batch)):
             if compact is not None:
                 nxt = compact(source, nxt)
             pending[fp] = nxt
@@ -405,8 +416,7 @@ class _Expander:
         pending = self.pending
         clears = self.clears
         compact = self.compact
-        fresh = ~self.seen.contains(np.fromiter(map(_first, batch), np.int64, len(batch)))
-        for fp, parent, index, nxt, mask, source in compress(batch, fresh.tolist()):
+        for fp, parent, index, nxt, mask, source in compress(batch, self._unvisited(batch)):
             if fp not in pending:
                 if compact is not None:
                     nxt = compact(source, nxt)
@@ -579,12 +589,10 @@ def _positions(held: dict[int, Any], accepted: tuple[np.ndarray, np.ndarray],
             (pos for pos, _, _ in imported), np.int64, len(imported))])
         order = np.argsort(fps)
         fps, positions = fps[order], positions[order]
-    keys = np.fromiter(held, np.int64, len(held))
     if not len(fps):
-        return np.full(len(keys), -1, dtype=np.int64)
-    at = np.searchsorted(fps, keys)
-    at[at == len(fps)] = 0
-    return np.where(fps[at] == keys, positions[at], -1)
+        return np.full(len(held), -1, dtype=np.int64)
+    at, found = _find(fps, np.fromiter(held, np.int64, len(held)))
+    return np.where(found, positions[at], -1)
 
 
 def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> list:

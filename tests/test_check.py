@@ -203,9 +203,9 @@ def _position_order_tree(model) -> tuple[list[int], list[int]]:
     a state's first discovery, which is then its smallest (parent position, index)."""
     level, seen = [], set()
     for i, s in enumerate(model.init_states()):
-        if hash(s) not in seen:
-            seen.add(hash(s))
-            level.append((hash(s), s, -1, i))
+        if (h := hash(s)) not in seen:
+            seen.add(h)
+            level.append((h, s, -1, i))
     parents, indices, start = [], [], 0
     while level:
         parents += [p for _, _, p, _ in level]
@@ -249,6 +249,28 @@ def test_each_state_s_parent_is_its_smallest_position_and_index(model, workers, 
     assert result.distinct_states == len(parents) > 1000
     assert np.concatenate(trees[0].parent).tolist() == parents
     assert np.concatenate(trees[0].index).tolist() == indices
+
+
+class _Fan:
+    """A model whose one initial state has 65,537 successors, one more than a successor
+    index (a uint16) can name."""
+
+    name = "fan"
+    invariants: dict = {}
+
+    def init_states(self):
+        return [-1]
+
+    def successors(self, state):
+        return ((None, n) for n in range(65_537)) if state == -1 else iter(())
+
+    def symmetric(self) -> bool:
+        return False
+
+
+def test_a_state_with_more_successors_than_an_index_names_is_refused():
+    with pytest.raises(OverflowError, match="65537 successors"):
+        explore(_Fan())
 
 
 def test_symmetry_is_off_where_unsound_and_on_where_sound():
