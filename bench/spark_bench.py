@@ -13,7 +13,9 @@ numbers it produces (lost writes, offline time) are a load for the jobs, not fin
 
 Each master runs in its own process (Spark has one session per JVM, and a master cannot change
 once the JVM is up): ingestion (NDJSON -> Parquet), then the full report from Parquet. The
-figures of both are printed side by side with their ratio.
+figures of both are printed side by side with their ratio. Beside each master's figures, the
+same job on the corpus's first runs holding about `--beside` events (1,000,000 unless told):
+how the time grows with the data, measured on the same traces.
 """
 
 from __future__ import annotations
@@ -361,6 +363,28 @@ def measure(master: str, corpus: Path) -> dict:
         raise SystemExit(f"{master}: the measurement failed (exit {done.returncode})")
 
 
+def _end_to_end(r: dict) -> float:
+    return r["start_s"] + r["ingest_s"] + r["analysis_s"]
+
+
+def _figures(r: dict) -> str:
+    return (f"start {r['start_s']:.1f} s; ingest {r['lines']:,} lines ({r['events']:,} events) "
+            f"in {r['ingest_s']:.1f} s = {r['events'] / r['ingest_s']:,.0f} events/s "
+            f"({r['lines'] / r['ingest_s']:,.0f} lines/s); analysis of {r['runs']} runs from "
+            f"Parquet {r['analysis_s']:.1f} s; end to end {_end_to_end(r):.1f} s")
+
+
+def _first_runs(runs: list[Path]) -> Path:
+    """A campaign directory of links to `runs` (removed at exit)."""
+    import atexit
+
+    part = Path(tempfile.mkdtemp(prefix="isrlab-corpus-part-"))
+    atexit.register(shutil.rmtree, part, ignore_errors=True)
+    for run in runs:
+        (part / run.name).symlink_to(run.resolve(), target_is_directory=True)
+    return part
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000, help="event lines")
@@ -369,6 +393,10 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, help="corpus directory (generated if absent)")
     parser.add_argument("--keep", action="store_true", help="keep a generated corpus")
     parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--beside", type=int, default=1_000_000, metavar="EVENTS",
+                        help="also measure, on each master, the first runs of the same corpus "
+                        "that hold about this many events, and print both figures side by "
+                        "side (0: do not)")
     parser.add_argument("--from-sim", action="store_true",
                         help="generate the corpus with the reference broker's simulator "
                         "(crash, partition, pause; acks all / 1 / unclean) instead of the "
@@ -384,15 +412,19 @@ def main() -> int:
         print(f"generated {runs} {'simulated' if args.from_sim else 'synthetic'} runs, "
               f"{size / 1e9:.2f} GB of NDJSON in {time.perf_counter() - t:.0f} s")
     results = []
+    runs = sorted(d for d in corpus.glob("run-*") if d.is_dir())
+    part = max(1, round(len(runs) * args.beside / args.events)) if args.beside else 0
     try:
         for master in args.masters.split(","):
             r = measure(master, corpus)
             results.append(r)
-            print(f"{master:>9}: start {r['start_s']:.1f} s; ingest {r['lines']:,} lines "
-                  f"({r['events']:,} events) in {r['ingest_s']:.1f} s = "
-                  f"{r['events'] / r['ingest_s']:,.0f} events/s "
-                  f"({r['lines'] / r['ingest_s']:,.0f} lines/s); analysis of {r['runs']} runs "
-                  f"from Parquet {r['analysis_s']:.1f} s", flush=True)
+            print(f"{master:>9}: {_figures(r)}", flush=True)
+            if 0 < part < len(runs):
+                small = measure(master, _first_runs(runs[:part]))
+                print(f"{'':>9}  the first {part} of its {len(runs)} runs: {_figures(small)}")
+                print(f"{'':>9}  {r['events'] / small['events']:.1f}x the events took "
+                      f"{_end_to_end(r) / _end_to_end(small):.1f}x as long end to end "
+                      f"({_end_to_end(small):.1f} s -> {_end_to_end(r):.1f} s)", flush=True)
     finally:
         if args.corpus is None and not args.keep:
             shutil.rmtree(corpus, ignore_errors=True)
