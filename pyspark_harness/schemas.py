@@ -130,6 +130,13 @@ STORED = StructType(
     + [StructField(name, TEXT, True) for name in PARTITION_COLUMNS]
 )
 
+# Stored columns whose values are nearly all distinct (a line's text, numbers and times that
+# grow along a run, message ids): Parquet's dictionary for them is built, hashed into and then
+# thrown away for plain encoding, which cost the ingest about 8% for nothing (docs/spark.md).
+# Named as Parquet names the leaf columns (a list's elements under `list.element`).
+DISTINCT_COLUMNS = ("raw", "line", "seq", "time_ms", "outcome_args", "send.list.element",
+                    "recv")
+
 # The columns each stored table is read back with (besides config_key and run).
 TABLE_COLUMNS = {
     "headers": ("file", "line", "node", "format", "mode", "commit", "seed", "config"),

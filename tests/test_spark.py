@@ -143,6 +143,35 @@ def test_ingest_stores_every_line_of_the_corpus_by_table_config_and_run(spark, r
     assert (report / "dataset" / "table=events" / f"config_key={key}" / "run=seed-12").is_dir()
 
 
+def test_columns_of_distinct_values_are_written_without_a_dictionary(spark, report):
+    """Parquet's dictionary is skipped for the columns whose values are nearly all distinct
+    (`schemas.DISTINCT_COLUMNS`), and kept for the others: read from the footers of the
+    events files the ingest wrote."""
+    from pyspark_harness.schemas import DISTINCT_COLUMNS
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    files = sorted((report / "dataset" / "table=events").rglob("*.parquet"))
+    assert files
+    dictionary = {}
+    for path in files:
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                jvm.org.apache.hadoop.fs.Path(str(path)), conf))
+        try:
+            for block in reader.getFooter().getBlocks():
+                for chunk in block.getColumns():
+                    name = chunk.getPath().toDotString()
+                    used = {str(e) for e in chunk.getEncodings()}
+                    dictionary[name] = dictionary.get(name, False) or bool(
+                        used & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
+        finally:
+            reader.close()
+    assert set(DISTINCT_COLUMNS) <= set(dictionary)
+    assert not any(dictionary[name] for name in DISTINCT_COLUMNS)
+    assert dictionary["action"] and dictionary["node"] and dictionary["outcome"]
+
+
 def test_ingest_rejects_the_lines_the_format_rejects(spark, corpus, lines, tmp_path):
     # Real lines of one run, each damaged one way; vocab.trace.check and Spark both reject each.
     run = [{k: v for k, v in b.items() if k != "_where"} for b in lines["seed-14"]]
@@ -635,11 +664,16 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
 
 def test_only_a_small_input_gets_the_quick_jvm(monkeypatch, tmp_path, capsys):
     from pyspark_harness import session
-    from pyspark_harness.session import QUICK_JVM_BELOW, QUICK_JVM_OPTIONS, local_conf
+    from pyspark_harness.session import (
+        LOCAL_JVM_OPTIONS,
+        QUICK_JVM_BELOW,
+        QUICK_JVM_OPTIONS,
+        local_conf,
+    )
 
     key = "spark.driver.extraJavaOptions"
-    assert local_conf(QUICK_JVM_BELOW - 1)[key] == QUICK_JVM_OPTIONS
-    assert key not in local_conf(QUICK_JVM_BELOW) and key not in local_conf(None)
+    assert local_conf(QUICK_JVM_BELOW - 1)[key] == f"{LOCAL_JVM_OPTIONS} {QUICK_JVM_OPTIONS}"
+    assert local_conf(QUICK_JVM_BELOW)[key] == local_conf(None)[key] == LOCAL_JVM_OPTIONS
 
     # And `isrlab analyze` hands its files' size to the session it builds: a builder that
     # records its settings and starts no JVM (the CLI then says Spark did not start).
@@ -674,7 +708,8 @@ def test_only_a_small_input_gets_the_quick_jvm(monkeypatch, tmp_path, capsys):
         code = isrlab(["analyze", str(tmp_path), "--out", str(tmp_path / "o"),
                        "--master", "local[1]"])
         assert code == 2 and "Spark did not start: no JVM" in capsys.readouterr().err
-        assert (Builder.conf.get(key) == QUICK_JVM_OPTIONS) is quick
+        assert (QUICK_JVM_OPTIONS in Builder.conf[key].split()) is quick
+        assert LOCAL_JVM_OPTIONS in Builder.conf[key].split()
 
 
 def test_a_trace_file_gone_before_spark_starts_is_one_line(monkeypatch, tmp_path, capsys):
