@@ -395,8 +395,9 @@ def main() -> int:
     parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--beside", type=int, default=1_000_000, metavar="EVENTS",
                         help="also measure, on each master, the first runs of the same corpus "
-                        "that hold about this many events, and print both figures side by "
-                        "side (0: do not)")
+                        "that hold about this many events (a share of its runs: EVENTS / "
+                        "--events, so give --events with a --corpus of another size), and "
+                        "print both figures side by side (0: do not)")
     parser.add_argument("--from-sim", action="store_true",
                         help="generate the corpus with the reference broker's simulator "
                         "(crash, partition, pause; acks all / 1 / unclean) instead of the "
