@@ -49,7 +49,9 @@ SQL_CONF = {
 LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.memory": "1g",
+    # With the throughput collector a larger young generation means fewer collections: the
+    # 1M simulator ingest took 6-10% less time with 2 GB than with 1 GB (4 GB: no better).
+    "spark.driver.memory": "2g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # Local files are listed by the driver: a listing job (Spark's choice past 32 paths) cost
