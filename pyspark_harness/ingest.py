@@ -448,11 +448,14 @@ def parse_text(text: DataFrame, keep_raw: bool = True,
     return rows.select(*columns)
 
 
+# Parquet's per-column switch (the write's options reach its Hadoop configuration).
+_WRITE_OPTIONS = {f"parquet.enable.dictionary#{c}": "false" for c in S.DISTINCT_COLUMNS}
+
+
 def write_dataset(lines: DataFrame, out: str, mode: str = "overwrite") -> None:
     """Write parsed lines (`parse_text`'s rows) as the dataset layout the module doc names."""
-    (lines.write.mode(mode).partitionBy(*S.PARTITION_COLUMNS)
-     .options(**{f"parquet.enable.dictionary#{c}": "false" for c in S.DISTINCT_COLUMNS})
-     .parquet(out))
+    lines.write.mode(mode).partitionBy(*S.PARTITION_COLUMNS).options(**_WRITE_OPTIONS) \
+        .parquet(out)
 
 
 def ingest(spark: SparkSession, files: list[str], out: str, keep_raw: bool = True,

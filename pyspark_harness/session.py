@@ -50,7 +50,8 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     # With the throughput collector a larger young generation means fewer collections: the
-    # 1M simulator ingest took 6-10% less time with 2 GB than with 1 GB (4 GB: no better).
+    # 1M simulator ingest took 6% less time cold and 9-12% warm with 2 GB than with 1 GB (4 GB:
+    # no better).
     "spark.driver.memory": "2g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

@@ -712,6 +712,19 @@ def test_only_a_small_input_gets_the_quick_jvm(monkeypatch, tmp_path, capsys):
         assert LOCAL_JVM_OPTIONS in Builder.conf[key].split()
 
 
+def test_the_local_jvm_runs_with_the_options_it_was_given(spark):
+    """The session's JVM was started with LOCAL_CONF's heap and LOCAL_JVM_OPTIONS, and runs
+    the parallel collector: read from the JVM itself, not from the configuration."""
+    from pyspark_harness.session import LOCAL_CONF, LOCAL_JVM_OPTIONS
+
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    arguments = list(management.getRuntimeMXBean().getInputArguments())
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(arguments)
+    assert f"-Xmx{LOCAL_CONF['spark.driver.memory']}" in arguments
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}
+
+
 def test_a_trace_file_gone_before_spark_starts_is_one_line(monkeypatch, tmp_path, capsys):
     from pyspark_harness import ingest
 
