@@ -9,9 +9,13 @@ visited set and every count are the same whatever order states are expanded in, 
 
 - `workers > 1` gives exactly the counts and verdict of `workers = 1`. Workers are forked
   processes that own the states they generated: fingerprints and action labels cross process
-  boundaries, and states only when a level is rebalanced (each new state at most once). The coordinator keeps the visited set and, for each new
-  state, the smallest (parent fingerprint, successor index) that reached it, so the parent tree,
-  and hence every reported trace, is also independent of the number of workers.
+  boundaries, and states only when a level is rebalanced (each new state at most once). A
+  state two workers find is built and checked by the one that claims it first in a shared
+  table (`_Claims`); the other only reports how it reached it. The coordinator keeps the
+  visited set and, for each new state, the smallest (parent fingerprint, successor index)
+  that reached it, so the parent tree, and hence every reported trace, is also independent
+  of the number of workers. Each level is split between the workers in proportion to how
+  fast each expanded the last one.
 - A violation in level d is reported once the whole level is known and checked, before any of
   it is expanded, choosing the smallest (invariant order, fingerprint): counts stop at level d,
   and the counterexample has the shortest possible length, d steps.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import heapq
+import mmap
 import multiprocessing
 import os
 import random
@@ -196,6 +201,61 @@ class _Tree:
 _BATCH = 4096
 
 
+class _Claims:
+    """Which worker holds a new state, shared by forked workers as a hash table in shared
+    memory: (fingerprint, level) per slot, linear probing. A worker claims its batch of new
+    states before building and checking them; one another worker claimed in this level is
+    only reported (its parent and index, for the coordinator's smallest), not held, and one
+    claimed in an earlier level is visited already and dropped. Without it, each worker
+    builds and checks every state it finds, and a quarter of B1's three-broker states were
+    found by both workers in one level.
+
+    The table is only a shortcut: the coordinator still dedups what workers report. Workers
+    write without locks, so two may claim one state (both then hold it, as without the table)
+    or overwrite each other's claim (a later finder then holds it too); neither changes a
+    count or a trace. A claim is believed only for what makes it safe: its slot's level is
+    written before its fingerprint, so a fingerprint found comes with its level or a later
+    one, and a state claimed in this level is held by the worker that claimed it. Slots of
+    claims two levels old are reused, so the table never fills."""
+
+    PROBES = 8
+    NEW, FOREIGN, OLD = 0, 1, 2
+
+    def __init__(self, bits: int = 21) -> None:
+        size = 1 << bits
+        self.mask = size - 1
+        self._memory = mmap.mmap(-1, size * 12)  # anonymous and shared with forked children
+        self.fps = np.frombuffer(self._memory, dtype=np.int64, count=size)
+        self.levels = np.frombuffer(self._memory, dtype=np.int32, count=size, offset=size * 8)
+
+    def claim(self, fps: np.ndarray, level: int) -> np.ndarray:
+        """Claim the distinct `fps` for this worker in `level` (>= 1); per item, NEW (claimed,
+        or no free slot within PROBES: held, as without the table), FOREIGN or OLD."""
+        status = np.zeros(len(fps), dtype=np.int8)
+        at = (fps ^ (fps >> 29)) & self.mask
+        todo = np.arange(len(fps))
+        for _ in range(self.PROBES):
+            if not len(todo):
+                break
+            slots = at[todo]
+            found = self.fps[slots]
+            levels = self.levels[slots]
+            hit = (found == fps[todo]) & (levels > 0)
+            status[todo[hit]] = np.where(levels[hit] == level, self.FOREIGN, self.OLD)
+            free = ~hit & (levels < max(level - 1, 1))  # empty (0), or two levels old
+            # One claim per slot: the first of the batch's candidates for it.
+            taken, first = np.unique(slots[free], return_index=True)
+            winners = todo[free][first]
+            self.levels[taken] = level
+            self.fps[taken] = fps[winners]
+            left = np.ones(len(todo), dtype=bool)
+            left[hit] = False
+            left[np.flatnonzero(free)[first]] = False
+            todo = todo[left]
+            at[todo] = (at[todo] + 1) & self.mask
+        return status
+
+
 # ------------------------------------------------------------------------------------------
 # The expansion work, shared by the in-process and the forked workers.
 
@@ -227,6 +287,11 @@ class _Expander:
         # A model may rebuild a new state of parts shared with earlier ones (less memory,
         # and what is shared stays in the processor's caches).
         self.compact = getattr(model, "compact", None)
+        # With several workers: the shared claims (`_Claims`), the level being expanded, and
+        # the new states another worker holds (reported, not held).
+        self.claims: _Claims | None = None
+        self.level = 0
+        self.foreign: dict[int, None] = {}
         # The violations among the states found since the last report, as (invariant order,
         # fingerprint, name, detail).
         self.found: list[tuple[int, int, str, str]] = []
@@ -306,6 +371,7 @@ class _Expander:
         kinds: Counter = Counter()
         generated = 0
         if expand:
+            self.level += 1
             if reduced:
                 generated = self._expand_reduced(frontier(), held, level, parents, indices,
                                                  kinds)
@@ -319,7 +385,12 @@ class _Expander:
             masks = np.fromiter((self.ruled_out.get(fp, 0) for fp in pending), np.uint64,
                                 len(pending))
         found, self.found = self.found, []
-        return found, (list(pending), parents, indices), kinds, generated, masks
+        reported = list(pending)
+        held = len(reported)
+        if self.foreign:
+            reported.extend(self.foreign)
+            self.foreign = {}
+        return found, (reported, parents, indices, held), kinds, generated, masks
 
     def _expand(self, held: dict[int, Any], positions: np.ndarray, parents: array,
                 indices: array, kinds: Counter) -> int:
@@ -377,11 +448,11 @@ class _Expander:
                     labels.clear()
         self._admit(batch, waiting, best)
         _count_kinds(kinds, labels)
-        pending = self.pending
-        keys = [best[fp] for fp in pending]
+        pending, foreign = self.pending, self.foreign
+        keys = [best[fp] for fp in chain(pending, foreign)]
         parents.extend([key >> 16 for key in keys])
         indices.extend([key & 0xFFFF for key in keys])
-        self.seen.add(pending)
+        self.seen.add(chain(pending, foreign))
         return generated
 
     def _unvisited(self, batch: list) -> list[bool]:
@@ -396,7 +467,17 @@ class _Expander:
         pending = self.pending
         clears = self.clears
         compact = self.compact
-        for fp, nxt, source in compress(batch, self._unvisited(batch)):
+        fresh = list(compress(batch, self._unvisited(batch)))
+        if self.claims is not None and fresh:
+            status = self.claims.claim(np.fromiter(map(_first, fresh), np.int64, len(fresh)),
+                                       self.level).tolist()
+            foreign = self.foreign
+            for (fp, _, _), claim in zip(fresh, status, strict=True):
+                if claim == _Claims.FOREIGN:
+                    foreign[fp] = None
+                    best[fp] = waiting[fp]
+            fresh = list(compress(fresh, [claim == _Claims.NEW for claim in status]))
+        for fp, nxt, source in fresh:
             if compact is not None:
                 nxt = compact(source, nxt)
             pending[fp] = nxt
@@ -482,9 +563,10 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
-def _worker_main(conn, model, symmetry, check, parent, reduction=None):
+def _worker_main(conn, model, symmetry, check, parent, reduction=None, claims=None):
     die_with_parent(parent)
     expander = _Expander(model, symmetry, check, reduction)
+    expander.claims = claims
     expander.reports_masks = reduction is not None
     while True:
         try:
@@ -499,7 +581,9 @@ def _worker_main(conn, model, symmetry, check, parent, reduction=None):
         elif kind == "export":
             conn.send(expander.export(message[1]))
         elif kind == "expand":
-            conn.send(expander.expand(message[1], message[2], message[3], message[4]))
+            started = time.perf_counter()
+            reply = expander.expand(message[1], message[2], message[3], message[4])
+            conn.send((reply, time.perf_counter() - started))
 
 
 class _Pool:
@@ -511,13 +595,19 @@ class _Pool:
         if workers == 1:
             self.local = _Expander(model, symmetry, check, reduction)
             return
+        # Each worker's states expanded per second in the last level: the next level is split
+        # in proportion, as the same number of states does not take the same time everywhere
+        # (a worker expanding states handed over to it is the slower, by a tenth).
+        self.rates = [1.0] * workers
+        claims = None if reduction is not None else _Claims()
         ctx = multiprocessing.get_context("fork")  # shares the hash secret: same fingerprints
         self.conns = []
         self.procs = []
         for _ in range(workers):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_worker_main,
-                               args=(child, model, symmetry, check, os.getpid(), reduction),
+                               args=(child, model, symmetry, check, os.getpid(), reduction,
+                                     claims),
                                daemon=True)
             proc.start()
             self.conns.append(parent)
@@ -540,24 +630,33 @@ class _Pool:
         """
         if self.workers == 1:
             return [self.local.expand(groups[0], [], expand)]
-        share = -(-sum(len(g[1]) for g in groups) // self.workers)
-        keep = [(pos[:share], fps[:share]) for pos, fps in groups]
+        shares = _shares(sum(len(g[1]) for g in groups), self.rates)
+        keep = [(pos[:share], fps[:share])
+                for (pos, fps), share in zip(groups, shares, strict=True)]
         excess = {w: (pos[share:].tolist(), fps[share:].tolist())
-                  for w, (pos, fps) in enumerate(groups) if len(fps) > share}
+                  for w, ((pos, fps), share) in enumerate(zip(groups, shares, strict=True))
+                  if len(fps) > share}
         for w, (_, fps) in excess.items():
             self.conns[w].send(("export", fps))
         moved = [(pos, fp, state) for w, (positions, fps) in excess.items()
                  for pos, fp, state in zip(positions, fps, self.conns[w].recv(), strict=True)]
         imports: list[list[tuple[int, int, Any]]] = [[] for _ in range(self.workers)]
         for w in range(self.workers):
-            room = share - len(keep[w][1])
+            room = shares[w] - len(keep[w][1])
             imports[w], moved = moved[:room], moved[room:]
         for conn, own, extra in zip(self.conns, keep, imports, strict=True):
             given = None if masks is None else {
                 fp: masks[fp] for fp in [*own[1].tolist(), *(fp for _, fp, _ in extra)]
                 if fp in masks}
             conn.send(("expand", own, extra, expand, given))
-        return [conn.recv() for conn in self.conns]
+        replies = []
+        for w, conn in enumerate(self.conns):
+            reply, seconds = conn.recv()
+            expanded = len(keep[w][1]) + len(imports[w])
+            if expand and expanded >= _BATCH and seconds > 0:
+                self.rates[w] = expanded / seconds
+            replies.append(reply)
+        return replies
 
     def close(self) -> None:
         if self.workers == 1:
@@ -595,6 +694,15 @@ def _positions(held: dict[int, Any], accepted: tuple[np.ndarray, np.ndarray],
     return np.where(found, positions[at], -1)
 
 
+def _shares(total: int, rates: list[float]) -> list[int]:
+    """`total` states split in proportion to `rates`, the shares summing to `total`."""
+    whole = sum(rates)
+    shares = [int(total * rate / whole) for rate in rates]
+    for w in range(total - sum(shares)):
+        shares[w % len(shares)] += 1
+    return shares
+
+
 def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> list:
     """Per worker, the (positions, fingerprints) of the level's states it holds."""
     positions = np.arange(start, start + len(fps), dtype=np.int64)
@@ -626,20 +734,31 @@ def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.nd
     owner = np.concatenate([np.full(len(r[1][0]), w, dtype=np.int32)
                             for w, r in enumerate(replies)])
     if len(replies) > 1 and len(fps):
+        held = np.concatenate([np.arange(len(r[1][0])) < r[1][3] for r in replies])
         fresh = ~tree.visited.contains(fps)
-        fps, parent, index, owner = fps[fresh], parent[fresh], index[fresh], owner[fresh]
+        fps, parent, index, owner, held = (fps[fresh], parent[fresh], index[fresh],
+                                           owner[fresh], held[fresh])
         # Sorted by (fingerprint, parent, index), the first of each fingerprint is the smallest.
         order = np.lexsort((index, parent, fps))
-        fps, parent, index, owner = fps[order], parent[order], index[order], owner[order]
+        fps, parent, index, owner, held = (fps[order], parent[order], index[order],
+                                           owner[order], held[order])
         first = np.ones(len(fps), dtype=bool)
         first[1:] = fps[1:] != fps[:-1]
+        # The state goes to a worker holding it (`_Claims`): the first holder in that order.
+        group = np.cumsum(first) - 1
+        holders = np.flatnonzero(held)
+        groups, at = np.unique(group[holders], return_index=True)
+        if len(groups) != int(first.sum()):
+            raise AssertionError("a new state reported by workers none of which holds it")
+        chosen = owner[first]
+        chosen[groups] = owner[holders[at]]
         if masks is not None:
             # Each new state's mask: the AND of every worker's mask for it.
             found = np.concatenate([r[4] for r in replies])[fresh][order]
             masks.update(zip(fps[first].tolist(),
                              np.bitwise_and.reduceat(found, np.flatnonzero(first)).tolist(),
                              strict=True))
-        return fps[first], parent[first], index[first], owner[first]
+        return fps[first], parent[first], index[first], chosen
     order = np.argsort(fps, kind="stable")
     return fps[order], parent[order], index[order], owner[order]
 

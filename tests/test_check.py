@@ -7,6 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 from dataclasses import fields
 
+import numpy as np
 import pytest
 
 from isrlab.cli import main
@@ -186,6 +187,45 @@ def test_two_workers_give_identical_results(variant):
     assert one.coverage == two.coverage
     if one.violation:
         assert [a for a, _ in one.violation.trace] == [a for a, _ in two.violation.trace]
+
+
+def test_claims_tell_a_state_held_here_from_one_held_elsewhere_and_one_seen_before():
+    from model_check.explorer import _Claims
+
+    claims = _Claims(bits=4)
+    mine = np.array([3, 19, 35, -7], dtype=np.int64)  # 3, 19 and 35 start at the same slot
+    assert claims.claim(mine, 1).tolist() == [_Claims.NEW] * 4
+    assert claims.claim(np.array([19, 4, -7], dtype=np.int64), 1).tolist() == [
+        _Claims.FOREIGN, _Claims.NEW, _Claims.FOREIGN]
+    assert claims.claim(np.array([35, 5], dtype=np.int64), 2).tolist() == [
+        _Claims.OLD, _Claims.NEW]
+    # Two levels on, level 1's slots are free again: a new state takes the first.
+    assert claims.claim(np.array([51], dtype=np.int64), 3).tolist() == [_Claims.NEW]
+    assert claims.fps[3 & claims.mask] == 51
+
+
+def test_a_state_two_workers_find_in_one_level_is_built_by_one():
+    # Two expanders sharing claims, as forked workers do, expand the same states: the second
+    # reports every successor with its parent and index (the coordinator keeps the smallest)
+    # but holds none, so none is built or checked twice.
+    from model_check.explorer import _Claims, _Expander, _merge_level, _Tree
+
+    config = Config(variant=VARIANTS["current"], brokers=2, max_records=1, max_leader_epochs=2)
+    model = KafkaModel(config)
+    first, second = _Expander(model, False, True), _Expander(model, False, True)
+    first.claims = second.claims = _Claims(bits=12)
+    seeded, _ = first.seed(model.init_states())
+    second.seed(model.init_states())
+    fps = np.array(sorted(fp for fp, _ in seeded), dtype=np.int64)
+    level = (np.arange(len(fps), dtype=np.int64), fps)
+    one, two = first.expand(level, [], True), second.expand(level, [], True)
+    (held_one, held_two) = (one[1][3], two[1][3])
+    assert held_one == len(one[1][0]) > 0 and held_two == 0
+    assert sorted(two[1][0]) == sorted(one[1][0])
+    tree = _Tree()
+    tree.add_level(fps, [-1] * len(fps), list(range(len(fps))))
+    new, _, _, owner = _merge_level(tree, [two, one])  # the holder is the second reply
+    assert len(new) == held_one and set(owner.tolist()) == {1}
 
 
 def test_two_workers_on_the_tla_compat_model():

@@ -157,7 +157,7 @@ def test_the_coordinator_ands_the_masks_of_a_state_two_workers_found():
     tree.add_level([7], [-1], [0])
 
     def reply(fps, parents, indices, masks):
-        return ([], (fps, array("q", parents), array("H", indices)), None, 0,
+        return ([], (fps, array("q", parents), array("H", indices), len(fps)), None, 0,
                 np.array(masks, dtype=np.uint64))
 
     masks: dict[int, int] = {}
