@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-# The flat encoding compiled by Cython (model_check/compiled.py); without a compiler the
-# explorer runs it as Python.
-$(COMPILED): $(STAMP) model_check/flat.py model_check/flat.pxd model_check/compiled.py
+# The flat encoding and the explorer loop compiled by Cython (model_check/compiled.py);
+# without a compiler both run as Python.
+$(COMPILED): $(STAMP) model_check/flat.py model_check/flat.pxd model_check/explorer.py \
+		model_check/compiled.py
 	$(BIN)/python -m model_check.compiled
 	touch $(COMPILED)
 
@@ -32,4 +33,4 @@ test: $(COMPILED)
 	$(BIN)/pytest -m serial
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.*
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.* model_check/_explorer_c.*

@@ -963,3 +963,23 @@ def _sim_result(start, result, seen, generated, depth, coverage, violation, seed
     return Result(result, len(seen), generated, depth, time.perf_counter() - start, coverage,
                   violation, collision_probability(len(seen)), seed=seed, traces=traces)
 
+
+
+# The expansion loop as Python, whichever runs (tests compare the two).
+PythonExpander = _Expander
+
+
+def _use_compiled() -> None:
+    """Expand with the compiled copy of `_Expander` where `model_check.compiled` built it from
+    this file as it is now (the forked workers and the in-process expander both look the
+    class up here)."""
+    global _Expander
+    from model_check import compiled
+
+    module = compiled.load_explorer()
+    if module is not None:
+        _Expander = module._Expander
+
+
+if __name__ == "model_check.explorer":  # not in the compiled copy itself
+    _use_compiled()

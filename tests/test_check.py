@@ -228,6 +228,28 @@ def test_a_state_two_workers_find_in_one_level_is_built_by_one():
     assert len(new) == held_one and set(owner.tolist()) == {1}
 
 
+def test_the_compiled_expander_is_this_explorer_py_and_searches_the_same(monkeypatch, tmp_path):
+    from model_check import compiled, explorer
+
+    module = compiled.load_explorer()
+    assert module is not None, "model_check._explorer_c is absent or stale: `make install`"
+    assert explorer._Expander is module._Expander is not explorer.PythonExpander
+    config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
+                    max_leader_epochs=2, max_crashes=1)
+    seen = []
+    for expander in (explorer.PythonExpander, module._Expander):
+        monkeypatch.setattr(explorer, "_Expander", expander)
+        for workers in (1, 2):
+            r = explore(KafkaModel(config), workers=workers)
+            seen.append((r.result, r.distinct_states, r.generated_states, r.depth, r.coverage,
+                         [label for label, _ in r.violation.trace]))
+    assert seen[0][:2] == ("violation", 7400) and seen.count(seen[0]) == 4, seen
+    edited = tmp_path / "explorer.py"
+    edited.write_text(compiled.EXPLORER_SOURCE.read_text() + "\n")
+    monkeypatch.setattr(compiled, "EXPLORER_SOURCE", edited)
+    assert compiled.load_explorer() is None  # an edited explorer.py runs as Python
+
+
 def test_two_workers_on_the_tla_compat_model():
     model = TlaCompatModel("kip-101", brokers=2, log_size=2, records=2, epochs=3)
     one = explore(model, workers=1)
