@@ -14,7 +14,6 @@ from isrlab.options import (
     ACKS_CHOICES,
     SEED,
     SMALL,
-    WORKERS,
     UsageError,
     add_elr_options,
     add_rule_options,
@@ -22,6 +21,7 @@ from isrlab.options import (
     invariant_names,
     kafka_config,
     output_file,
+    workers_or_auto,
 )
 
 
@@ -57,8 +57,10 @@ def register(sub) -> None:
     check.add_argument("--invariant", action="append", metavar="NAME", help="check only these")
     check.add_argument("--no-invariants", action="store_true", help="explore without checking")
     check.add_argument("--no-symmetry", action="store_true")
-    check.add_argument("--workers", type=WORKERS, default=1,
-                       help="worker processes (at most 4 per core)")
+    check.add_argument("--workers", type=workers_or_auto, default="auto",
+                       help="worker processes (at most 4 per core), or auto (the default): one "
+                       "process, and all cores (at most 4) from the first level of 10,000 "
+                       "states; the same counts and trace whichever")
     check.add_argument("--por", action="store_true",
                        help="partial-order reduction: the same states, fewer transitions "
                        "computed (kafka model, one partition)")

@@ -51,6 +51,18 @@ def integer(lo: int, hi: int | None = None):
 
 SEED = integer(0, (1 << 63) - 1)
 WORKERS = integer(1, MAX_WORKERS)
+
+
+def workers_or_auto(text: str) -> int | str:
+    """An argparse type: WORKERS, or `auto`."""
+    if text == "auto":
+        return text
+    if not _INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is neither an integer nor auto")
+    return WORKERS(text)
+
+
+workers_or_auto.__name__ = "workers"
 SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
 
 

@@ -199,6 +199,10 @@ class _Tree:
 
 # Successors are checked against the visited array in batches of this many.
 _BATCH = 4096
+# `explore(workers="auto")`: this many workers once a level to expand holds AUTO_LEVEL states
+# (below that, forking and messages cost more than a second core gives).
+AUTO_WORKERS = min(os.cpu_count() or 1, 4)
+AUTO_LEVEL = 2_000
 
 
 class _Claims:
@@ -563,9 +567,13 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
-def _worker_main(conn, model, symmetry, check, parent, reduction=None, claims=None):
+def _worker_main(conn, model, symmetry, check, parent, reduction=None, claims=None,
+                 expander=None):
+    """A forked worker's loop; `expander`: the in-process one it was forked from mid-search
+    (`_Pool.fork`), whose states and visited record it inherits."""
     die_with_parent(parent)
-    expander = _Expander(model, symmetry, check, reduction)
+    if expander is None:
+        expander = _Expander(model, symmetry, check, reduction)
     expander.claims = claims
     expander.reports_masks = reduction is not None
     while True:
@@ -590,7 +598,7 @@ class _Pool:
     """Forked workers speaking a tiny protocol over pipes; or one in-process expander."""
 
     def __init__(self, model: Model, workers: int, symmetry: bool, check: bool,
-                 reduction=None):
+                 reduction=None, expander: _Expander | None = None):
         self.workers = workers
         if workers == 1:
             self.local = _Expander(model, symmetry, check, reduction)
@@ -607,11 +615,19 @@ class _Pool:
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_worker_main,
                                args=(child, model, symmetry, check, os.getpid(), reduction,
-                                     claims),
+                                     claims, expander),
                                daemon=True)
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
+
+    def fork(self, workers: int, model: Model, symmetry: bool, check: bool) -> _Pool:
+        """A pool of `workers` forked from this one-process pool between levels: each holds a
+        copy of every state of the level to expand and of what was visited, so nothing is
+        sent; `_groups` then gives each its share of the level."""
+        pool = _Pool(model, workers, symmetry, check, expander=self.local)
+        self.local.pending = {}  # the workers have their copies
+        return pool
 
     def seed(self, states: list[Any]) -> tuple[list[tuple[int, int]], list]:
         if self.workers == 1:
@@ -703,11 +719,14 @@ def _shares(total: int, rates: list[float]) -> list[int]:
     return shares
 
 
-def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray) -> list:
-    """Per worker, the (positions, fingerprints) of the level's states it holds."""
+def _groups(workers: int, start: int, fps: np.ndarray, owner: np.ndarray | None) -> list:
+    """Per worker, the (positions, fingerprints) of the level's states it holds; with `owner`
+    None (every worker holds every state), a slice each."""
     positions = np.arange(start, start + len(fps), dtype=np.int64)
     if workers == 1:
         return [(positions, fps)]
+    if owner is None:
+        owner = np.arange(len(fps)) % workers
     return [(positions[owner == w], fps[owner == w]) for w in range(workers)]
 
 
@@ -769,7 +788,7 @@ def explore(
     *,
     max_states: int | None = None,
     max_depth: int | None = None,
-    workers: int = 1,
+    workers: int | str = 1,
     symmetry: bool | None = None,
     check_invariants: bool = True,
     progress: Callable[[dict[str, Any]], None] | None = None,
@@ -778,10 +797,16 @@ def explore(
     """Breadth-first search of every reachable state; see the module docstring. `reduce`:
     partial-order reduction (model_check.por): the same states, fewer transitions computed;
     with several workers the coordinator intersects the masks of a state more than one
-    found. Raises ValueError when the model or config does not allow it."""
+    found. Raises ValueError when the model or config does not allow it. `workers="auto"`:
+    one process until a level to expand holds AUTO_LEVEL states, then AUTO_WORKERS forked
+    from it (one process throughout under the reduction)."""
     started = time.perf_counter()
     use_symmetry = model.symmetric() if symmetry is None else (symmetry and model.symmetric())
     check = check_invariants and bool(model.invariants)
+    auto = workers == "auto"
+    if auto:
+        workers = 1
+        auto = AUTO_WORKERS > 1 and not reduce
     workers = max(1, workers)
     reduction = None
     if reduce:
@@ -821,6 +846,11 @@ def explore(
                 result = "violation"
                 break
             last_level = max_depth is not None and depth >= max_depth
+            if auto and len(fps) >= AUTO_LEVEL and not last_level:
+                pool = pool.fork(AUTO_WORKERS, model, use_symmetry, check)
+                workers, auto = AUTO_WORKERS, False
+                tree.owns_visited = True  # the in-process expander no longer adds to it
+                groups = _groups(workers, start, fps, None)
             replies = pool.expand(groups, expand=not last_level, masks=level_masks)
             found = [v for reply in replies for v in reply[0]]
             for reply in replies:

@@ -250,6 +250,26 @@ def test_the_compiled_expander_is_this_explorer_py_and_searches_the_same(monkeyp
     assert compiled.load_explorer() is None  # an edited explorer.py runs as Python
 
 
+def test_auto_workers_fork_at_a_large_level_and_search_the_same(monkeypatch):
+    from model_check import explorer
+
+    monkeypatch.setattr(explorer, "AUTO_WORKERS", 2)
+    monkeypatch.setattr(explorer, "AUTO_LEVEL", 200)
+    config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
+                    max_leader_epochs=2, max_crashes=1)
+    one = explore(KafkaModel(config), workers=1)
+    auto = explore(KafkaModel(config), workers="auto")
+    assert (auto.workers, one.workers) == (2, 1)
+    assert (one.result, one.distinct_states, one.generated_states, one.depth) == (
+        auto.result, auto.distinct_states, auto.generated_states, auto.depth)
+    assert one.coverage == auto.coverage
+    assert one.stored_bytes == auto.stored_bytes  # the coordinator's visited set is whole
+    assert [a for a, _ in one.violation.trace] == [a for a, _ in auto.violation.trace]
+    # No level that large: one process throughout.
+    monkeypatch.setattr(explorer, "AUTO_LEVEL", 10 ** 6)
+    assert explore(KafkaModel(config), workers="auto").workers == 1
+
+
 def test_two_workers_on_the_tla_compat_model():
     model = TlaCompatModel("kip-101", brokers=2, log_size=2, records=2, epochs=3)
     one = explore(model, workers=1)

@@ -86,6 +86,8 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
      "isrlab fuzz: error: argument --examples: 0 is out of range (1..10000000)"),
     (["prove", "--bmc", "1", "--brokers", "10"], "isrlab: error: brokers: must be between 1 and 9"),
     # Each flag is range-checked, and a flag a model lacks refused, before any work.
+    (["check", "--workers", "many"],
+     "isrlab check: error: argument --workers: 'many' is neither an integer nor auto"),
     (["check", "--workers", "100000"],
      f"isrlab check: error: argument --workers: 100000 is out of range (1..{MAX_WORKERS})"),
     (["check", "--max-depth", "-1"],
