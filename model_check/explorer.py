@@ -220,7 +220,9 @@ class _Claims:
     count or a trace. A claim is believed only for what makes it safe: its slot's level is
     written before its fingerprint, so a fingerprint found comes with its level or a later
     one, and a state claimed in this level is held by the worker that claimed it. Slots of
-    claims two levels old are reused, so the table never fills."""
+    claims two levels old are reused, so the table never fills; two levels of more than about
+    a million states between them find fewer free slots, and more of their states are built
+    twice, as without the table (24 MB, made only for several workers)."""
 
     PROBES = 8
     NEW, FOREIGN, OLD = 0, 1, 2
