@@ -59,7 +59,7 @@ def register(sub) -> None:
     check.add_argument("--no-symmetry", action="store_true")
     check.add_argument("--workers", type=workers_or_auto, default="auto",
                        help="worker processes (at most 4 per core), or auto (the default): one "
-                       "process, and all cores (at most 4) from the first level of 10,000 "
+                       "process, and all cores (at most 4) from the first level of 2,000 "
                        "states; the same counts and trace whichever")
     check.add_argument("--por", action="store_true",
                        help="partial-order reduction: the same states, fewer transitions "

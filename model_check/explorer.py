@@ -208,24 +208,25 @@ AUTO_LEVEL = 2_000
 class _Claims:
     """Which worker holds a new state, shared by forked workers as a hash table in shared
     memory: (fingerprint, level) per slot, linear probing. A worker claims its batch of new
-    states before building and checking them; one another worker claimed in this level is
-    only reported (its parent and index, for the coordinator's smallest), not held, and one
-    claimed in an earlier level is visited already and dropped. Without it, each worker
-    builds and checks every state it finds, and a quarter of B1's three-broker states were
-    found by both workers in one level.
+    states before building and checking them; one already claimed (by another worker in this
+    level, or in an earlier level) is only reported, with its parent and index for the
+    coordinator's smallest, not held. Without it, each worker builds and checks every state
+    it finds, and a quarter of B1's three-broker states were found by both workers in one
+    level.
 
-    The table is only a shortcut: the coordinator still dedups what workers report. Workers
-    write without locks, so two may claim one state (both then hold it, as without the table)
-    or overwrite each other's claim (a later finder then holds it too); neither changes a
-    count or a trace. A claim is believed only for what makes it safe: its slot's level is
-    written before its fingerprint, so a fingerprint found comes with its level or a later
-    one, and a state claimed in this level is held by the worker that claimed it. Slots of
-    claims two levels old are reused, so the table never fills; two levels of more than about
-    a million states between them find fewer free slots, and more of their states are built
-    twice, as without the table (24 MB, made only for several workers)."""
+    The table is only a shortcut: the coordinator still drops visited states and dedups what
+    workers report. Workers write without locks, so two may claim one state (both then hold
+    it, as without the table) or overwrite each other's claim (a later finder then holds it
+    too); neither changes a count or a trace. A fingerprint found in the table was written by
+    the worker that claimed it, which holds it, or in an earlier level, when it is visited:
+    either way its reporter may leave it. Nothing is dropped on the table's word alone, so
+    nothing depends on the order in which another processor sees the two arrays' writes. The
+    level only lets a slot be reused two levels later, so the table never fills; two levels of
+    more than about a million states between them find fewer free slots, and more of their
+    states are built twice, as without the table (24 MB, made only for several workers)."""
 
     PROBES = 8
-    NEW, FOREIGN, OLD = 0, 1, 2
+    NEW, CLAIMED = 0, 1
 
     def __init__(self, bits: int = 21) -> None:
         size = 1 << bits
@@ -236,7 +237,7 @@ class _Claims:
 
     def claim(self, fps: np.ndarray, level: int) -> np.ndarray:
         """Claim the distinct `fps` for this worker in `level` (>= 1); per item, NEW (claimed,
-        or no free slot within PROBES: held, as without the table), FOREIGN or OLD."""
+        or no free slot within PROBES: held, as without the table) or CLAIMED (already)."""
         status = np.zeros(len(fps), dtype=np.int8)
         at = (fps ^ (fps >> 29)) & self.mask
         todo = np.arange(len(fps))
@@ -247,7 +248,7 @@ class _Claims:
             found = self.fps[slots]
             levels = self.levels[slots]
             hit = (found == fps[todo]) & (levels > 0)
-            status[todo[hit]] = np.where(levels[hit] == level, self.FOREIGN, self.OLD)
+            status[todo[hit]] = self.CLAIMED
             free = ~hit & (levels < max(level - 1, 1))  # empty (0), or two levels old
             # One claim per slot: the first of the batch's candidates for it.
             taken, first = np.unique(slots[free], return_index=True)
@@ -294,7 +295,7 @@ class _Expander:
         # and what is shared stays in the processor's caches).
         self.compact = getattr(model, "compact", None)
         # With several workers: the shared claims (`_Claims`), the level being expanded, and
-        # the new states another worker holds (reported, not held).
+        # the new states claimed already (reported, not held).
         self.claims: _Claims | None = None
         self.level = 0
         self.foreign: dict[int, None] = {}
@@ -479,7 +480,7 @@ class _Expander:
                                        self.level).tolist()
             foreign = self.foreign
             for (fp, _, _), claim in zip(fresh, status, strict=True):
-                if claim == _Claims.FOREIGN:
+                if claim == _Claims.CLAIMED:
                     foreign[fp] = None
                     best[fp] = waiting[fp]
             fresh = list(compress(fresh, [claim == _Claims.NEW for claim in status]))
@@ -671,7 +672,7 @@ class _Pool:
         for w, conn in enumerate(self.conns):
             reply, seconds = conn.recv()
             expanded = len(keep[w][1]) + len(imports[w])
-            if expand and expanded >= _BATCH and seconds > 0:
+            if expand and expanded >= 64 and seconds > 0:
                 self.rates[w] = expanded / seconds
             replies.append(reply)
         return replies
@@ -713,7 +714,11 @@ def _positions(held: dict[int, Any], accepted: tuple[np.ndarray, np.ndarray],
 
 
 def _shares(total: int, rates: list[float]) -> list[int]:
-    """`total` states split in proportion to `rates`, the shares summing to `total`."""
+    """`total` states split in proportion to `rates`, the shares summing to `total`; no rate
+    counts for less than a quarter of the fastest, so one slow level (the machine busy for a
+    moment) cannot leave a worker nearly idle for the rest of the search."""
+    floor = max(rates) / 4
+    rates = [max(rate, floor) for rate in rates]
     whole = sum(rates)
     shares = [int(total * rate / whole) for rate in rates]
     for w in range(total - sum(shares)):
