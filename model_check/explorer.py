@@ -201,7 +201,8 @@ class _Tree:
 _BATCH = 4096
 # `explore(workers="auto")`: this many workers once a level to expand holds AUTO_LEVEL states
 # (below that, forking and messages cost more than a second core gives).
-AUTO_WORKERS = min(os.cpu_count() or 1, 4)
+AUTO_WORKERS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1, 4)  # the cores this process may run on
 AUTO_LEVEL = 2_000
 
 
