@@ -144,7 +144,9 @@ def main() -> int:
             ("flat", FlatKafkaModel, False, 1), ("flat, workers 2", FlatKafkaModel, False, 2)]
     if built is not None:
         runs += [("compiled", built.FlatKafkaModel, False, 1),
-                 ("compiled, workers 2", built.FlatKafkaModel, False, 2)]
+                 ("compiled, workers 2", built.FlatKafkaModel, False, 2),
+                 ("compiled, workers auto (isrlab check's default)", built.FlatKafkaModel,
+                  False, "auto")]
     b1_seconds = {}
     for name, make, reduce, workers in runs:
         cpu = time.process_time()
