@@ -104,9 +104,9 @@ def main() -> int:
     if args.side_by_side:
         return side_by_side()
     built = compiled.load()
-    explorer_state = "compiled" if compiled.load_explorer() is not None else "absent or stale"
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; compiled flat encoding: "
-          f"{compiled.state()}, explorer loop: {explorer_state} (`make install` builds them)")
+          f"{compiled.state()}, explorer loop: {compiled.state(explorer=True)} "
+          "(`make install` builds them)")
     if args.pair:
         return pair()
     if args.memory:

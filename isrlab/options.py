@@ -51,6 +51,7 @@ def integer(lo: int, hi: int | None = None):
 
 SEED = integer(0, (1 << 63) - 1)
 WORKERS = integer(1, MAX_WORKERS)
+SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
 
 
 def workers_or_auto(text: str) -> int | str:
@@ -63,7 +64,6 @@ def workers_or_auto(text: str) -> int | str:
 
 
 workers_or_auto.__name__ = "workers"
-SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
 
 
 def output_file(flag: str, path: str | None) -> None:

@@ -58,25 +58,24 @@ def _current(module: ModuleType, made_from=digest) -> bool:
     return getattr(module, "BUILT_FROM", None) == made_from()
 
 
-def state() -> str:
-    """'compiled' when the module is built from flat.py and flat.pxd as they are now,
-    'stale' when it is built from others, 'absent' when there is none."""
-    module = _imported()
+def state(explorer: bool = False) -> str:
+    """'compiled' when the flat encoding's module (with `explorer`, the explorer's) is built
+    from its sources as they are now, 'stale' when it is built from others, 'absent' when
+    there is none."""
+    module = _imported(EXPLORER_MODULE if explorer else None)
     if module is None:
         return "absent"
-    return "compiled" if _current(module) else "stale"
+    return "compiled" if _current(module, explorer_digest if explorer else digest) else "stale"
 
 
 def load() -> ModuleType | None:
     """The compiled flat encoding when its state is 'compiled'; else None."""
-    module = _imported()
-    return module if module is not None and _current(module) else None
+    return _imported() if state() == "compiled" else None
 
 
 def load_explorer() -> ModuleType | None:
-    """The compiled explorer when it was built from explorer.py as it is now; else None."""
-    module = _imported(EXPLORER_MODULE)
-    return module if module is not None and _current(module, explorer_digest) else None
+    """The compiled explorer when its state is 'compiled'; else None."""
+    return _imported(EXPLORER_MODULE) if state(explorer=True) == "compiled" else None
 
 
 def build(quiet: bool = True) -> list[Path]:
@@ -126,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if argv == ["--check"]:
         print(f"compiled flat encoding: {state()}")
-        explorer = "compiled" if load_explorer() is not None else "absent or stale"
-        print(f"compiled explorer: {explorer}")
-        return 0 if state() == "compiled" and explorer == "compiled" else 1
+        print(f"compiled explorer: {state(explorer=True)}")
+        return 0 if state() == state(explorer=True) == "compiled" else 1
     try:
         targets = build()
     except Exception as error:  # noqa: BLE001 - any failure leaves the pure modules in use

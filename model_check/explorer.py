@@ -463,10 +463,11 @@ class _Expander:
         self.seen.add(chain(pending, foreign))
         return generated
 
-    def _unvisited(self, batch: list) -> list[bool]:
-        """Per item of a batch (fingerprint first): whether no earlier level visited it."""
-        return (~self.seen.contains(np.fromiter(map(_first, batch), np.int64,
-                                                len(batch)))).tolist()
+    def _unvisited(self, batch: list) -> tuple[np.ndarray, np.ndarray]:
+        """The fingerprints of a batch's items (fingerprint first), and per item whether no
+        earlier level visited it."""
+        fps = np.fromiter(map(_first, batch), np.int64, len(batch))
+        return fps, ~self.seen.contains(fps)
 
     def _admit(self, batch: list, waiting: dict[int, int], best: dict[int, int]) -> None:
         """Take the batch's (fingerprint, state, parent state) candidates, each found for the
@@ -475,17 +476,15 @@ class _Expander:
         pending = self.pending
         clears = self.clears
         compact = self.compact
-        fresh = list(compress(batch, self._unvisited(batch)))
-        if self.claims is not None and fresh:
-            status = self.claims.claim(np.fromiter(map(_first, fresh), np.int64, len(fresh)),
-                                       self.level).tolist()
-            foreign = self.foreign
-            for (fp, _, _), claim in zip(fresh, status, strict=True):
-                if claim == _Claims.CLAIMED:
-                    foreign[fp] = None
-                    best[fp] = waiting[fp]
-            fresh = list(compress(fresh, [claim == _Claims.NEW for claim in status]))
-        for fp, nxt, source in fresh:
+        fps, fresh = self._unvisited(batch)
+        if self.claims is not None and fresh.any():
+            at = np.flatnonzero(fresh)
+            claimed = at[self.claims.claim(fps[at], self.level) == _Claims.CLAIMED]
+            fresh[claimed] = False
+            for fp in fps[claimed].tolist():  # reported, not held
+                self.foreign[fp] = None
+                best[fp] = waiting[fp]
+        for fp, nxt, source in compress(batch, fresh.tolist()):
             if compact is not None:
                 nxt = compact(source, nxt)
             pending[fp] = nxt
@@ -505,7 +504,8 @@ class _Expander:
         pending = self.pending
         clears = self.clears
         compact = self.compact
-        for fp, parent, index, nxt, mask, source in compress(batch, self._unvisited(batch)):
+        for fp, parent, index, nxt, mask, source in compress(batch,
+                                                             self._unvisited(batch)[1].tolist()):
             if fp not in pending:
                 if compact is not None:
                     nxt = compact(source, nxt)
@@ -777,8 +777,7 @@ def _merge_level(tree: _Tree, replies, masks: dict | None = None) -> tuple[np.nd
         groups, at = np.unique(group[holders], return_index=True)
         if len(groups) != int(first.sum()):
             raise AssertionError("a new state reported by workers none of which holds it")
-        chosen = owner[first]
-        chosen[groups] = owner[holders[at]]
+        chosen = owner[holders[at]]  # one holder per state, in the states' order
         if masks is not None:
             # Each new state's mask: the AND of every worker's mask for it.
             found = np.concatenate([r[4] for r in replies])[fresh][order]
@@ -1000,7 +999,6 @@ def simulate(
 def _sim_result(start, result, seen, generated, depth, coverage, violation, seed, traces):
     return Result(result, len(seen), generated, depth, time.perf_counter() - start, coverage,
                   violation, collision_probability(len(seen)), seed=seed, traces=traces)
-
 
 
 # The expansion loop as Python, whichever runs (tests compare the two).

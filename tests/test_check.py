@@ -189,7 +189,7 @@ def test_two_workers_give_identical_results(variant):
         assert [a for a, _ in one.violation.trace] == [a for a, _ in two.violation.trace]
 
 
-def test_claims_tell_a_state_held_here_from_one_held_elsewhere_and_one_seen_before():
+def test_claims_tell_a_new_state_from_one_claimed_already():
     from model_check.explorer import _Claims
 
     claims = _Claims(bits=4)
