@@ -10,6 +10,8 @@
     python bench/prove_bench.py --buggy  # also the induction with the default lemmas on each
                                          # buggy variant the tests run (2 brokers, a minute or
                                          # two each): each must end in a reachable CTI
+    python bench/prove_bench.py --snapshots 2   # also B11's fix with the snapshot layer at
+                                         # 2 brokers (or 3), the whole table (minutes)
 
 Each line: what ran, its verdict and depth, and seconds; the explorer's depth and seconds on
 the same config are printed beside BMC's so the two can be compared in one run.
@@ -31,7 +33,7 @@ from model_check import symbolic as sym  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from model_check.prove import TARGETS, bmc, induction  # noqa: E402
-from model_check.symbolic_lemmas import STRUCTURE, proof_lemmas  # noqa: E402
+from model_check.symbolic_lemmas import SNAPSHOT_LAYER, STRUCTURE, proof_lemmas  # noqa: E402
 from spec import VARIANTS, Config, initial_state  # noqa: E402
 from spec.actions import successors  # noqa: E402
 
@@ -114,7 +116,14 @@ def main() -> None:
                         help="also BMC for B1 in hw-truncation, every write flushed (minutes)")
     parser.add_argument("--buggy", action="store_true",
                         help="also the default-lemma induction of each buggy variant (minutes)")
+    parser.add_argument("--snapshots", type=int, metavar="BROKERS",
+                        help="also B11's fix with the snapshot layer at BROKERS (minutes)")
     args = parser.parse_args()
+    if args.snapshots:
+        fixed = Config(brokers=args.snapshots, variant=VARIANTS["current"].with_rules(
+            missed_epoch_resets_followers=True))
+        row(f"induction current, B11's fix, {args.snapshots} brokers, default lemmas + "
+            "snapshot layer", fixed, [*proof_lemmas(list(TARGETS), fixed), *SNAPSHOT_LAYER])
     if args.buggy:
         buggy_inductions()
     bmc_vs_explorer("B10 current acks=1", small("current", acks="1"), 6)
@@ -141,20 +150,25 @@ def main() -> None:
                              ("default lemmas", proof_lemmas(list(TARGETS)), config),
                              ("default lemmas, B11's fix", proof_lemmas(list(TARGETS), fixed),
                               fixed)):
-        start, cpu = time.perf_counter(), time.process_time()
-        out = induction(on, list(TARGETS), lemmas, classify=False)
-        slowest = max(out.queries, key=lambda q: q.seconds)
-        verdicts = [v.verdict for v in out.actions]
-        print(f"induction current 3 brokers, {what}: {out.result} ({out.notes[0]}; "
-              f"{verdicts.count('cti')} CTIs, {verdicts.count('unknown')} unknown) in "
-              f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s CPU) "
-              f"over {len(out.queries)} queries (slowest {slowest.name} "
-              f"{slowest.seconds:.2f} s)"
-              + (f"; CTI at {out.cti.action}, breaks {', '.join(out.cti.violated)}"
-                 if out.cti else ""))
-        print("  not inductive: " + ", ".join(
-            f"{v.action} {v.verdict}" for v in out.actions if v.verdict != "inductive"))
+        row(f"induction current 3 brokers, {what}", on, lemmas)
     differential(args.pairs)
+
+
+def row(what: str, config: Config, lemmas: list[str]) -> None:
+    """One induction of the default targets: verdict, time, CPU, the steps not inductive."""
+    start, cpu = time.perf_counter(), time.process_time()
+    out = induction(config, list(TARGETS), lemmas, classify=False)
+    slowest = max(out.queries, key=lambda q: q.seconds)
+    verdicts = [v.verdict for v in out.actions]
+    print(f"{what}: {out.result} ({out.notes[0]}; "
+          f"{verdicts.count('cti')} CTIs, {verdicts.count('unknown')} unknown) in "
+          f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s CPU) "
+          f"over {len(out.queries)} queries (slowest {slowest.name} "
+          f"{slowest.seconds:.2f} s)"
+          + (f"; CTI at {out.cti.action}, breaks {', '.join(out.cti.violated)}"
+             if out.cti else ""))
+    print("  not inductive: " + (", ".join(
+        f"{v.action} {v.verdict}" for v in out.actions if v.verdict != "inductive") or "none"))
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ def register(sub) -> None:
                    "and the structural, history and values layers, with the data layer for "
                    "current: docs/prove.md)")
     p.add_argument("--add-lemma", action="append", metavar="NAME",
-                   help="induction: add these to the lemmas (repeatable); `answers` adds the "
-                   "opt-in answers layer (docs/prove.md, \"Answers in flight\")")
+                   help="induction: add these to the lemmas (repeatable); `answers` and "
+                   "`snapshots` add those opt-in layers (docs/prove.md, \"Answers in flight\" "
+                   "and \"Snapshots\")")
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
     # The induction defaults' whole graph at 3 brokers (2,031,731 states for `current`) fits,
     # so a CTI found there is classified, not left at the cap (about 70 s on the flat encoding).
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     """Run BMC or induction; print a summary or one JSON object; return the exit code."""
     from model_check import prove
     from model_check.symbolic import VIOLATIONS, NotRepresentable
-    from model_check.symbolic_lemmas import ANSWERS, LEMMAS, proof_lemmas
+    from model_check.symbolic_lemmas import LAYERS, LEMMAS, proof_lemmas
     from spec import INVARIANTS
 
     if args.bmc is None and not args.induction:
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                              f"(it has {', '.join(VIOLATIONS)})")
     for flag, names in (("--lemma", args.lemma), ("--add-lemma", args.add_lemma)):
         for name in names or []:
-            if name not in LEMMAS and not (flag == "--add-lemma" and name == "answers"):
+            if name not in LEMMAS and not (flag == "--add-lemma" and name in LAYERS):
                 raise UsageError(f"{flag}: unknown lemma {name!r} (known: {', '.join(LEMMAS)})")
     inferred = args.houdini or args.lemmas_file is not None
     if inferred and not args.induction:
@@ -125,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
     found = _lemmas_file(args.lemmas_file, config.brokers) if args.lemmas_file else None
     invariants = args.invariant or list(prove.TARGETS)
     lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants, config))
-    added = [x for name in args.add_lemma or []
-             for x in (ANSWERS if name == "answers" else (name,))]
+    added = [x for name in args.add_lemma or [] for x in LAYERS.get(name, (name,))]
     lemmas = list(dict.fromkeys([*lemmas, *added]))
     try:
         if args.bmc is not None:

@@ -781,8 +781,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     with_cti: set[str] = set()  # actions one of whose instances has a CTI
     for inst in table:
         label = f"{inst.name}{list(inst.brokers)}"
-        step_rel = [sym.relation(shape, inst, pre, post, a), broken(post, w)]
-        step_terms = base_terms + _step_terms(inst, pre)
+        step_terms = base_terms + _step_terms(inst, pre, a)
         small_args = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
                       (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
         # Another instance of this action has a CTI, so this one most likely has too: the
@@ -790,27 +789,44 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         # its limit (LeaderHandleFetch at 3 brokers: 10-19 s each).
         sibling = inst.name in with_cti
         small, found = genuine_small_cti(*small_args) if sibling else (None, None)
-        if small is not None:
-            answer, model = z3.sat, found
-        else:
+        searched = sibling
+        answer, model = (z3.sat, found) if small is not None else (z3.unsat, None)
+        # A step with cases is asked one case at a time (together they cover it): each query
+        # is smaller, and the step is inductive when every case is.
+        cases = _cases(inst, pre, post) if small is None else []
+        relation = sym.relation(shape, inst, pre, post, a)
+        for case_label, case in cases:
+            where = label + case_label
+            step_rel = [relation, broken(post, w), *case]
             # Proofs take a second or two; a first query that takes longer is more often sat.
             answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, step_terms,
-                                           min(timeout_ms, FIRST_QUERY_MS), queries, label,
+                                           min(timeout_ms, FIRST_QUERY_MS), queries, where,
                                            rounds=1, memo=memo)
-        if answer is JUNK or answer == z3.unknown:
-            # The model breaks a formula where the step never looks (or the solver gave up);
-            # a small CTI, if there is one, is genuine at once, where more rounds would chase
-            # the junk around (a sibling's was searched above).
-            if not sibling:
-                small, found = genuine_small_cti(*small_args)
-            if small is not None:
-                model = found
-            else:
-                again = answer is JUNK
-                answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
-                                           timeout_ms, queries, label,
-                                           rounds=REFINE_ROUNDS - again, first=int(again),
-                                           memo=memo)
+            if answer is JUNK or answer == z3.unknown:
+                # The model breaks a formula where the step never looks (or the solver gave
+                # up); a small CTI, if there is one, is genuine at once, where more rounds
+                # would chase the junk around (a sibling's was searched above).
+                if not searched:
+                    small, found = genuine_small_cti(*small_args)
+                    searched = True
+                if small is not None:
+                    answer, model = z3.sat, found
+                    break
+                # A case is then asked one formula at a time: the post-state breaks the
+                # conjunction iff it breaks one of them, and each query is smaller.
+                parts = [(f"{where[:-1]}, {n})", [violation(table_inv[n], shape, post, w)])
+                         for n in goal] if case_label else [(where, [])]
+                again = answer is JUNK and not case_label
+                for part, violated in parts:
+                    step_rel = [relation, *(violated or [broken(post, w)]), *case]
+                    answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
+                                               timeout_ms, queries, part,
+                                               rounds=REFINE_ROUNDS - again, first=int(again),
+                                               memo=memo)
+                    if answer != z3.unsat:
+                        break
+            if answer != z3.unsat:
+                break
         if answer == z3.unsat:
             verdicts.append(ActionVerdict(label, "inductive"))
             continue
@@ -882,16 +898,43 @@ def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     return terms
 
 
-def _step_terms(inst, pre: sym.SState) -> list:
+def _cases(inst, pre: sym.SState, post: sym.SState) -> list[tuple[str, list]]:
+    """The cases a step is asked in, one query each (label, constraints), which together
+    cover the step. A follower's answer, and a leader's, is split by kind: appending records
+    and truncating to a diverging answer change a log in different ways, and each alone is
+    a smaller query than the step (a case that is not settled at once is then asked one
+    formula at a time)."""
+    if inst.name == "LeaderHandleFetch":
+        kind = post.fetches[inst.brokers[1]].kind
+    elif inst.name == "FollowerHandleFetchResponse":
+        kind = pre.fetches[inst.brokers[0]].kind
+    else:
+        return [("", [])]
+    return [(" (records)", [kind == sym.RESP_RECORDS]),
+            (" (diverging)", [kind == sym.RESP_DIVERGING]),
+            (" (other answers)", [kind != sym.RESP_RECORDS, kind != sym.RESP_DIVERGING])]
+
+
+def _step_terms(inst, pre: sym.SState, a: sym.StepArgs) -> list:
     """Where one step reads besides `_instance_terms`, pair formulas included: a leader
     answering a fetch compares the request's last fetched offset with the epoch boundaries
-    of its cache, where EpochStartsAgree and EpochLogMatching say the two logs agree. Only
-    for that step: for every step they would quadruple the pairs assumed."""
+    of its cache, where EpochStartsAgree and EpochLogMatching say the two logs agree, and a
+    diverging answer cuts the follower at one of them, which the leader's record of the
+    follower's LEO must stay within; a follower appending records reads them from the fetch
+    offset to their end, and its cache changes where their epoch goes up. Only for those
+    steps: for every step they would quadruple the pairs assumed."""
+    if inst.name == "FollowerHandleFetchResponse":
+        m = pre.fetches[inst.brokers[0]]
+        return [m.fetch_offset, m.fetch_offset + m.rec_count - 1,
+                *a.boundaries, *[x - 1 for x in a.boundaries]]
     if inst.name != "LeaderHandleFetch":
         return []
     leader, follower = inst.brokers
+    lr, rf = pre.replicas[leader], pre.replicas[follower]
     return [pre.fetches[follower].fetch_offset - 1,
-            *[x - 1 for x in pre.replicas[leader].cache_start]]
+            *[x - 1 for x in lr.cache_start], *lr.cache_start,
+            *rf.cache_start, *[x - 1 for x in rf.cache_start],
+            lr.remote_leo[follower], lr.remote_leo[follower] - 1]
 
 
 def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,

@@ -23,6 +23,7 @@ at its `value_offset`) to stand for the concrete "held anywhere".
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -687,8 +688,8 @@ def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     out = []
     for f in range(shape.n):
         m = s.fetches[f]
-        out.append(sym.And(_takes_records(shape, s, f), _covers(m, w),
-                          m.rec_epoch[w] < sym.latest_epoch(s.replicas[f])))
+        out.append(sym.And(_takes_records(shape, s, f), m.fetch_offset > 0, _covers(m, w),
+                           m.rec_epoch[w] < sym.latest_epoch(s.replicas[f])))
         e2, _ = _pending(s, f, w2)
         e, v = _pending(s, f, w)
         out += [sym.And(_takes_records(shape, s, f), 0 <= w, w <= w2,
@@ -985,3 +986,163 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
 DATA_LEMMAS = ("LeaderEpochMonotonic", *DATA)
 UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
                    "HistoryLeaderInIsr", *VALUES, *DATA)
+
+
+# ------------------------------------------------------------------------------------------
+# Snapshots: a records response keeps its sender's whole log arrays as they
+# were when it was sent (`LeaderHandleFetch`), so the log a follower would have after taking
+# it is that snapshot, and lemmas about logs can be asked of it as of a replica.
+
+
+def _snap(s: sym.SState, f: int) -> sym.SReplica:
+    """Follower `f`'s replica as it would be after taking the records response in flight to
+    it: the snapshot's log and the response's HW (its cache is not updated here)."""
+    m, r = s.fetches[f], s.replicas[f]
+    return dataclasses.replace(r, log_len=m.fetch_offset + m.rec_count, log_epoch=m.rec_epoch,
+                               log_value=m.rec_value, high_watermark=m.high_watermark)
+
+
+def _taken(s: sym.SState, f: int) -> sym.SState:
+    return dataclasses.replace(s, replicas=tuple(
+        _snap(s, f) if x == f else r for x, r in enumerate(s.replicas)))
+
+
+def v_SnapshotPrefix(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset below the fetch offset: the follower's log there is the snapshot's
+    (the divergence check passed, and neither has changed since)."""
+    return sym.Or([sym.And(_takes_records(shape, s, f), 0 <= w, w < s.fetches[f].fetch_offset,
+                           sym.record_differs(_snap(s, f), s.replicas[f], w))
+                   for f in range(shape.n)])
+
+
+def v_SnapshotFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset of a snapshot: while its sender still leads in the response's epoch,
+    the snapshot is a prefix of the sender's log."""
+    out = []
+    for f, m in enumerate(s.fetches):
+        sr = _snap(s, f)
+        out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, _leads_in(s, b, m.leader_epoch),
+                        0 <= w, w < sr.log_len, sym.record_differs(sr, lr, w))
+                for b, lr in enumerate(s.replicas) if b != f]
+    return sym.Or(out)
+
+
+def v_SnapshotFromRunLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset of a snapshot sent in the run of the controller's leader (`c_run`):
+    while that run lasts, the snapshot is a prefix of the leader's log (a leader re-elected
+    without following in between never truncates)."""
+    out = []
+    for f, m in enumerate(s.fetches):
+        sr = _snap(s, f)
+        out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, _running_leader(s, b),
+                        s.c_run <= m.leader_epoch, 0 <= w, w < sr.log_len,
+                        sym.record_differs(sr, lr, w))
+                for b, lr in enumerate(s.replicas) if b != f]
+    return sym.Or(out)
+
+
+def v_SnapshotAboveCache(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset of the records a follower would append past offset 0: none is of an
+    older epoch than its cache's latest (the leader's check found that epoch on its log up
+    to the fetch offset). At offset 0 there is no check, and the records replace every
+    entry (Kafka's assign drops entries at or past an append's start)."""
+    return sym.Or([sym.And(_takes_records(shape, s, f), m.fetch_offset > 0, _covers(m, w),
+                           m.rec_epoch[w] < sym.latest_epoch(s.replicas[f]))
+                   for f, m in enumerate(s.fetches)])
+
+
+@pair
+def v_EpochsNonDecreasing(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w` <= `w2` are offsets of one log or one records response's snapshot, where the epoch
+    goes down. LeaderEpochMonotonic says it of neighbours; a follower appending a run of
+    records needs it across the run, which no finite set of neighbours gives."""
+    logs = [(z3.BoolVal(True), r) for r in s.replicas]
+    logs += [(m.kind == sym.RESP_RECORDS, _snap(s, f)) for f, m in enumerate(s.fetches)]
+    return sym.Or([sym.And(on, 0 <= w, w <= w2, w2 < r.log_len, r.log_epoch[w] > r.log_epoch[w2])
+                   for on, r in logs])
+
+
+@pair
+def v_EpochMatchesResponse(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """`w2` is where a log holds a record of the leader epoch a records response was sent
+    in, `w` an offset below it that the response carries and the log holds otherwise. The
+    epoch's records and the response both come from its one leader's log while it led, and
+    that log only grew."""
+    return sym.Or([sym.And(m.kind == sym.RESP_RECORDS, 0 <= w, w < w2, w2 < r.log_len,
+                           r.log_epoch[w2] == m.leader_epoch, _covers(m, w),
+                           _lacks(r, w, m.rec_epoch[w], m.rec_value[w]))
+                   for m in s.fetches for r in s.replicas])
+
+
+def v_ResponsesFromEpochLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch: a records response's leader epoch is recorded with its
+    sender as leader, and with no other (one leader per epoch, HistoryFunctional), so a
+    broker leading in that epoch is the one that sent it."""
+    return sym.Or([sym.And(m.kind == sym.RESP_RECORDS, _recorded(s, w),
+                           s.hist_epoch[w] == m.leader_epoch, s.hist_leader[w] != m.leader)
+                   for m in s.fetches])
+
+
+def _as_taken(base: Callable) -> Callable:
+    """`base` asked of each state in which one follower has taken its records response."""
+    if getattr(base, "pair", False):
+        def formula(shape, s, w, w2):
+            return sym.Or([sym.And(_takes_records(shape, s, f), base(shape, _taken(s, f), w, w2))
+                           for f in range(shape.n)])
+        formula.pair = True
+    else:
+        def formula(shape, s, w):
+            return sym.Or([sym.And(_takes_records(shape, s, f), base(shape, _taken(s, f), w))
+                           for f in range(shape.n)])
+    formula.__doc__ = f"{base.__name__[2:]} after a follower takes its records response."
+    return formula
+
+
+def _as_diverged(base: Callable) -> Callable:
+    """`base` asked of each state in which one follower has cut its log to the diverging
+    answer in flight to it."""
+    def formula(shape, s, w):
+        out = []
+        for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+            cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0]
+            t = dataclasses.replace(s, replicas=tuple(
+                cut if x == f else r for x, r in enumerate(s.replicas)))
+            out.append(sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), base(shape, t, w)))
+        return sym.Or(out)
+    formula.__doc__ = f"{base.__name__[2:]} after a follower cuts its log to a diverging answer."
+    return formula
+
+
+v_DivergedRunLeaderBacked = _as_diverged(v_RunLeaderBacked)
+v_DivergedRemoteLeoBacked = _as_diverged(v_RemoteLeoBacked)
+v_TakenLogMatching = _as_taken(sym.v_LogMatching)
+v_TakenCommittedOnIsr = _as_taken(v_CommittedOnIsr)
+v_TakenEpochLogMatching = _as_taken(v_EpochLogMatching)
+v_TakenEpochStartsAgree = _as_taken(v_EpochStartsAgree)
+v_TakenCommittedWithinLeaderReach = _as_taken(v_CommittedWithinLeaderReach)
+v_TakenValuesKeepTheirEpoch = _as_taken(v_ValuesKeepTheirEpoch)
+v_TakenEpochResponseMatching = _as_taken(v_EpochResponseMatching)
+v_TakenResponsesFromLeaderLog = _as_taken(v_ResponsesFromLeaderLog)
+v_TakenEpochMatchesResponse = _as_taken(v_EpochMatchesResponse)
+
+# The snapshot layer, opt-in (`--add-lemma snapshots`; docs/prove.md, "Snapshots"): what a
+# follower's log would be after it acts on the answer in flight to it, and the three answer
+# lemmas it needs beside. Ghost lemmas (they read a snapshot below its fetch offset, which a
+# concrete response does not carry) are checked by being proved inductive.
+SNAPSHOTS = ("SnapshotPrefix", "SnapshotFromLeader", "SnapshotFromRunLeader",
+             "SnapshotAboveCache", "EpochsNonDecreasing", "EpochMatchesResponse",
+             "ResponsesFromEpochLeader", "TakenLogMatching", "TakenCommittedOnIsr",
+             "TakenEpochLogMatching", "TakenEpochStartsAgree",
+             "TakenCommittedWithinLeaderReach", "TakenValuesKeepTheirEpoch",
+             "TakenEpochResponseMatching", "TakenResponsesFromLeaderLog",
+             "TakenEpochMatchesResponse", "DivergedRunLeaderBacked", "DivergedRemoteLeoBacked")
+# Those that read a snapshot below its fetch offset, the history or `c_run`: ghosts that a
+# concrete state has no counterpart of (the others are checked on reachable states too).
+SNAPSHOT_GHOSTS = tuple(n for n in SNAPSHOTS if n.startswith("Taken") or n in (
+    "SnapshotPrefix", "SnapshotFromLeader", "SnapshotFromRunLeader", "EpochsNonDecreasing",
+    "ResponsesFromEpochLeader", "DivergedRunLeaderBacked"))
+SNAPSHOT_LAYER = (*SNAPSHOTS, "AnswersWithinView", "RunLeaderHeardInRun",
+                  "DivergingAnswersFitFollower", "DivergingAnswersSpareCommitted")
+LEMMAS.update({name: globals()[f"v_{name}"] for name in SNAPSHOTS})
+# Layers `--add-lemma` takes by name.
+LAYERS = {"answers": ANSWERS, "snapshots": SNAPSHOT_LAYER}

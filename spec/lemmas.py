@@ -1131,13 +1131,16 @@ def ResponsePrefixMatches(config: Config, s: Cluster) -> str | None:
 
 def PendingLogMatching(config: Config, s: Cluster) -> str | None:
     """EpochLogMatching between the log a follower would have after appending the records
-    response in flight to it and every other log; and the response's records are of epochs
-    no older than the follower's latest cached epoch.
+    response in flight to it and every other log; and, past offset 0, the response's
+    records are of epochs no older than the follower's latest cached epoch.
 
     Why: that log is the leader's when it answered (ResponsePrefixMatches), and two logs that
     ever held the same epoch at one offset hold the same records up to it. The follower
     sent its latest epoch, and the leader sent records only when its own log held that
-    epoch up to the fetch offset, so what follows is of that epoch or later.
+    epoch up to the fetch offset, so what follows is of that epoch or later. At offset 0
+    the leader does not check: a follower that led an epoch without writing is sent records
+    of older epochs, which replace every entry of its cache (Kafka's assign drops entries at
+    or past an append's start).
     """
     row = s.replicas[0]
     for f in range(config.brokers):
@@ -1145,7 +1148,7 @@ def PendingLogMatching(config: Config, s: Cluster) -> str | None:
         if m is None:
             continue
         top = row[f].latest_epoch()
-        if any(rec.epoch < top for rec in m.records):
+        if m.fetch_offset > 0 and any(rec.epoch < top for rec in m.records):
             return f"broker {f} would append records older than its latest epoch {top}"
         log = row[f].log + m.records
         for x, rx in enumerate(row):

@@ -620,6 +620,11 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
     # Follower 1 led epoch 1 at its log end without writing, then is sent epoch 0's record.
     led_past = matching.with_replica(0, 1, replace(matching.replica(0, 1),
                                                     epoch_cache=((0, 0), (1, 1))))
+    # ... and one that wrote in epoch 1 below the fetch offset.
+    wrote_past = to_follower(base, replace(records, records=(Record(0, 5),), fetch_offset=2),
+                             one + (Record(1, 4),))
+    wrote_past = wrote_past.with_replica(0, 1, replace(wrote_past.replica(0, 1),
+                                                        epoch_cache=((0, 0), (1, 1))))
     held = to_follower(s.with_replica(0, 0, replace(s.replica(0, 0), log=one)),
                        FetchResponse(0, 0, "records", records=one, high_watermark=1,
                                      fetch_offset=0), ())
@@ -643,6 +648,7 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
         (ResponsePrefixMatches, [s, matching, strayed_later], strayed, "is not leader 0's"),
         (PendingLogMatching, [s, matching], strayed, "with other records below"),
         (PendingLogMatching, [s, matching], led_past, "older than its latest epoch 1"),
+        (PendingLogMatching, [s, matching], wrote_past, "older than its latest epoch 1"),
         (PendingHwCommitted, [s, held], unheld, "which ISR member 0 lacks"),
         (DivergingAnswersFitFollower, [s, fits], too_late, "names epoch 1 in leader epoch 1"),
         (DivergingAnswersFitFollower, [s, fits, past_end_later], past_end,
@@ -681,6 +687,81 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
     assert {c[0].__name__ for c in cases} | {"RunLeaderHeardInRun", "RunAnswersFromLeader"} \
         == set(ANSWERS)
 
+
+
+def test_the_snapshot_lemmas_can_fail():
+    # The snapshot layer (opt-in, docs/prove.md "Snapshots"), in its Z3 form: each lemma
+    # holds on a good hand-made state and breaks on a bad one. Leader 0 holds (0,1) (0,2)
+    # with HW 2 and answers follower 1, which holds (0,1), with (0,2) from offset 1.
+    import z3
+
+    from model_check import symbolic as sym
+    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+    from model_check.symbolic_lemmas import SNAPSHOTS
+    from spec.lemmas import CacheMatchesLog
+    from spec.state import FetchResponse, Record, replace
+
+    config = _config("current")
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    x, t = sym.fresh_state(shape, "x."), z3.Int("t")
+
+    def breaks(name, state, ghost=(), pin=()) -> bool:
+        """Lemma `name` broken in `state`, the response to follower 1 holding `ghost` (its
+        records below the fetch offset: a concrete response has none) and `pin` true."""
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, state, x), violation(SYMBOLIC[name], shape, x, t))
+        m = x.fetches[1]
+        for o, rec in enumerate(ghost):
+            solver.add(m.rec_epoch[o] == rec.epoch, m.rec_value[o] == rec.value)
+        solver.add(*[p(x) for p in pin])
+        return solver.check() == z3.sat
+
+    s = replace(initial_state(config), next_value=10)
+    one, two = (Record(0, 1),), (Record(0, 1), Record(0, 2))
+    lead = replace(s.replica(0, 0), log=two, high_watermark=2, epoch_cache=((0, 0),))
+    follow = replace(s.replica(0, 1), log=one, epoch_cache=((0, 0),))
+    answer = FetchResponse(0, 0, "records", records=(Record(0, 2),), high_watermark=2,
+                           fetch_offset=1)
+    good = s.with_replica(0, 0, lead).with_replica(0, 1, follow).with_fetch(0, 1, answer)
+    # The controller's record of partition epoch 0 (a ghost too): leader 0 in epoch 0.
+    recorded = [lambda y: y.hist_leader[0] == 0, lambda y: y.hist_epoch[0] == 0]
+    for name in SNAPSHOTS:
+        assert not breaks(name, good, ghost=one, pin=recorded), name
+
+    # The follower's log below the fetch offset is not what the leader answered from.
+    assert breaks("SnapshotPrefix", good, ghost=(Record(0, 7),))
+    # ... nor a prefix of the leader's log, which still leads in the answer's epoch.
+    assert breaks("SnapshotFromLeader", good.with_replica(0, 0, replace(lead, log=(
+        Record(0, 8), Record(0, 2)))), ghost=one)
+    # A record older than the follower's epoch 1, which it wrote in below the fetch offset.
+    wrote = good.with_replica(0, 1, replace(follow, log=(Record(1, 1),), epoch_cache=((1, 0),)))
+    assert breaks("SnapshotAboveCache", wrote, ghost=(Record(1, 1),))
+    # Epochs going down in a log, two records apart.
+    down = good.with_replica(0, 0, replace(lead, log=(Record(1, 5), Record(1, 3), Record(0, 4))))
+    assert breaks("EpochsNonDecreasing", down, ghost=one)
+    # A log holding the answer's leader epoch (0) at offset 2, with another record at 1.
+    other = good.with_replica(0, 0, replace(lead, log=(Record(0, 1), Record(0, 5),
+                                                        Record(0, 6))))
+    assert breaks("EpochMatchesResponse", other, ghost=one)
+    # The controller's record of epoch 0 names broker 1 as its leader, not the sender 0.
+    assert breaks("ResponsesFromEpochLeader", good, ghost=one,
+                  pin=[lambda y: y.hist_leader[0] == 1, lambda y: y.hist_epoch[0] == 0])
+    # Taken: the follower's log and HW after appending; its HW 2 covers (0,2) where another
+    # replica, with HW 2, holds (0,9). The concrete step agrees.
+    stale = good.with_replica(0, 0, replace(lead, log=(Record(0, 1), Record(0, 9))))
+    assert breaks("TakenLogMatching", stale, ghost=one)
+    after = step(config, stale, actions.FollowerHandleFetchResponse(0, 1))
+    assert "LogMatching" in {name for name, _ in violations(config, after)}
+    # ... and its cache then agrees with its log, which Taken needs no lemma for.
+    assert CacheMatchesLog(config, after) is None
+    # Diverged: leader 0 has recorded LEO 1 for follower 1 (in its ISR, in its broker epoch)
+    # and a diverging answer would cut the follower to 0.
+    cut = FetchResponse(0, 0, "diverging", epoch=0, end_offset=0)
+    recorded = replace(lead, remote_log_end_offset=(-1, 1), remote_broker_epoch=(-1, 0))
+    diverged = good.with_replica(0, 0, recorded).with_fetch(0, 1, cut)
+    assert breaks("DivergedRemoteLeoBacked", diverged)
+    assert not breaks("DivergedRemoteLeoBacked", diverged.with_fetch(0, 1, replace(
+        cut, end_offset=1)))
 
 def _run_lemma_config():
     fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
@@ -1001,12 +1082,41 @@ def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys
     assert others == {"FollowerHandleFetchResponse[0]": "cti",
                       "FollowerHandleFetchResponse[1]": "cti"}
     # [0]'s CTI made [1] a likely one: [1] was asked the small search first, not the first
-    # query that [0] ran to its limit.
+    # query that [0] ran to its limit; [0] was asked by cases, records first.
     asked = [q["name"] for q in data["queries"]]
     first = next(i for i, n in enumerate(asked) if n.startswith("FollowerHandleFetchResponse[1]"))
-    assert asked.index("FollowerHandleFetchResponse[0]") < first
+    assert asked.index("FollowerHandleFetchResponse[0] (records)") < first
     assert asked[first].startswith("FollowerHandleFetchResponse[1] (small CTI search")
 
+
+@pytest.mark.slow
+def test_the_snapshot_layer_makes_a_follower_taking_an_answer_inductive(monkeypatch):
+    # FollowerHandleFetchResponse at 2 brokers with B11's fix, the step the default lemmas
+    # leave CTIs at (the test above): with the snapshot layer both instances are inductive
+    # (docs/prove.md, "Snapshots"; the whole table is in bench/prove_bench.py). Without
+    # SnapshotPrefix (the follower's log below the fetch offset is what the leader answered
+    # from) the records case has CTIs again.
+    from model_check import symbolic as sym
+    from model_check.prove import TARGETS
+    from model_check.symbolic_lemmas import SNAPSHOT_LAYER, proof_lemmas
+
+    table = sym.action_table
+    monkeypatch.setattr(sym, "action_table", lambda shape: [
+        i for i in table(shape) if i.name == "FollowerHandleFetchResponse"])
+    fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
+    config = Config(variant=fixed, brokers=2)
+    lemmas = [*proof_lemmas(list(TARGETS), config), *SNAPSHOT_LAYER]
+
+    def verdicts(names):
+        out = induction(config, list(TARGETS), names, classify=False)
+        return {v.action: v.verdict for v in out.actions}, out
+
+    proved, out = verdicts(lemmas)
+    assert proved == {"FollowerHandleFetchResponse[0]": "inductive",
+                      "FollowerHandleFetchResponse[1]": "inductive"}
+    assert out.result == "proved"
+    broken, _ = verdicts([x for x in lemmas if x != "SnapshotPrefix"])
+    assert set(broken.values()) == {"cti"}
 
 @pytest.mark.parametrize("argv", [
     ["--bmc", "3", "--variant", "nope"],
@@ -1416,14 +1526,15 @@ def test_a_query_stops_on_z3s_count_of_its_work_not_on_the_clock():
 def test_the_z3_lemmas_hold_on_represented_reachable_states():
     # The Z3 forms, not only the concrete ones, are true where it matters: on 260 reachable
     # states (a breadth-first sample and random walks, 3 brokers, a crash), no witness breaks
-    # any lemma of the structural, values or data layers in the state's representation. The
-    # history layer and the run lemmas are about ghosts (the record of partition states,
-    # `c_run`) that `represent` does not build, so they are left out.
+    # any lemma of the structural, values, data, answers or snapshot layers in the state's
+    # representation. The history layer, the run lemmas and most of the snapshot layer are
+    # about ghosts (the record of partition states, `c_run`, a response's records below its
+    # fetch offset) that `represent` does not build, so they are left out.
     import z3
 
     from model_check import symbolic as sym
     from model_check.houdini import random_walks, reachable_states
-    from model_check.symbolic_lemmas import HISTORY
+    from model_check.symbolic_lemmas import HISTORY, SNAPSHOT_GHOSTS
     from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
 
     config = _config("current", brokers=3)
@@ -1433,9 +1544,11 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone",
                                               "HistoryRun", "RunLeaderBacked",
                                               "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs",
-                                              "RunLeaderHeardInRun", "RunAnswersFromLeader")]
+                                              "RunLeaderHeardInRun", "RunAnswersFromLeader",
+                                              *SNAPSHOT_GHOSTS)]
     assert {"ValuesKeepTheirEpoch", "ResponsesWellFormed", "CommittedOnIsr",
-            "PendingHwCommitted"} <= set(names)
+            "PendingHwCommitted", "SnapshotAboveCache", "EpochMatchesResponse",
+            "DivergedRemoteLeoBacked"} <= set(names)
     broken = set()
     any_broken = z3.Or([violation(SYMBOLIC[name], shape, x, t) for name in names])
     for state in states:
@@ -1453,3 +1566,43 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
                 broken.add(name)
             solver.pop()
     assert len(states) == 260 and broken == set()
+
+
+def test_records_at_offset_zero_replace_an_epoch_led_without_writing():
+    # A reachable run (found by a search of 3 brokers with a crash and a session expiry):
+    # broker 1 leads epoch 1 with an empty log, its session expires without a crash (so it
+    # keeps its cache), and broker 2, leader of epoch 2, answers its fetch at offset 0,
+    # which KIP-320's check skips, with an epoch-0 record. PendingLogMatching once said no
+    # answered record is older than the follower's latest epoch; appending it replaces the
+    # entry, and the cache agrees with the log.
+    from spec.actions import (
+        BecomeFollower,
+        BecomeLeader,
+        BrokerCrash,
+        BrokerRegister,
+        ControllerHandleBrokerFailure,
+        FollowerHandleFetchResponse,
+        FollowerSendFetch,
+        LeaderAppend,
+        LeaderHandleFetch,
+        ProducerSend,
+    )
+    from spec.lemmas import CacheMatchesLog, PendingLogMatching
+
+    config = _config("current", brokers=3, max_records=1, max_leader_epochs=3, max_crashes=1,
+                     max_session_expiries=1)
+    run = [ProducerSend(0), LeaderAppend(0, 0, 1), FollowerSendFetch(0, 2),
+           LeaderHandleFetch(0, 0, 2), FollowerHandleFetchResponse(0, 2), BrokerCrash(0),
+           ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1),
+           ControllerHandleBrokerFailure(1), BecomeLeader(0, 2, 2, 2), BrokerRegister(1),
+           BecomeFollower(0, 1, 2, 2), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 2, 1)]
+    s = initial_state(config)
+    for action in run:
+        s = step(config, s, action)
+    answer, follower = s.fetches[0][1], s.replica(0, 1)
+    assert (answer.kind, answer.fetch_offset, [r.epoch for r in answer.records]) == (
+        "records", 0, [0])
+    assert (follower.log, follower.epoch_cache) == ((), ((1, 0),))
+    assert PendingLogMatching(config, s) is None and violations(config, s) == []
+    after = step(config, s, FollowerHandleFetchResponse(0, 1))
+    assert after.replica(0, 1).epoch_cache == ((0, 0),) and CacheMatchesLog(config, after) is None
