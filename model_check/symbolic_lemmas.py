@@ -16,7 +16,9 @@ except HistoryMonotone and HistoryRun (about the record) and RunLeaderBacked, wh
 ghost `c_run` (since when the controller's leader has led) and whose concrete form takes it
 as an argument;
 the answers layer (`ANSWERS`, opt-in with `--add-lemma answers`) mirrors its spec/lemmas.py
-forms the same way, its run lemmas reading `c_run`;
+forms the same way, its run lemmas reading `c_run`; the snapshot layer (`SNAPSHOT_LAYER`,
+opt-in with `--add-lemma snapshots`) asks lemmas about logs of the log a follower would have
+after acting on its answer, mostly through ghosts (`SNAPSHOT_GHOSTS`);
 where a formula reads `value_offset` it relies on EncodingWellFormed (a value in a log sits
 at its `value_offset`) to stand for the concrete "held anywhere".
 """
