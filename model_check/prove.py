@@ -795,8 +795,8 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
         # is smaller, and the step is inductive when every case is.
         cases = _cases(inst, pre, post) if small is None else []
         relation = sym.relation(shape, inst, pre, post, a)
-        for case_label, case in cases:
-            where = label + case_label
+        for case_name, case in cases:
+            where = f"{label} ({case_name})" if case_name else label
             step_rel = [relation, broken(post, w), *case]
             # Proofs take a second or two; a first query that takes longer is more often sat.
             answer, model, terms = _refine(shape, table_inv, goal, pre, step_rel, step_terms,
@@ -814,9 +814,10 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                     break
                 # A case is then asked one formula at a time: the post-state breaks the
                 # conjunction iff it breaks one of them, and each query is smaller.
-                parts = [(f"{where[:-1]}, {n})", [violation(table_inv[n], shape, post, w)])
-                         for n in goal] if case_label else [(where, [])]
-                again = answer is JUNK and not case_label
+                parts = [(f"{label} ({case_name}, {n})",
+                          [violation(table_inv[n], shape, post, w)])
+                         for n in goal] if case_name else [(where, [])]
+                again = answer is JUNK and not case_name
                 for part, violated in parts:
                     step_rel = [relation, *(violated or [broken(post, w)]), *case]
                     answer, model, _ = _refine(shape, table_inv, goal, pre, step_rel, terms,
@@ -899,7 +900,7 @@ def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
 
 
 def _cases(inst, pre: sym.SState, post: sym.SState) -> list[tuple[str, list]]:
-    """The cases a step is asked in, one query each (label, constraints), which together
+    """The cases a step is asked in, one query each (name, constraints), which together
     cover the step. A follower's answer, and a leader's, is split by kind: appending records
     and truncating to a diverging answer change a log in different ways, and each alone is
     a smaller query than the step (a case that is not settled at once is then asked one
@@ -910,9 +911,9 @@ def _cases(inst, pre: sym.SState, post: sym.SState) -> list[tuple[str, list]]:
         kind = pre.fetches[inst.brokers[0]].kind
     else:
         return [("", [])]
-    return [(" (records)", [kind == sym.RESP_RECORDS]),
-            (" (diverging)", [kind == sym.RESP_DIVERGING]),
-            (" (other answers)", [kind != sym.RESP_RECORDS, kind != sym.RESP_DIVERGING])]
+    return [("records", [kind == sym.RESP_RECORDS]),
+            ("diverging", [kind == sym.RESP_DIVERGING]),
+            ("other answers", [kind != sym.RESP_RECORDS, kind != sym.RESP_DIVERGING])]
 
 
 def _step_terms(inst, pre: sym.SState, a: sym.StepArgs) -> list:
@@ -1163,11 +1164,15 @@ def _assumed(memo: dict, formula, shape, pre, ts: tuple) -> z3.BoolRef:
     induction assumes most of the same instances over the same pre-state, and building them
     in Python took longer than solving. Keyed by the terms' AST ids, which stay unique while
     the memo holds the terms themselves."""
-    key = (formula, *(t.get_id() if isinstance(t, z3.AstRef) else ("int", t) for t in ts))
+    key = (formula, *(_term_key(t) for t in ts))
     found = memo.get(key)
     if found is None:
         found = memo[key] = (ts, z3.Not(formula(shape, pre, *ts)))
     return found[1]
+
+
+def _term_key(t):
+    return t.get_id() if isinstance(t, z3.AstRef) else ("int", t)
 
 
 def _instances(formula, terms: list) -> list[tuple]:
@@ -1177,7 +1182,8 @@ def _instances(formula, terms: list) -> list[tuple]:
     if is_pair(formula):
         tail = terms[next(i for i, t in enumerate(terms) if t is W2):]
         return [(t1, t2) for t1 in tail for t2 in tail]
-    return [(t,) for t in terms]
+    # A term listed twice (a step's own terms may repeat the common ones) is assumed once.
+    return [(t,) for t in {_term_key(t): t for t in terms}.values()]
 
 
 def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms,

@@ -1004,11 +1004,6 @@ def _snap(s: sym.SState, f: int) -> sym.SReplica:
                                log_value=m.rec_value, high_watermark=m.high_watermark)
 
 
-def _taken(s: sym.SState, f: int) -> sym.SState:
-    return dataclasses.replace(s, replicas=tuple(
-        _snap(s, f) if x == f else r for x, r in enumerate(s.replicas)))
-
-
 def v_SnapshotPrefix(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset below the fetch offset: the follower's log there is the snapshot's
     (the divergence check passed, and neither has changed since)."""
@@ -1017,30 +1012,30 @@ def v_SnapshotPrefix(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                    for f in range(shape.n)])
 
 
-def v_SnapshotFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    """`w` is an offset of a snapshot: while its sender still leads in the response's epoch,
-    the snapshot is a prefix of the sender's log."""
+def _snapshot_off_log(s: sym.SState, w, leads: Callable) -> z3.BoolRef:
+    """A records response whose sender `b` satisfies `leads(b, m)` holds, at offset `w` of its
+    snapshot, a record the sender's log does not."""
     out = []
     for f, m in enumerate(s.fetches):
         sr = _snap(s, f)
-        out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, _leads_in(s, b, m.leader_epoch),
-                        0 <= w, w < sr.log_len, sym.record_differs(sr, lr, w))
+        out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, leads(b, m), 0 <= w,
+                        w < sr.log_len, sym.record_differs(sr, lr, w))
                 for b, lr in enumerate(s.replicas) if b != f]
     return sym.Or(out)
+
+
+def v_SnapshotFromLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset of a snapshot: while its sender still leads in the response's epoch,
+    the snapshot is a prefix of the sender's log."""
+    return _snapshot_off_log(s, w, lambda b, m: _leads_in(s, b, m.leader_epoch))
 
 
 def v_SnapshotFromRunLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset of a snapshot sent in the run of the controller's leader (`c_run`):
     while that run lasts, the snapshot is a prefix of the leader's log (a leader re-elected
     without following in between never truncates)."""
-    out = []
-    for f, m in enumerate(s.fetches):
-        sr = _snap(s, f)
-        out += [sym.And(m.kind == sym.RESP_RECORDS, m.leader == b, _running_leader(s, b),
-                        s.c_run <= m.leader_epoch, 0 <= w, w < sr.log_len,
-                        sym.record_differs(sr, lr, w))
-                for b, lr in enumerate(s.replicas) if b != f]
-    return sym.Or(out)
+    return _snapshot_off_log(
+        s, w, lambda b, m: sym.And(_running_leader(s, b), s.c_run <= m.leader_epoch))
 
 
 def v_SnapshotAboveCache(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -1085,34 +1080,26 @@ def v_ResponsesFromEpochLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
                    for m in s.fetches])
 
 
+def _after(base: Callable, acts: Callable, replica: Callable, what: str) -> Callable:
+    """`base` asked of each state in which one follower `f` has acted on the answer in flight
+    to it (`acts(shape, s, f)`), its replica then being `replica(s, f)`."""
+    def formula(shape, s, *ws):
+        return sym.Or([sym.And(acts(shape, s, f), base(shape, sym._r(s, f, replica(s, f)), *ws))
+                       for f in range(shape.n)])
+    formula.__doc__ = f"{base.__name__[2:]} after a follower {what}."
+    return pair(formula) if getattr(base, "pair", False) else formula
+
+
 def _as_taken(base: Callable) -> Callable:
-    """`base` asked of each state in which one follower has taken its records response."""
-    if getattr(base, "pair", False):
-        def formula(shape, s, w, w2):
-            return sym.Or([sym.And(_takes_records(shape, s, f), base(shape, _taken(s, f), w, w2))
-                           for f in range(shape.n)])
-        formula.pair = True
-    else:
-        def formula(shape, s, w):
-            return sym.Or([sym.And(_takes_records(shape, s, f), base(shape, _taken(s, f), w))
-                           for f in range(shape.n)])
-    formula.__doc__ = f"{base.__name__[2:]} after a follower takes its records response."
-    return formula
+    return _after(base, _takes_records, _snap, "takes its records response")
 
 
 def _as_diverged(base: Callable) -> Callable:
-    """`base` asked of each state in which one follower has cut its log to the diverging
-    answer in flight to it."""
-    def formula(shape, s, w):
-        out = []
-        for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-            cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0]
-            t = dataclasses.replace(s, replicas=tuple(
-                cut if x == f else r for x, r in enumerate(s.replicas)))
-            out.append(sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), base(shape, t, w)))
-        return sym.Or(out)
-    formula.__doc__ = f"{base.__name__[2:]} after a follower cuts its log to a diverging answer."
-    return formula
+    def cut(s, f):
+        m = s.fetches[f]
+        return sym._truncate_to_epoch_answer(s.replicas[f], m.epoch, m.end_offset)[0]
+    return _after(base, lambda shape, s, f: _applies(shape, s, f, sym.RESP_DIVERGING), cut,
+                  "cuts its log to a diverging answer")
 
 
 v_DivergedRunLeaderBacked = _as_diverged(v_RunLeaderBacked)
