@@ -1182,8 +1182,7 @@ def _instances(formula, terms: list) -> list[tuple]:
     if is_pair(formula):
         tail = terms[next(i for i, t in enumerate(terms) if t is W2):]
         return [(t1, t2) for t1 in tail for t2 in tail]
-    # A term listed twice (a step's own terms may repeat the common ones) is assumed once.
-    return [(t,) for t in {_term_key(t): t for t in terms}.values()]
+    return [(t,) for t in terms]
 
 
 def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms,
