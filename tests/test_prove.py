@@ -1115,8 +1115,12 @@ def test_the_snapshot_layer_makes_a_follower_taking_an_answer_inductive(monkeypa
     assert proved == {"FollowerHandleFetchResponse[0]": "inductive",
                       "FollowerHandleFetchResponse[1]": "inductive"}
     assert out.result == "proved"
-    broken, _ = verdicts([x for x in lemmas if x != "SnapshotPrefix"])
-    assert set(broken.values()) == {"cti"}
+    # Without it neither instance is inductive and at least one gives a CTI; the other may run
+    # to its limit instead (it did once in CI), which is no proof either.
+    broken, out = verdicts([x for x in lemmas if x != "SnapshotPrefix"])
+    assert "inductive" not in broken.values()
+    assert "cti" in broken.values()
+    assert out.result != "proved"
 
 @pytest.mark.parametrize("argv", [
     ["--bmc", "3", "--variant", "nope"],
