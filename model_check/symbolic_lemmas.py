@@ -871,6 +871,18 @@ def v_HistoryMonotone(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
                   s.hist_epoch[w] > s.hist_epoch[w2])
 
 
+@pair
+def v_NewEpochNewLeader(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
+    """Two recorded partition states of consecutive leader epochs name different leaders
+    (pair). Why: in `current` the controller moves to a new leader epoch only to change the
+    leader, to nobody too (an ISR change keeps the epoch: KAFKA-15021), so a leader is
+    re-elected only after a leaderless epoch, and BecomeLeader's branch for a leader told of
+    the next epoch is not a step of `current`: a leader that stays one is one that missed
+    epochs (B11's fix resets its follower records then)."""
+    return sym.And(_recorded(s, w), _recorded(s, w2), s.hist_epoch[w2] == s.hist_epoch[w] + 1,
+                   s.hist_leader[w] == s.hist_leader[w2])
+
+
 def v_HistoryRun(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a partition epoch. The ghost `c_run` is a leader epoch from 0 to the controller's;
     every recorded partition state of a leader epoch from it on names the controller's leader,
@@ -916,7 +928,7 @@ HISTORY = ("HistoryCurrent", "HistoryBounded", "HistoryFunctional", "RequestsRec
 # The data layer, written from the CTIs the layers above leave (docs/prove.md, "The data
 # layer"): the history's order, views against logs, broker epochs, epoch caches, the
 # leader's record of its followers and what is committed.
-DATA = ("HistoryMonotone", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
+DATA = ("HistoryMonotone", "NewEpochNewLeader", "LeaderRequestCoversIsr", "IsrWithinLeaderView",
         "RegistrationCurrent", "ViewlessOutOfIsr", "ViewlessUnrecorded",
         "ValuesKeepTheirEpoch", "RecordsInRange", "LogWithinView", "RequestsNotBehindLog",
         "CacheMatchesLog", "LeaderCacheCurrent", "ResponsesFromLeaderLog", "RemoteLeoBacked",

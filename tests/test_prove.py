@@ -878,24 +878,48 @@ def test_the_run_ghost_is_inductive_with_the_history_layer(monkeypatch):
             "ControllerHandleBrokerFailure[1]", "ControllerElectPreferredLeader[]")}
 
 
-def test_a_reelected_leader_needs_the_run_ghost(monkeypatch):
+def test_a_new_leader_epoch_names_a_new_leader():
+    # NewEpochNewLeader is about the ghost record, so like the history layer it is checked
+    # by being proved. Where the controller also raises the epoch when it shrinks the ISR
+    # (`current` with that rule of older variants on, as ZooKeeper-era Kafka did), the leader
+    # stays into the next epoch and the lemma breaks at the failure steps that shrink it.
+    from model_check.symbolic_lemmas import HISTORY
+
+    outcome = induction(Config(brokers=2), ["NewEpochNewLeader"], list(HISTORY), classify=False)
+    assert outcome.result == "proved" and len(outcome.actions) == 38
+    bumps = VARIANTS["current"].with_rules(isr_shrink_bumps_leader_epoch=True)
+    broken = induction(Config(brokers=2, variant=bumps), ["NewEpochNewLeader"], list(HISTORY),
+                       classify=False)
+    assert {v.action: v.violated for v in broken.actions if v.verdict != "inductive"} == {
+        f"ControllerHandleBrokerFailure[{b}]": ("NewEpochNewLeader",) for b in (0, 1)}
+
+
+def test_a_reelected_leader_needs_the_run_ghost_or_a_new_leader_per_epoch(monkeypatch):
     # With B11's fix, 2 brokers, BecomeLeader is inductive with the default lemmas
     # (test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps). Without
-    # RunLeaderBacked a leader re-elected
-    # while behind (its view an epoch or more below the controller's) applies the next
-    # request without knowing its follower records are backed: a CTI. Without the fix the
-    # CTI is B11 (docs/protocol.md): a leader that missed another's epoch keeps them.
+    # RunLeaderBacked and NewEpochNewLeader a leader re-elected while behind (its view an
+    # epoch below the controller's) applies the next request without knowing its follower
+    # records are backed: a CTI. Either lemma closes it: RunLeaderBacked says the records are
+    # backed, NewEpochNewLeader that a leader is never told of the very next epoch (the fix
+    # resets a leader told of a later one). Without the fix the CTI is B11
+    # (docs/protocol.md): a leader that missed another's epoch keeps them.
     from model_check.prove import TARGETS
     from model_check.symbolic_lemmas import proof_lemmas
 
     fixed = Config(brokers=2, variant=_run_lemma_config().variant)
     lemmas = proof_lemmas(list(TARGETS), fixed)
     _only(monkeypatch, "BecomeLeader", brokers=(0,))  # BecomeLeader[1] is its mirror image
-    unrun = induction(fixed, list(TARGETS), [x for x in lemmas if x != "RunLeaderBacked"],
-                      classify=False)
-    assert {v.verdict for v in unrun.actions} == {"cti"}
-    b11 = induction(Config(brokers=2), list(TARGETS), lemmas, classify=False)
-    assert {v.verdict for v in b11.actions} == {"cti"}
+
+    def verdicts(config, dropped):
+        out = induction(config, list(TARGETS), [x for x in lemmas if x not in dropped],
+                        classify=False)
+        return {v.verdict for v in out.actions}, out
+
+    assert verdicts(fixed, ("RunLeaderBacked", "NewEpochNewLeader"))[0] == {"cti"}
+    assert verdicts(fixed, ("RunLeaderBacked",))[0] == {"inductive"}
+    assert verdicts(fixed, ("NewEpochNewLeader",))[0] == {"inductive"}
+    found, b11 = verdicts(Config(brokers=2), ())
+    assert found == {"cti"}
     assert all("RunLeaderBacked" in v.violated for v in b11.actions)
 
 
@@ -1546,7 +1570,7 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
     names = [n for n in SYMBOLIC if n not in (*HISTORY, "HistoryLeaderInIsr", "HistoryMonotone",
-                                              "HistoryRun", "RunLeaderBacked",
+                                              "NewEpochNewLeader", "HistoryRun", "RunLeaderBacked",
                                               "RunEpochsLedByLeader", "RunLeaderHoldsItsEpochs",
                                               "RunLeaderHeardInRun", "RunAnswersFromLeader",
                                               *SNAPSHOT_GHOSTS)]

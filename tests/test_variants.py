@@ -1015,6 +1015,29 @@ def test_b12_the_zombie_leader_commits_a_record_it_alone_holds(variant):
     assert not any("VIOLATED" in t for _, t, _ in out[:-1])
 
 
+B12_MIN_ISR_1 = Path(__file__).parent / "testdata" / "b12_zombie_leader_min_isr_1.txt"
+
+
+@pytest.mark.parametrize("variant", [None, FIXED], ids=["current", "fixed"])
+def test_b12_is_reachable_at_the_inductions_min_isr_of_1(variant):
+    # The induction's own config (3 brokers, min ISR 1): the new leader crashes before it
+    # applies its election, so it never commits the record it then loses, and nothing is
+    # excused. A 3-broker proof of LogMatching for `current`, with B11's fix or without, is
+    # therefore impossible (docs/prove.md).
+    config, out = transcript_run(B12_MIN_ISR_1, variant)
+    assert config.min_insync_replicas == 1 and config.brokers == 3
+    after = out[-1][2]
+    zombie = after.replicas[0][0]
+    assert after.controller.registered[0] == UNKNOWN and after.alive[0]
+    assert (zombie.leader, zombie.leader_epoch, zombie.isr, zombie.high_watermark) == (
+        0, 0, (0, 1), 1)
+    assert after.broker_epochs[1] == 1 and zombie.remote_broker_epoch[1] == 0
+    assert out[-1][1].splitlines()[-1] == (
+        "VIOLATED LogMatching: p0 offset 0: broker 0 has v1@e0, broker 1 has v2@e3, both "
+        "below HW")
+    assert not any("VIOLATED" in t for _, t, _ in out[:-1])
+
+
 def test_b12_the_flat_encoding_and_the_z3_relation_take_the_same_steps():
     from test_flat import compare_state
 
