@@ -1026,6 +1026,7 @@ def test_b12_is_reachable_at_the_inductions_min_isr_of_1(variant):
     # therefore impossible (docs/prove.md).
     config, out = transcript_run(B12_MIN_ISR_1, variant)
     assert config.min_insync_replicas == 1 and config.brokers == 3
+    out, (ack, acked, _) = out[:-1], out[-1]
     after = out[-1][2]
     zombie = after.replicas[0][0]
     assert after.controller.registered[0] == UNKNOWN and after.alive[0]
@@ -1036,6 +1037,10 @@ def test_b12_is_reachable_at_the_inductions_min_isr_of_1(variant):
         "VIOLATED LogMatching: p0 offset 0: broker 0 has v1@e0, broker 1 has v2@e3, both "
         "below HW")
     assert not any("VIOLATED" in t for _, t, _ in out[:-1])
+    # The zombie's purgatory still holds v1's produce: it is acknowledged and then lost.
+    assert ack.startswith("leader-ack-produce") and acked.splitlines()[-1] == (
+        "VIOLATED AckedWritesDurable: p0: acknowledged v1 at offset 0 (acks=all) lost: leader 1 "
+        "has v2@e3")
 
 
 def test_b12_the_flat_encoding_and_the_z3_relation_take_the_same_steps():
