@@ -1343,7 +1343,8 @@ def classify_cti(config: Config, cti: Cti, invariants: list[str], max_states: in
                    f"the explorer visited all {result.distinct_states:,} states reachable "
                    f"within the config's bounds and none violates {', '.join(names)}: the "
                    "CTI's pre-state is not reachable there: the invariant needs "
-                   "strengthening, or a longer run reaches it (B11 was found so)",
+                   "strengthening, or a run past those bounds reaches it (B11 and B12 were "
+                   "found so, docs/protocol.md)",
                    bounds=_bounds(bounds))
     probed = ""
     if len(searches) > 1 and searches[0][1].result == "ok":
