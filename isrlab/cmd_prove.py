@@ -88,7 +88,7 @@ def _config(args: argparse.Namespace):
 
     defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
     config = kafka_config(args, base=Config().replace(**defaults))
-    why = core_problem(config)
+    why = core_problem(config, kip966=True)
     if why is not None:
         # (the encoding also takes replica j of the partition to be broker j)
         raise UsageError(f"{why}: not in the symbolic encoding yet (use isrlab check)")

@@ -61,18 +61,19 @@ class Model(Protocol):
     # ones (`before` None: a state with no predecessor). model_check.flat has all three.
 
 
-def core_problem(config: Config) -> str | None:
+def core_problem(config: Config, kip966: bool = False) -> str | None:
     """What puts `config` outside the core model, or None: one partition replicated on every
-    broker, one controller that never fails, no KIP-966, synchronous ISR changes. The flat
-    encoding (model_check.flat) and the Z3 encoding (model_check.symbolic, hence the
-    partial-order reduction and `isrlab prove`) cover exactly the core."""
+    broker, one controller that never fails, no KIP-966 (unless `kip966`), synchronous ISR
+    changes. The flat encoding (model_check.flat) and the partial-order reduction cover
+    exactly the core; the Z3 encoding (model_check.symbolic, `isrlab prove`) the core and
+    KIP-966."""
     if config.partitions != 1:
         return "more than one partition"
     if config.replication_factor not in (None, config.brokers):
         return "a replication factor below the broker count"
     if config.max_controller_failovers:
         return "controller failovers"
-    if config.eligible_leader_replicas_enable:
+    if config.eligible_leader_replicas_enable and not kip966:
         return "eligible leader replicas (KIP-966)"
     if config.isr_changes_async or config.hw_over_requested_isr:
         return "asynchronous ISR changes (KIP-497)"

@@ -146,6 +146,8 @@ class SState:
     c_leader: z3.ArithRef
     c_epoch: z3.ArithRef
     c_isr: tuple
+    c_elr: tuple  # KIP-966: Bool per broker, the eligible leader replicas
+    c_lkelr: tuple  # KIP-966: Bool per broker, the last known ELR (or last known leader)
     c_pe: z3.ArithRef
     # Ghost: the leader epoch since which every epoch has named the controller's leader (the
     # start of its current run of leadership). The concrete state has no such field.
@@ -407,7 +409,9 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
         broker_epochs=tuple(v.int(f"broker_epoch{b}") for b in range(n)),
         registered=tuple(v.int(f"registered{b}") for b in range(n)),
         c_leader=v.int("c_leader"), c_epoch=v.int("c_epoch"),
-        c_isr=tuple(v.bool(f"c_isr{b}") for b in range(n)), c_pe=v.int("c_pe"),
+        c_isr=tuple(v.bool(f"c_isr{b}") for b in range(n)),
+        c_elr=tuple(v.bool(f"c_elr{b}") for b in range(n)),
+        c_lkelr=tuple(v.bool(f"c_lkelr{b}") for b in range(n)), c_pe=v.int("c_pe"),
         c_run=v.int("c_run"), unclean_elections=v.int("unclean"),
         lai=tuple(v.array(f"lai{b}", BOOL, pes) for b in range(n)),
         hist_leader=v.array("hist_leader", cells=pes),
@@ -558,7 +562,7 @@ def advance_high_watermark(shape: Shape, r: SReplica, b: int) -> SReplica:
     values = tuple(r.log_len if x == b else r.remote_leo[x] for x in range(shape.n))
     some, low = _member_min(r.isr, values)
     move = And(r.leader == b, some, low > r.high_watermark)
-    if shape.config.variant.hw_requires_min_isr:
+    if shape.config.variant.hw_requires_min_isr or shape.config.eligible_leader_replicas_enable:
         move = And(move, _count(r.isr) >= shape.config.min_insync_replicas)
     return dataclasses.replace(r, high_watermark=z3.If(move, low, r.high_watermark))
 
@@ -603,6 +607,65 @@ def elect(shape: Shape, registered: tuple, isr: tuple):
     unclean = And(z3.Not(clean), Or(live))
     new_isr = tuple(z3.If(unclean, first_live == b, clean_isr[b]) for b in range(n))
     return Or(clean, unclean), z3.If(clean, leader, first_live), new_isr, unclean
+
+
+def _first(bools: tuple, default=NO_LEADER):
+    """The first broker whose Bool holds (assignment order 0..n-1), else `default`."""
+    out = z3.IntVal(default)
+    for b in range(len(bools) - 1, -1, -1):
+        out = z3.If(bools[b], b, out)
+    return out
+
+
+def kip966_change(shape: Shape, s: SState, registered: tuple, isr: tuple, elect_leader: bool,
+                  unclean_shutdown: int | None = None):
+    """spec.actions._kip966_change for partition 0, from the controller's state in `s` to the
+    ISR `isr`: (leader, leader epoch, ISR, ELR, last known ELR, elected outside ISR and ELR?).
+    """
+    n, cfg = shape.n, shape.config
+    # _kip966_elr: below min ISR the old ISR and ELR, less the new ISR and a broker back from
+    # an unclean shutdown, are eligible; the rest of them (and the old last known) are known.
+    below = _count(isr) < cfg.min_insync_replicas
+    was = [Or(s.c_elr[x], s.c_isr[x]) for x in range(n)]
+    elr = tuple(And(below, was[x], z3.Not(isr[x]), z3.BoolVal(x != unclean_shutdown))
+                for x in range(n))
+    known = tuple(And(below, Or(was[x], s.c_lkelr[x]), z3.Not(isr[x]), z3.Not(elr[x]))
+                  for x in range(n))
+    leader, outside = s.c_leader, z3.BoolVal(False)
+    if elect_leader:
+        # _kip966_elect: the leader stays while valid; else the first valid replica; else the
+        # last known leader; else (unclean election) the first registered one.
+        empty = z3.Not(Or(isr))
+        valid = tuple(And(registered[x] != UNKNOWN, Or(isr[x], And(empty, elr[x])))
+                      for x in range(n))
+        keep = Or([And(s.c_leader == x, valid[x]) for x in range(n)])
+        some = Or(valid)
+        first = _first(valid)
+        from_elr = And(z3.Not(keep), some, _at(elr, first))
+        last = z3.BoolVal(False)
+        if cfg.last_known_leader_election_enable:
+            last = And(z3.Not(keep), z3.Not(some), empty, z3.Not(Or(elr)),
+                       _count(s.c_lkelr) == 1)
+        unclean = z3.BoolVal(False)
+        live = tuple(r != UNKNOWN for r in registered)
+        if cfg.unclean_leader_election_enable:
+            unclean = And(z3.Not(keep), z3.Not(some), z3.Not(last), Or(live))
+        leader = z3.If(keep, s.c_leader, z3.If(some, first, z3.If(
+            last, _first(s.c_lkelr), z3.If(unclean, _first(live), z3.IntVal(NO_LEADER)))))
+        outside = Or(last, unclean)
+        alone = tuple(leader == x for x in range(n))
+        isr = tuple(z3.If(Or(from_elr, outside), alone[x], isr[x]) for x in range(n))
+        elr = tuple(And(elr[x], z3.Not(And(from_elr, alone[x])), z3.Not(outside))
+                    for x in range(n))
+        known = tuple(And(known[x], z3.Not(outside)) for x in range(n))
+    if cfg.last_known_leader_election_enable:
+        # The field then holds the last known leader only: set when the ISR first empties,
+        # kept while the partition has no leader, cleared once it has one.
+        emptied = And(z3.Not(Or(isr)), s.c_leader != NO_LEADER)
+        known = tuple(z3.If(emptied, s.c_leader == x,
+                            And(leader == NO_LEADER, s.c_lkelr[x])) for x in range(n))
+    epoch = s.c_epoch + z3.If(leader != s.c_leader, 1, 0)
+    return leader, epoch, isr, elr, known, outside
 
 
 # ------------------------------------------------------------------------------------------
@@ -663,7 +726,21 @@ def _run_start(s: SState, leader, epoch):
     return z3.If(And(epoch != s.c_epoch, leader != s.c_leader), epoch, s.c_run)
 
 
+def _kip966_move(s: SState, pe, change) -> SState:
+    """The controller's state after a KIP-966 change (`kip966_change`'s result)."""
+    leader, epoch, isr, elr, known, outside = change
+    return dataclasses.replace(s, c_leader=leader, c_epoch=epoch, c_isr=isr, c_elr=elr,
+                               c_lkelr=known, c_pe=pe, c_run=_run_start(s, leader, epoch),
+                               unclean_elections=s.unclean_elections + z3.If(outside, 1, 0))
+
+
 def ControllerElectLeader(shape: Shape, s: SState, a: StepArgs):
+    if shape.config.eligible_leader_replicas_enable:
+        change = kip966_change(shape, s, s.registered, s.c_isr, elect_leader=True)
+        guard = And(s.c_leader == NO_LEADER, change[0] != NO_LEADER,
+                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
+        pe = s.c_pe + 1
+        return guard, _send_lai(shape, _kip966_move(s, pe, change), pe, *change[:3])
     found, leader, isr, unclean = elect(shape, s.registered, s.c_isr)
     guard = And(s.c_leader == NO_LEADER, found,
                    _bound(shape, s.c_epoch + 1 < shape.config.max_leader_epochs))
@@ -682,6 +759,22 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
     t = dataclasses.replace(s, expiries=s.expiries + z3.If(zombie, 1, 0),
                             registered=_put(s.registered, b, z3.IntVal(UNKNOWN)))
     affected = Or(s.c_isr[b], s.c_leader == b)
+    if cfg.eligible_leader_replicas_enable:
+        # KIP-966: the last ISR member leaves too; the ELR keeps it electable.
+        isr = _put(s.c_isr, b, z3.BoolVal(False))
+        change = kip966_change(shape, s, t.registered, isr, elect_leader=True)
+        leader, epoch, new_isr, elr, known, _ = change
+        if cfg.variant.isr_shrink_bumps_leader_epoch:
+            epoch = epoch + z3.If(And(leader == s.c_leader, Or(
+                [new_isr[x] != s.c_isr[x] for x in range(shape.n)])), 1, 0)
+            change = (leader, epoch, *change[2:])
+        guard.append(z3.Implies(affected, _bound(shape, epoch < cfg.max_leader_epochs)))
+        changed = And(affected, Or(leader != s.c_leader, epoch != s.c_epoch, *[
+            Or(new_isr[x] != s.c_isr[x], elr[x] != s.c_elr[x], known[x] != s.c_lkelr[x])
+            for x in range(shape.n)]))
+        pe = s.c_pe + 1
+        u = _send_lai(shape, _kip966_move(t, pe, change), pe, leader, epoch, new_isr)
+        return And(guard), excuse(shape, s, ite(changed, u, t))
     shrink = And(s.c_isr[b], _count(s.c_isr) > 1)
     isr = tuple(And(s.c_isr[x], z3.Not(And(shrink, x == b))) for x in range(shape.n))
     found, e_leader, e_isr, unclean = elect(shape, t.registered, isr)
@@ -911,9 +1004,14 @@ def _shrink_expand_guard(shape: Shape, s: SState, b: int, f: int):
 def _commit_isr(shape: Shape, s: SState, b: int, isr: tuple) -> SState:
     r = s.replicas[b]
     pe = s.c_pe + 1
+    t = dataclasses.replace(s, c_isr=isr, c_pe=pe)
+    if shape.config.eligible_leader_replicas_enable:
+        # No election: leader and epoch stay, the ISR is the leader's.
+        _, _, _, elr, known, _ = kip966_change(shape, s, s.registered, isr, elect_leader=False)
+        t = dataclasses.replace(t, c_elr=elr, c_lkelr=known)
     # The history records the new partition state too (no request carries it: the leader
     # wrote it to the store itself), so a view's partition epoch always names an entry.
-    t = _record(dataclasses.replace(s, c_isr=isr, c_pe=pe), pe, s.c_leader, s.c_epoch, isr)
+    t = _record(t, pe, s.c_leader, s.c_epoch, isr)
     nr = dataclasses.replace(r, isr=isr, partition_epoch=pe)
     return _r(t, b, advance_high_watermark(shape, nr, b))
 
@@ -1095,6 +1193,13 @@ def _register(shape: Shape, s: SState, b: int) -> SState:
 def BrokerRestart(shape: Shape, s: SState, a: StepArgs, b: int):
     guard = And(z3.Not(s.alive[b]), s.registered[b] == UNKNOWN)
     t = dataclasses.replace(s, alive=_put(s.alive, b, z3.BoolVal(True)))
+    if shape.config.eligible_leader_replicas_enable:
+        # Every crash is an unclean shutdown: the broker leaves the ELR as it registers again.
+        change = kip966_change(shape, t, t.registered, t.c_isr, elect_leader=False,
+                               unclean_shutdown=b)
+        pe = t.c_pe + 1
+        left = _send_lai(shape, _kip966_move(t, pe, change), pe, *change[:3])
+        t = ite(s.c_elr[b], left, t)
     return guard, _register(shape, t, b)
 
 
@@ -1261,6 +1366,7 @@ def initial(shape: Shape, s: SState) -> z3.BoolRef:
     for b in range(n):
         r = s.replicas[b]
         cs += [s.alive[b], s.broker_epochs[b] == 0, s.registered[b] == 0, s.c_isr[b],
+               z3.Not(s.c_elr[b]), z3.Not(s.c_lkelr[b]),
                s.hist_isr[b][0], s.lai[b] == _k(s.lai[b], False),
                s.fetches[b].kind == NONE,
                r.log_len == 0, r.high_watermark == 0, r.flushed_offset == 0, r.leader == 0,
@@ -1346,6 +1452,11 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
            _eq(s.c_pe, ps.partition_epoch),
            _eq(s.unclean_elections, ctrl.unclean_elections)]
     cs += [_eq(s.c_isr[x], x in ps.isr) for x in range(n)]
+    if list(ps.elr) != sorted(set(ps.elr)) or list(ps.last_known_elr) != sorted(
+            set(ps.last_known_elr)):
+        raise NotRepresentable("controller ELR out of order")
+    cs += [_eq(s.c_elr[x], x in ps.elr) for x in range(n)]
+    cs += [_eq(s.c_lkelr[x], x in ps.last_known_elr) for x in range(n)]
     cs += [_eq(s.alive[b], c.alive[b]) for b in range(n)]
     ints(s.broker_epochs, c.broker_epochs)
     ints(s.registered, ctrl.registered)
@@ -1473,7 +1584,8 @@ def decode(shape: Shape, model: z3.ModelRef, s: SState) -> Cluster:
         replicas=(tuple(rows),), alive=tuple(bv(x) for x in s.alive),
         broker_epochs=tuple(iv(x) for x in s.broker_epochs),
         controller=Controller((PartitionState(iv(s.c_leader), iv(s.c_epoch),
-                                              members(s.c_isr), c_pe),),
+                                              members(s.c_isr), c_pe, members(s.c_elr),
+                                              members(s.c_lkelr)),),
                               tuple(iv(x) for x in s.registered), iv(s.unclean_elections)),
         leader_and_isr=frozenset(lai), fetches=(fetches,), produce_requests=produce,
         acked=acked, consumed=consumed, excused=excused, next_value=next_value,
@@ -1619,6 +1731,17 @@ def v_SingleLeaderPerEpoch(shape: Shape, s: SState, w) -> z3.BoolRef:
     return Or(out)
 
 
+def v_EligibleReplicasWellFormed(shape: Shape, s: SState, w) -> z3.BoolRef:
+    """spec.invariants.EligibleReplicasWellFormed (sets of Bools cannot list a broker twice
+    or one outside the partition's replicas, every broker's here)."""
+    n = shape.n
+    out = [And(s.c_elr[x], s.c_isr[x]) for x in range(n)]
+    out.append(And(Or(s.c_elr), _count(s.c_isr) >= shape.config.min_insync_replicas))
+    if not shape.config.eligible_leader_replicas_enable:
+        out += [*s.c_elr, *s.c_lkelr]
+    return Or(out)
+
+
 VIOLATIONS: dict[str, Callable] = {
     "HighWatermarkBelowLogEnd": v_HighWatermarkBelowLogEnd,
     "LeaderInIsr": v_LeaderInIsr,
@@ -1628,4 +1751,5 @@ VIOLATIONS: dict[str, Callable] = {
     "ConsumerNeverSeesUncommitted": v_ConsumerNeverSeesUncommitted,
     "LeaderEpochMonotonic": v_LeaderEpochMonotonic,
     "SingleLeaderPerEpoch": v_SingleLeaderPerEpoch,
+    "EligibleReplicasWellFormed": v_EligibleReplicasWellFormed,
 }

@@ -419,6 +419,12 @@ def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return z3.Not(sym.Or([s.c_isr[m] for m in range(shape.n)]))
 
 
+def v_LoneEligibleReplica(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    if shape.config.min_insync_replicas != 1:
+        return z3.BoolVal(False)
+    return sym._count(s.c_elr) > 1
+
+
 def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for b, r in enumerate(s.replicas):
@@ -949,9 +955,13 @@ ANSWERS = ("AnswersWithinView", "ResponsePrefixMatches", "PendingLogMatching",
            "PendingHwCommitted", "DivergingAnswersFitFollower", "DivergingAnswersSpareCommitted",
            "RunLeaderHeardInRun", "RunAnswersFromLeader")
 
+# KIP-966's bookkeeping (the controller's ELR fields).
+KIP966 = ("LoneEligibleReplica",)
+
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
-    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA, *ANSWERS)}
+    for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA, *ANSWERS,
+                 *KIP966)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
@@ -959,13 +969,15 @@ PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
     "LeaderInIsr": (*HISTORY, "HistoryLeaderInIsr"),
     # The leader is in its own ISR view, so its LEO bounds the minimum its HW advances to.
     "HighWatermarkBelowLogEnd": ("LeaderInIsr", *HISTORY, "HistoryLeaderInIsr"),
+    # KIP-966's bookkeeping is about the controller's fields alone.
+    "EligibleReplicasWellFormed": KIP966,
 }
 
 
 def data_layer_holds(config) -> bool:
     """Whether the data layer is true of `config`'s model: `current` with every rule on and
-    clean elections, the variant it was written for, with or without B11's fix (which only
-    forgets what a leader knew). Elsewhere (another variant, a guard taken out with
+    clean elections and no KIP-966 (its ISR may empty), the variant it was written for, with
+    or without B11's fix (which only forgets what a leader knew). Elsewhere (another variant, a guard taken out with
     --without, an unclean election) committed writes are lost, the lemmas are false, and the
     refinement chases their junk for minutes per step before the explorer's real run is
     shown."""
@@ -976,7 +988,8 @@ def data_layer_holds(config) -> bool:
     current = VARIANTS["current"]
     variant = dataclasses.replace(config.variant, name=current.name,
                                   missed_epoch_resets_followers=False)
-    return variant == current and not config.unclean_leader_election_enable
+    return (variant == current and not config.unclean_leader_election_enable
+            and not config.eligible_leader_replicas_enable)
 
 
 def proof_lemmas(invariants: list[str], config=None) -> list[str]:

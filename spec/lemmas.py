@@ -790,6 +790,22 @@ def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def LoneEligibleReplica(config: Config, s: Cluster) -> str | None:
+    """KIP-966 at min.insync.replicas=1: the ELR holds at most one broker.
+
+    Why: at min ISR 1 the ELR fills only as the ISR empties, which a failure does one member
+    at a time, so it takes the last member alone; while the ISR is empty there is no leader
+    to add anyone, and an election from the ELR moves its member into the ISR. What it is for:
+    that election leaves an ISR of one, at min ISR, and EligibleReplicasWellFormed wants no
+    ELR beside it.
+    """
+    if config.min_insync_replicas == 1:
+        for p, ps in enumerate(s.controller.partitions):
+            if len(ps.elr) > 1:
+                return f"p{p}: ELR {list(ps.elr)} at min ISR 1"
+    return None
+
+
 def HighWatermarkAtReach(config: Config, s: Cluster) -> str | None:
     """A live leader's HW is at least the least LEO over its ISR view (its own, and what it
     records for the others), whenever that view has min.insync.replicas members.
@@ -1340,5 +1356,6 @@ LEMMAS: dict[str, Lemma] = {
                             EpochResponseMatching,
                             LeaderFetchesNotInItsEpoch, AnswersWithinView,
                             ResponsePrefixMatches, PendingLogMatching, PendingHwCommitted,
-                            DivergingAnswersFitFollower, DivergingAnswersSpareCommitted)
+                            DivergingAnswersFitFollower, DivergingAnswersSpareCommitted,
+                            LoneEligibleReplica)
 }

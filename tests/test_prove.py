@@ -1658,3 +1658,94 @@ def test_the_cases_a_step_is_asked_in_cover_it():
         solver.add(*[z3.Not(z3.And(*case)) for _, case in cases])
         assert solver.check() == z3.unsat, inst.name
     assert split == 4  # LeaderHandleFetch both ways, FollowerHandleFetchResponse at each
+
+
+# ------------------------------------------------------------------------------------------
+# KIP-966 (eligible leader replicas) in the Z3 encoding
+
+KIP966_TARGETS = ["HighWatermarkBelowLogEnd", "SingleLeaderPerEpoch", "LeaderInIsr",
+                  "EligibleReplicasWellFormed"]
+
+
+def _kip966(min_isr: int, **changes) -> Config:
+    return Config(brokers=3, eligible_leader_replicas_enable=True, min_insync_replicas=min_isr,
+                  **changes)
+
+
+def _kip966_induction(config, dropped=()):
+    from model_check.symbolic_lemmas import proof_lemmas
+
+    lemmas = [x for x in proof_lemmas(KIP966_TARGETS, config) if x not in dropped]
+    return induction(config, KIP966_TARGETS, lemmas, classify=False)
+
+
+@pytest.mark.parametrize("min_isr", [1, 2])
+def test_kip966_keeps_the_three_invariants_and_its_bookkeeping_proved(min_isr):
+    # With ELR on, the three invariants every variant keeps and KIP-966's bookkeeping (ELR
+    # and ISR disjoint, no ELR beside an ISR of min ISR size) are inductive at 3 brokers,
+    # for unbounded offsets and epochs (docs/prove.md, "KIP-966").
+    out = _kip966_induction(_kip966(min_isr))
+    assert out.result == "proved" and len(out.actions) == 64
+
+
+def test_an_election_from_the_elr_at_min_isr_1_needs_a_lone_eligible_replica():
+    # The election moves one ELR member into the ISR; at min ISR 1 that ISR is at min ISR,
+    # so the rest of the ELR would break the bookkeeping. LoneEligibleReplica says there is
+    # no rest; without it the step has a CTI.
+    out = _kip966_induction(_kip966(1), dropped=("LoneEligibleReplica",))
+    assert {v.action: v.violated for v in out.actions if v.verdict != "inductive"} == {
+        "ControllerElectLeader[]": ("EligibleReplicasWellFormed",)}
+
+
+def test_the_kip966_proof_fails_for_a_controller_that_keeps_a_rejoined_member_eligible(
+        monkeypatch):
+    # A mutant controller: an ELR member the leader adds back to the ISR stays in the ELR.
+    # The bookkeeping is then false, and the proof says where: at the ISR expansions.
+    from model_check import symbolic as sym
+
+    real = sym.kip966_change
+
+    def keeps(shape, s, registered, isr, elect_leader, unclean_shutdown=None):
+        leader, epoch, new_isr, elr, known, outside = real(shape, s, registered, isr,
+                                                           elect_leader, unclean_shutdown)
+        elr = tuple(sym.Or(e, sym.And(i, s.c_elr[x]))
+                    for x, (e, i) in enumerate(zip(elr, new_isr, strict=True)))
+        return leader, epoch, new_isr, elr, known, outside
+
+    monkeypatch.setattr(sym, "kip966_change", keeps)
+    out = _kip966_induction(_kip966(3))
+    assert out.result == "cti"
+    assert {v.action: v.violated for v in out.actions if v.verdict != "inductive"} == {
+        name: ("EligibleReplicasWellFormed",) for name in (
+            "ControllerElectLeader[]", *[f"ControllerHandleBrokerFailure[{b}]" for b in range(3)],
+            *[f"LeaderExpandIsr[{b}, {f}]" for b in range(3) for f in range(3) if f != b])}
+
+
+def test_the_lone_eligible_replica_lemma_fails_in_both_forms_and_holds_where_reached():
+    from model_check.houdini import reachable_states
+    from spec.lemmas import LoneEligibleReplica
+    from spec.state import replace
+
+    config = _kip966(1)
+    breaks = _z3_breaks(config)
+    s = initial_state(config)
+    ps = s.controller.partitions[0]
+    two = replace(s, controller=replace(s.controller, partitions=(
+        replace(ps, leader=-1, isr=(), elr=(0, 1)),)))
+    one = replace(s, controller=replace(s.controller, partitions=(
+        replace(ps, leader=-1, isr=(), elr=(1,)),)))
+    assert "ELR [0, 1] at min ISR 1" in LoneEligibleReplica(config, two)
+    assert breaks("LoneEligibleReplica", two)
+    for good in (s, one):
+        assert LoneEligibleReplica(config, good) is None
+        assert not breaks("LoneEligibleReplica", good)
+    # At min ISR 2 the ELR may hold two: nothing to say there.
+    assert LoneEligibleReplica(_kip966(2), two) is None
+    # On the first 200,000 states the explorer reaches with ELR on, 2 brokers (the ISR
+    # empties after a crash and a session expiry, the ELR fills and elects).
+    config = Config(brokers=2, eligible_leader_replicas_enable=True, min_insync_replicas=1,
+                    max_records=1, max_leader_epochs=4, max_crashes=1, max_session_expiries=1)
+    states = reachable_states(config, 200_000)
+    eligible = [x for x in states if x.controller.partitions[0].elr]
+    assert len(states) == 200_000 and eligible
+    assert all(LoneEligibleReplica(config, x) is None for x in states)
