@@ -997,11 +997,13 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
     (`PROOF_LEMMAS`, less the invariants asked) when every one has a proof, else every
     proved invariant and the structural, history and values layers (`UNPROVED_LEMMAS`),
     with LeaderEpochMonotonic and the data layer where they hold (`data_layer_holds`; no
-    config: `current`)."""
+    config: `current`) and KIP-966's bookkeeping with ELR on."""
     if not all(name in PROOF_LEMMAS for name in invariants):
         data = config is None or data_layer_holds(config)
+        kip966 = config is not None and config.eligible_leader_replicas_enable
         return [x for x in UNPROVED_LEMMAS
-                if x not in invariants and (data or x not in DATA_LEMMAS)]
+                if x not in invariants and (data or x not in DATA_LEMMAS)
+                and (kip966 or x not in KIP966_LEMMAS)]
     return list(dict.fromkeys(x for name in invariants for x in PROOF_LEMMAS[name]
                               if x not in invariants))
 
@@ -1011,7 +1013,9 @@ def proof_lemmas(invariants: list[str], config=None) -> list[str]:
 # left) and a CTI or `unknown` at each of the others (docs/prove.md); the structural layer
 # alone gives 31 of 64 at 3.
 DATA_LEMMAS = ("LeaderEpochMonotonic", *DATA)
-UNPROVED_LEMMAS = (*PROOF_LEMMAS, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
+# KIP-966's bookkeeping, assumed only with ELR on (elsewhere it says the fields stay empty).
+KIP966_LEMMAS = ("EligibleReplicasWellFormed", *KIP966)
+UNPROVED_LEMMAS = (*PROOF_LEMMAS, *KIP966, "LeaderEpochMonotonic", *STRUCTURE, *HISTORY,
                    "HistoryLeaderInIsr", *VALUES, *DATA)
 
 
