@@ -1,17 +1,21 @@
 """Differential test: the Z3 transition relation (model_check.symbolic) against spec.step.
 
-Both directions, so the two descriptions cannot drift apart silently:
+Three directions, so the two descriptions cannot drift apart silently:
 - accept: for a state s reached by a random walk and every enabled action a, the relation of
   a's instance, with a's arguments pinned, relates (a symbolic state representing) s to
   step(s, a), with every integer inside the ranges BMC asserts (`kind_ranges`, `int_range`);
 - reject: for s and a state s2 that is not a successor of s (another state of the walk or of
   another walk), no action instance relates s to s2: neither BMC's relation of every
-  instance nor the relation of the instance of an action enabled in s (induction's).
+  instance nor the relation of the instance of an action enabled in s (induction's);
+- refused: in a state s of the walk, an action instance none of whose actions the spec
+  enables in s has no step from s at all (a weakened guard that leads off the walk).
 
 Hypothesis draws the config (variant, acks, flush policy, unclean election, min ISR, lag
 bound) and the walk's random choices. Each example checks a fixed number of pairs, so the
 totals are fixed: EXAMPLES * ACCEPTS_PER_EXAMPLE accepted pairs (3,000 in `make test`) and
-EXAMPLES * REJECTS_PER_EXAMPLE rejected ones (600). Building an example's relations costs
+EXAMPLES * REJECTS_PER_EXAMPLE rejected ones (600), and every refused instance in
+REFUSED_STATES_PER_EXAMPLE states of each walk. KIP-966 configs (ELR on) are drawn
+separately, half as many. Building an example's relations costs
 about as much as checking 100 pairs, so `make test` draws 12 configs of 250 pairs each (20
 of 150 took 101 s against 84 s, run side by side). ISRLAB_DIFF_EXAMPLES=100 gives 25,000 +
 5,000 (bench/prove_bench.py prints the pair rate).
@@ -36,6 +40,7 @@ from spec.actions import successors
 EXAMPLES = int(os.environ.get("ISRLAB_DIFF_EXAMPLES", "12"))
 ACCEPTS_PER_EXAMPLE = 250
 REJECTS_PER_EXAMPLE = 50
+REFUSED_STATES_PER_EXAMPLE = 5
 WALK_STEPS_MAX = 60
 
 
@@ -54,6 +59,7 @@ configs = st.builds(
 class Counter:
     accepted = 0
     rejected = 0
+    refused = 0
 
 
 def _walk(config: Config, rnd, steps: int):
@@ -124,13 +130,15 @@ def _agrees(config: Config, rnd) -> None:
             represented[key] = sym.represent(shape, state, side)
         return represented[key]
 
-    def instance_solver(action, state) -> z3.Solver:
-        inst = sym.instance_for(table, action, state)
+    def solver_of(inst) -> z3.Solver:
         key = (inst.name, inst.brokers)
         if key not in solvers:
             solvers[key] = z3.Solver()
             solvers[key].add(sym.relation(shape, inst, pre, post, a), *in_range)
         return solvers[key]
+
+    def instance_solver(action, state) -> z3.Solver:
+        return solver_of(sym.instance_for(table, action, state))
 
     for s, action, nxt in pairs[:ACCEPTS_PER_EXAMPLE]:
         solver = instance_solver(action, s)
@@ -172,6 +180,24 @@ def _agrees(config: Config, rnd) -> None:
             one.pop()
         checked += 1
         Counter.rejected += 1
+    # Refused: in a state of the walk, an action instance none of whose actions the spec
+    # enables there has no step at all, whatever the post-state and arguments (a guard the
+    # encoding weakens leads where the walk never goes, which the pairs above cannot see).
+    for _ in range(REFUSED_STATES_PER_EXAMPLE):
+        s, succ = walk[rnd.randrange(len(walk))]
+        enabled = {(i.name, i.brokers) for i in (
+            sym.instance_for(table, action, s) for action, _ in succ if sym.encoded(action))}
+        for inst in table:
+            if (inst.name, inst.brokers) in enabled:
+                continue
+            one = solver_of(inst)
+            one.push()
+            one.add(represent(s, pre))
+            assert one.check() == z3.unsat, (
+                f"{config.variant.name}: {inst.name}{list(inst.brokers)} steps where the spec "
+                "enables none of its actions")
+            one.pop()
+            Counter.refused += 1
 
 
 def test_the_counts_add_up():
@@ -200,3 +226,42 @@ def test_the_reject_direction_can_fail():
     solver.add(sym.represent(shape, s, pre), sym.represent(shape, s, post),
                sym.ProducerSend(shape, pre, a)[0])
     assert solver.check() == z3.sat
+
+
+def test_the_refused_direction_tells_a_refused_step_from_an_enabled_one():
+    # KIP-966, min ISR 2, both sessions expired: ISR empty, ELR {0, 1}, nobody registered,
+    # so the spec refuses an election and the relation has no step; once broker 1 registers
+    # again (no crash) the spec elects it from the ELR and the relation has one. A mutant
+    # without the encoding's "someone is elected" guard, or LeaderExpandIsr's HW guard,
+    # passes the accept and reject directions and fails the refused one.
+    from spec.actions import (
+        BrokerRegister,
+        ControllerElectLeader,
+        ControllerHandleBrokerFailure,
+        NotEnabled,
+        step,
+    )
+
+    config = Config(brokers=2, min_insync_replicas=2, eligible_leader_replicas_enable=True,
+                    max_session_expiries=2, max_leader_epochs=5)
+    s = initial_state(config)
+    for broker in (1, 0):
+        s = step(config, s, ControllerHandleBrokerFailure(broker))
+    assert (s.controller.partitions[0].isr, s.controller.partitions[0].elr) == ((), (0, 1))
+    shape = sym.make_shape(config)
+    table = sym.action_table(shape)
+    pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
+    a = sym.fresh_args(shape, "a.")
+    inst = next(i for i in table if i.name == "ControllerElectLeader")
+
+    def steps(state) -> bool:
+        solver = z3.Solver()
+        solver.add(sym.relation(shape, inst, pre, post, a), sym.represent(shape, state, pre))
+        return solver.check() == z3.sat
+
+    with pytest.raises(NotEnabled):
+        step(config, s, ControllerElectLeader(0))
+    assert not steps(s)
+    s = step(config, s, BrokerRegister(1))
+    assert step(config, s, ControllerElectLeader(0)).controller.partitions[0].leader == 1
+    assert steps(s)
