@@ -14,7 +14,14 @@ import argparse
 import json
 import sys
 
-from isrlab.options import WORKERS, UsageError, add_rule_options, integer, kafka_config
+from isrlab.options import (
+    WORKERS,
+    UsageError,
+    add_elr_options,
+    add_rule_options,
+    integer,
+    kafka_config,
+)
 
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
 INDUCTION_DEFAULTS = dict(brokers=3)
@@ -47,6 +54,7 @@ def register(sub) -> None:
                        metavar="N", help=what)
     p.add_argument("--acks", choices=("0", "1", "all", "-1"))
     add_rule_options(p)
+    add_elr_options(p)
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                    help="unclean.leader.election.enable (default off)")
     p.add_argument("--invariant", action="append", metavar="NAME",

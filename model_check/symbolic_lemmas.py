@@ -969,8 +969,9 @@ PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
     "LeaderInIsr": (*HISTORY, "HistoryLeaderInIsr"),
     # The leader is in its own ISR view, so its LEO bounds the minimum its HW advances to.
     "HighWatermarkBelowLogEnd": ("LeaderInIsr", *HISTORY, "HistoryLeaderInIsr"),
-    # KIP-966's bookkeeping is about the controller's fields alone.
-    "EligibleReplicasWellFormed": KIP966,
+    # KIP-966's bookkeeping: the controller's fields, and (a leader's shrink empties no ISR)
+    # the leader in the ISR it shrinks, which is the controller's.
+    "EligibleReplicasWellFormed": (*KIP966, "LeaderInIsr", *HISTORY, "HistoryLeaderInIsr"),
 }
 
 

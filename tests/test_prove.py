@@ -1749,3 +1749,14 @@ def test_the_lone_eligible_replica_lemma_fails_in_both_forms_and_holds_where_rea
     eligible = [x for x in states if x.controller.partitions[0].elr]
     assert len(states) == 200_000 and eligible
     assert all(LoneEligibleReplica(config, x) is None for x in states)
+
+
+def test_cli_proves_kip966s_bookkeeping_with_the_elr_flags(capsys):
+    # `isrlab prove --elr` (as `isrlab check --elr`): the bookkeeping alone, with the lemmas
+    # its proof names (LoneEligibleReplica, and the leader in the ISR it shrinks).
+    code, data = run_json(capsys, "--elr", "--no-last-known-leader", "--min-isr", "1",
+                          "--induction", "--invariant", "EligibleReplicasWellFormed")
+    assert code == 0 and data["result"] == "proved" and len(data["actions"]) == 64
+    assert data["config"]["eligible.leader.replicas.enable"] == "true"
+    assert data["config"]["last.known.leader.election.enable"] == "false"
+    assert {"LoneEligibleReplica", "LeaderInIsr"} <= set(data["invariants"])
