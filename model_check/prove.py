@@ -1164,15 +1164,11 @@ def _assumed(memo: dict, formula, shape, pre, ts: tuple) -> z3.BoolRef:
     induction assumes most of the same instances over the same pre-state, and building them
     in Python took longer than solving. Keyed by the terms' AST ids, which stay unique while
     the memo holds the terms themselves."""
-    key = (formula, *(_term_key(t) for t in ts))
+    key = (formula, *(t.get_id() if isinstance(t, z3.AstRef) else ("int", t) for t in ts))
     found = memo.get(key)
     if found is None:
         found = memo[key] = (ts, z3.Not(formula(shape, pre, *ts)))
     return found[1]
-
-
-def _term_key(t):
-    return t.get_id() if isinstance(t, z3.AstRef) else ("int", t)
 
 
 def _instances(formula, terms: list) -> list[tuple]:

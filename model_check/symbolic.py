@@ -588,33 +588,29 @@ def _record(s: SState, pe, leader, epoch, isr: tuple, **changes) -> SState:
         **changes)
 
 
-def elect(shape: Shape, registered: tuple, isr: tuple):
-    """spec.actions._elect for partition 0 (assignment order 0..n-1):
-    (found?, leader, new ISR, unclean?)."""
-    n = shape.n
-    live = [registered[b] != UNKNOWN for b in range(n)]
-    leader = z3.IntVal(NO_LEADER)
-    for b in range(n - 1, -1, -1):
-        leader = z3.If(And(live[b], isr[b]), b, leader)
-    clean = Or([And(live[b], isr[b]) for b in range(n)])
-    # No candidate: the ISR stays as it was (the partition goes offline).
-    clean_isr = tuple(z3.If(clean, And(isr[b], live[b]), isr[b]) for b in range(n))
-    if not shape.config.unclean_leader_election_enable:
-        return clean, leader, clean_isr, z3.BoolVal(False)
-    first_live = z3.IntVal(NO_LEADER)
-    for b in range(n - 1, -1, -1):
-        first_live = z3.If(live[b], b, first_live)
-    unclean = And(z3.Not(clean), Or(live))
-    new_isr = tuple(z3.If(unclean, first_live == b, clean_isr[b]) for b in range(n))
-    return Or(clean, unclean), z3.If(clean, leader, first_live), new_isr, unclean
-
-
 def _first(bools: tuple, default=NO_LEADER):
     """The first broker whose Bool holds (assignment order 0..n-1), else `default`."""
     out = z3.IntVal(default)
     for b in range(len(bools) - 1, -1, -1):
         out = z3.If(bools[b], b, out)
     return out
+
+
+def elect(shape: Shape, registered: tuple, isr: tuple):
+    """spec.actions._elect for partition 0 (assignment order 0..n-1):
+    (found?, leader, new ISR, unclean?)."""
+    n = shape.n
+    live = [registered[b] != UNKNOWN for b in range(n)]
+    leader = _first([And(live[b], isr[b]) for b in range(n)])
+    clean = Or([And(live[b], isr[b]) for b in range(n)])
+    # No candidate: the ISR stays as it was (the partition goes offline).
+    clean_isr = tuple(z3.If(clean, And(isr[b], live[b]), isr[b]) for b in range(n))
+    if not shape.config.unclean_leader_election_enable:
+        return clean, leader, clean_isr, z3.BoolVal(False)
+    first_live = _first(live)
+    unclean = And(z3.Not(clean), Or(live))
+    new_isr = tuple(z3.If(unclean, first_live == b, clean_isr[b]) for b in range(n))
+    return Or(clean, unclean), z3.If(clean, leader, first_live), new_isr, unclean
 
 
 def kip966_change(shape: Shape, s: SState, registered: tuple, isr: tuple, elect_leader: bool,
@@ -764,9 +760,9 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
         isr = _put(s.c_isr, b, z3.BoolVal(False))
         change = kip966_change(shape, s, t.registered, isr, elect_leader=True)
         leader, epoch, new_isr, elr, known, _ = change
+        isr_changed = Or([new_isr[x] != s.c_isr[x] for x in range(shape.n)])
         if cfg.variant.isr_shrink_bumps_leader_epoch:
-            epoch = epoch + z3.If(And(leader == s.c_leader, Or(
-                [new_isr[x] != s.c_isr[x] for x in range(shape.n)])), 1, 0)
+            epoch = epoch + z3.If(And(leader == s.c_leader, isr_changed), 1, 0)
             change = (leader, epoch, *change[2:])
         guard.append(z3.Implies(affected, _bound(shape, epoch < cfg.max_leader_epochs)))
         changed = And(affected, Or(leader != s.c_leader, epoch != s.c_epoch, *[

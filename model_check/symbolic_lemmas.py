@@ -689,6 +689,14 @@ def _takes_records(shape: sym.Shape, s: sym.SState, f: int) -> z3.BoolRef:
                   m.fetch_offset == rf.log_len)
 
 
+def _appends_below_cache(shape: sym.Shape, s: sym.SState, f: int, w) -> z3.BoolRef:
+    """Follower `f` would append, at offset `w` past offset 0, a record of an older epoch than
+    its cache's latest (PendingLogMatching's epoch clause, SnapshotAboveCache)."""
+    m = s.fetches[f]
+    return sym.And(_takes_records(shape, s, f), m.fetch_offset > 0, _covers(m, w),
+                   m.rec_epoch[w] < sym.latest_epoch(s.replicas[f]))
+
+
 @pair
 def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     """`w2` is an offset where the log `f` would have and another log hold the same epoch,
@@ -696,8 +704,7 @@ def v_PendingLogMatching(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
     out = []
     for f in range(shape.n):
         m = s.fetches[f]
-        out.append(sym.And(_takes_records(shape, s, f), m.fetch_offset > 0, _covers(m, w),
-                           m.rec_epoch[w] < sym.latest_epoch(s.replicas[f])))
+        out.append(_appends_below_cache(shape, s, f, w))
         e2, _ = _pending(s, f, w2)
         e, v = _pending(s, f, w)
         out += [sym.And(_takes_records(shape, s, f), 0 <= w, w <= w2,
@@ -1073,9 +1080,7 @@ def v_SnapshotAboveCache(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     older epoch than its cache's latest (the leader's check found that epoch on its log up
     to the fetch offset). At offset 0 there is no check, and the records replace every
     entry (Kafka's assign drops entries at or past an append's start)."""
-    return sym.Or([sym.And(_takes_records(shape, s, f), m.fetch_offset > 0, _covers(m, w),
-                           m.rec_epoch[w] < sym.latest_epoch(s.replicas[f]))
-                   for f, m in enumerate(s.fetches)])
+    return sym.Or([_appends_below_cache(shape, s, f, w) for f in range(shape.n)])
 
 
 @pair
