@@ -657,8 +657,7 @@ def bmc(config: Config, depth: int, invariants: list[str] | None = None,
     so the verdict and depth are the same as with one worker (the trace is a shortest run that
     replays; the solver may pick another one of the same length).
     """
-    # The KIP-966 invariants are not encoded (the spec's ELR is not either): BMC checks the
-    # invariants the encoding has.
+    # SingleControllerPerEpoch is not encoded (one controller here): BMC checks the rest.
     names = tuple(invariants or (n for n in INVARIANTS if n in sym.VIOLATIONS))
     start = time.perf_counter()
     queries: list[Query] = []

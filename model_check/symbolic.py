@@ -21,6 +21,8 @@ How the unbounded parts of `Cluster` are represented (all faithful on every reac
 - acked / consumed / excused: arrays value -> Bool, plus a ghost array `value_offset`
   (value -> the offset it was appended at). A value is appended once and only ever copied to
   the same offset, so an `Acked(partition, offset, value)` is determined by its value.
+- The crash-loss ghost (which broker lost which value in a crash): an array value -> Bool
+  per broker, only where the spec keeps it (acks=all, min ISR >= 2).
 - A fetch response's records: a snapshot of the leader's log arrays and a count, read from
   the response's fetch offset.
 
@@ -168,6 +170,9 @@ class SState:
     expiries: z3.ArithRef
     drops: z3.ArithRef
     ticks: z3.ArithRef
+    # The crash-loss ghost (`Cluster.crash_losses`), per broker an array value -> lost in a
+    # crash?; empty where the spec keeps no such ghost (`Shape.counts_losses`).
+    lost: tuple = ()
 
 
 def _leaves(x) -> list:
@@ -363,6 +368,12 @@ class Shape:
             pes = min(pes, self.pe_limit + 1)
         return {"offset": c.max_records, "value": c.max_records + 1, "pe": pes}[domain]
 
+    @property
+    def counts_losses(self) -> bool:
+        """Whether the spec keeps the crash-loss ghost: only KIP-966's promise reads it, and
+        that promises something only for acks=all with min ISR >= 2."""
+        return self.config.acks == "all" and self.config.min_insync_replicas >= 2
+
 
 def make_shape(config: Config, bounded: bool = True, cache_slots: int | None = None,
                pe_limit: int | None = None) -> Shape:
@@ -423,6 +434,8 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
         value_offset=v.array("value_offset", cells=vals),
         next_value=v.int("next_value"), crashes=v.int("crashes"), expiries=v.int("expiries"),
         drops=v.int("drops"), ticks=v.int("ticks"),
+        lost=tuple(v.array(f"lost{b}", BOOL, vals) for b in range(n)) if shape.counts_losses
+        else (),
     )
 
 
@@ -1175,6 +1188,11 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
         _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
         fetches=slots, lai=_put(s.lai, b, _k(s.lai[b], False)),
         produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v])))
+    if shape.counts_losses:
+        old, o = s.replicas[b], s.value_offset[v]
+        gone = And(old.flushed_offset <= o, o < old.log_len, old.log_value[o] == v)
+        t = dataclasses.replace(t, lost=_put(s.lost, b, _map_array(
+            shape, s.lost[b], v, Or(s.lost[b][v], gone))))
     return guard, excuse(shape, s, t)
 
 
@@ -1368,6 +1386,8 @@ def initial(shape: Shape, s: SState) -> z3.BoolRef:
                r.log_len == 0, r.high_watermark == 0, r.flushed_offset == 0, r.leader == 0,
                r.leader_epoch == 0, r.partition_epoch == 0, z3.Not(r.truncation_pending),
                r.purgatory == _k(r.purgatory, False), *r.isr]
+        if shape.counts_losses:
+            cs.append(s.lost[b] == _k(s.lost[b], False))
         if b == 0:
             cs += [r.side, r.cache_len == 1, r.cache_epoch[0] == 0, r.cache_start[0] == 0]
             cs += [x == UNKNOWN for x in r.remote_leo + r.remote_be]
@@ -1490,6 +1510,13 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     for v in c.excused:
         excused = _store(excused, v, True)
     cs.append(_eq(s.excused, excused))
+    if shape.counts_losses:
+        lost = [_k(x, False) for x in s.lost]
+        for value, b in c.crash_losses:
+            lost[b] = _store(lost[b], value, True)
+        cs += [_eq(x, y) for x, y in zip(s.lost, lost, strict=True)]
+    elif c.crash_losses:
+        raise NotRepresentable("crash losses counted where the spec counts none")
     for value, offset in offsets.items():
         cs.append(_eq(s.value_offset[value], offset))
     cs += [_eq(s.next_value, c.next_value), _eq(s.crashes, c.crashes),
@@ -1576,6 +1603,7 @@ def decode(shape: Shape, model: z3.ModelRef, s: SState) -> Cluster:
     consumed = frozenset(Acked(0, iv(s.value_offset[v]), v) for v in values
                          if bv(s.consumed[v]))
     excused = frozenset(v for v in values if bv(s.excused[v]))
+    losses = frozenset((v, b) for b, x in enumerate(s.lost) for v in values if bv(x[v]))
     return Cluster(
         replicas=(tuple(rows),), alive=tuple(bv(x) for x in s.alive),
         broker_epochs=tuple(iv(x) for x in s.broker_epochs),
@@ -1585,7 +1613,8 @@ def decode(shape: Shape, model: z3.ModelRef, s: SState) -> Cluster:
                               tuple(iv(x) for x in s.registered), iv(s.unclean_elections)),
         leader_and_isr=frozenset(lai), fetches=(fetches,), produce_requests=produce,
         acked=acked, consumed=consumed, excused=excused, next_value=next_value,
-        crashes=iv(s.crashes), expiries=iv(s.expiries), drops=iv(s.drops), ticks=iv(s.ticks))
+        crashes=iv(s.crashes), expiries=iv(s.expiries), drops=iv(s.drops), ticks=iv(s.ticks),
+        crash_losses=losses)
 
 
 def decodable(shape: Shape, s: SState) -> list[z3.BoolRef]:
@@ -1689,17 +1718,39 @@ def v_LogMatching(shape: Shape, s: SState, w) -> z3.BoolRef:
 
 
 def _lost_from_leader(shape: Shape, s: SState, w, ghost) -> z3.BoolRef:
-    o = s.value_offset[w]
-    out = []
-    for leader in range(shape.n):
-        lr = s.replicas[leader]
-        has = And(0 <= o, o < lr.log_len, lr.log_value[o] == w)
-        out.append(And(_true_leader(s, leader), z3.Not(has)))
+    out = [And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)]
     return And(0 < w, w < s.next_value, ghost[w], z3.Not(s.excused[w]), Or(out))
 
 
 def v_AckedWritesDurable(shape: Shape, s: SState, w) -> z3.BoolRef:
     return _lost_from_leader(shape, s, w, s.acked)
+
+
+def _due(shape: Shape, s: SState, w) -> z3.BoolRef:
+    """`w` is an acknowledged write KIP-966 promises (spec.invariants._due_writes): fewer
+    than min ISR brokers lost it in crashes, and no election from outside took place."""
+    if not shape.counts_losses:
+        return z3.BoolVal(False)
+    losers = z3.Sum([z3.If(x[w], 1, 0) for x in s.lost])
+    return And(0 < w, w < s.next_value, s.acked[w], s.unclean_elections == 0,
+               losers < shape.config.min_insync_replicas)
+
+
+def _holds(s: SState, b: int, w) -> z3.BoolRef:
+    """Broker b's log has value w at its offset."""
+    r, o = s.replicas[b], s.value_offset[w]
+    return And(0 <= o, o < r.log_len, r.log_value[o] == w)
+
+
+def v_AckedWritesDurableKip966(shape: Shape, s: SState, w) -> z3.BoolRef:
+    return And(_due(shape, s, w),
+               Or([And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)]))
+
+
+def v_LeaderCandidatesComplete(shape: Shape, s: SState, w) -> z3.BoolRef:
+    return And(_due(shape, s, w), Or([
+        And(Or(s.c_isr[b], s.c_elr[b]), s.alive[b], z3.Not(_holds(s, b, w)))
+        for b in range(shape.n)]))
 
 
 def v_ConsumerNeverSeesUncommitted(shape: Shape, s: SState, w) -> z3.BoolRef:
@@ -1744,6 +1795,8 @@ VIOLATIONS: dict[str, Callable] = {
     "NoCommittedDataLoss": v_NoCommittedDataLoss,
     "LogMatching": v_LogMatching,
     "AckedWritesDurable": v_AckedWritesDurable,
+    "AckedWritesDurableKip966": v_AckedWritesDurableKip966,
+    "LeaderCandidatesComplete": v_LeaderCandidatesComplete,
     "ConsumerNeverSeesUncommitted": v_ConsumerNeverSeesUncommitted,
     "LeaderEpochMonotonic": v_LeaderEpochMonotonic,
     "SingleLeaderPerEpoch": v_SingleLeaderPerEpoch,

@@ -1760,3 +1760,107 @@ def test_cli_proves_kip966s_bookkeeping_with_the_elr_flags(capsys):
     assert data["config"]["eligible.leader.replicas.enable"] == "true"
     assert data["config"]["last.known.leader.election.enable"] == "false"
     assert {"LoneEligibleReplica", "LeaderInIsr"} <= set(data["invariants"])
+
+
+# KIP-966's promise in the Z3 encoding: the crash-loss ghost
+
+B8_BMC = _config("current", min_insync_replicas=2, max_leader_epochs=3, max_session_expiries=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("elr", [False, True])
+def test_bmc_finds_b8s_first_step_at_the_explorers_depth_and_not_with_elr(elr):
+    # B8 (the last ISR member comes back from a crash without what it lost, and stays in the
+    # ISR): LeaderCandidatesComplete breaks at the explorer's depth. The decoded trace
+    # replays through spec.step state for state, the crash-loss ghost included. With ELR on,
+    # no run of that length breaks it.
+    config = B8_BMC.replace(eligible_leader_replicas_enable=elr,
+                            last_known_leader_election_enable=False)
+    found = bmc(config, 12, ["LeaderCandidatesComplete"])
+    if elr:
+        assert (found.result, found.depth) == ("proved", 12)
+        return
+    model = KafkaModel(config, ["LeaderCandidatesComplete"])
+    shortest = explore(model)
+    assert (found.result, found.invariant) == ("violation", "LeaderCandidatesComplete")
+    assert found.depth == shortest.depth == 12
+    state = initial_state(config)
+    for item in found.trace[1:]:
+        state = step(config, state, actions.ACTIONS_BY_NAME[item.action](**item.args))
+        assert state == item.state
+    assert state.crash_losses and "BrokerCrash" in [s.action for s in found.trace]
+
+
+def _unflushed_crash():
+    """B8_BMC with ELR: broker 0 leads and holds v1 unflushed; its crash and the state after."""
+    from spec.actions import BrokerCrash, LeaderAppend, ProducerSend
+
+    config = B8_BMC.replace(eligible_leader_replicas_enable=True)
+    s = initial_state(config)
+    for a in (ProducerSend(0), LeaderAppend(0, 0, 1)):
+        s = step(config, s, a)
+    return config, s, step(config, s, BrokerCrash(0))
+
+
+def test_the_relation_records_what_a_crash_loses_and_a_mutant_that_forgets_fails(monkeypatch):
+    import z3
+
+    from model_check import symbolic as sym
+    from spec.state import replace
+
+    config, before, after = _unflushed_crash()
+    assert after.crash_losses == {(1, 0)}
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    crash = next(i for i in sym.action_table(shape) if i.name == "BrokerCrash" and i.brokers == (0,))
+
+    def steps(post_state) -> bool:
+        pre, post = sym.fresh_state(shape, "s."), sym.fresh_state(shape, "t.")
+        solver = z3.Solver()
+        solver.add(sym.relation(shape, crash, pre, post, sym.fresh_args(shape, "a.")),
+                   sym.represent(shape, before, pre), sym.represent(shape, post_state, post))
+        return solver.check() == z3.sat
+
+    forgot = replace(after, crash_losses=frozenset())
+    assert steps(after) and not steps(forgot)
+    # A mutant crash that keeps the ghost as it was takes the forgetful step, not the spec's.
+    real = sym.BrokerCrash
+
+    def forgets(shape, s, a, b):
+        guard, t = real(shape, s, a, b)
+        return guard, sym.dataclasses.replace(t, lost=s.lost)
+
+    monkeypatch.setattr(sym, "BrokerCrash", forgets)
+    crash = sym.ActionInstance("BrokerCrash", (0,), forgets)
+    assert not steps(after) and steps(forgot)
+
+
+def test_kip966s_promise_reads_the_ghost_in_both_forms():
+    # The Z3 forms of AckedWritesDurableKip966 and LeaderCandidatesComplete break exactly where
+    # the spec's do: an acknowledged write one broker lost is still due at min ISR 2, and
+    # no longer once min ISR brokers lost it.
+    import z3
+
+    from model_check import symbolic as sym
+    from spec.invariants import AckedWritesDurableKip966, LeaderCandidatesComplete
+    from spec.state import Acked, replace
+
+    config, _, after = _unflushed_crash()
+    shape = sym.make_shape(config, bounded=False, cache_slots=3)
+    x, w = sym.fresh_state(shape, "x."), z3.Int("w")
+
+    def breaks(name, state) -> bool:
+        solver = z3.Solver()
+        solver.add(sym.represent(shape, state, x), sym.VIOLATIONS[name](shape, x, w))
+        return solver.check() == z3.sat
+
+    # v1 acknowledged, broker 0 lost it in its crash; broker 1 took over (in the ISR) without it.
+    ps = after.controller.partitions[0]
+    lost = replace(after, acked=frozenset({Acked(0, 0, 1)}), controller=replace(
+        after.controller, partitions=(replace(ps, leader=1, leader_epoch=1, isr=(1,)),)))
+    lost = lost.with_replica(0, 1, replace(lost.replica(0, 1), leader=1, leader_epoch=1))
+    both = replace(lost, crash_losses=frozenset({(1, 0), (1, 1)}))
+    for name, check in (("AckedWritesDurableKip966", AckedWritesDurableKip966),
+                        ("LeaderCandidatesComplete", LeaderCandidatesComplete)):
+        assert check(config, lost) is not None and breaks(name, lost), name
+        assert check(config, both) is None and not breaks(name, both), name
+        assert check(config, after) is None and not breaks(name, after), name
