@@ -12,6 +12,11 @@
                                          # two each): each must end in a reachable CTI
     python bench/prove_bench.py --snapshots 2   # also B11's fix with the snapshot layer at
                                          # 2 brokers (or 3), the whole table (minutes)
+    python bench/prove_bench.py --delivered 2   # also B11's fix with the snapshot and
+                                         # delivered layers, AckedWritesDurable and
+                                         # ConsumerNeverSeesUncommitted among the targets
+    python bench/prove_bench.py --b8     # also B8 (KIP-966's promise broken without ELR):
+                                         # BMC beside the explorer, 12 and 14 steps (a minute)
 
 Each line: what ran, its verdict and depth, and seconds; the explorer's depth and seconds on
 the same config are printed beside BMC's so the two can be compared in one run.
@@ -33,7 +38,12 @@ from model_check import symbolic as sym  # noqa: E402
 from model_check.explorer import explore  # noqa: E402
 from model_check.model import KafkaModel  # noqa: E402
 from model_check.prove import TARGETS, bmc, induction  # noqa: E402
-from model_check.symbolic_lemmas import SNAPSHOT_LAYER, STRUCTURE, proof_lemmas  # noqa: E402
+from model_check.symbolic_lemmas import (  # noqa: E402
+    DELIVERED_LAYER,
+    SNAPSHOT_LAYER,
+    STRUCTURE,
+    proof_lemmas,
+)
 from spec import VARIANTS, Config, initial_state  # noqa: E402
 from spec.actions import successors  # noqa: E402
 
@@ -44,12 +54,13 @@ def small(variant: str, **changes) -> Config:
     return Config(variant=VARIANTS[variant], **{**base, **changes})
 
 
-def bmc_vs_explorer(label: str, config: Config, depth: int) -> None:
+def bmc_vs_explorer(label: str, config: Config, depth: int,
+                    invariants: list[str] | None = None) -> None:
     start = time.perf_counter()
-    shortest = explore(KafkaModel(config))
+    shortest = explore(KafkaModel(config, invariants))
     explorer_s = time.perf_counter() - start
     cpu = time.process_time()
-    found = bmc(config, depth)
+    found = bmc(config, depth, invariants)
     cpu = time.process_time() - cpu
     per_depth = ", ".join(f"{q.seconds:.1f}" for q in found.queries)
     print(f"{label}: BMC {found.result} {found.invariant} at depth {found.depth} in "
@@ -118,7 +129,24 @@ def main() -> None:
                         help="also the default-lemma induction of each buggy variant (minutes)")
     parser.add_argument("--snapshots", type=int, metavar="BROKERS",
                         help="also B11's fix with the snapshot layer at BROKERS (minutes)")
+    parser.add_argument("--delivered", type=int, metavar="BROKERS",
+                        help="also B11's fix with the snapshot and delivered layers, the "
+                        "delivery invariants among the targets, at BROKERS (minutes)")
+    parser.add_argument("--b8", action="store_true",
+                        help="also BMC for B8 (min ISR 2, ELR off) beside the explorer")
     args = parser.parse_args()
+    if args.delivered:
+        fixed = Config(brokers=args.delivered, variant=VARIANTS["current"].with_rules(
+            missed_epoch_resets_followers=True))
+        targets = [*TARGETS, *DELIVERY]
+        row(f"induction current, B11's fix, {args.delivered} brokers, default lemmas + "
+            "snapshot and delivered layers", fixed,
+            [*proof_lemmas(targets, fixed), *SNAPSHOT_LAYER, *DELIVERED_LAYER], targets)
+    if args.b8:
+        b8 = small("current", min_insync_replicas=2, max_leader_epochs=3,
+                   max_session_expiries=1)
+        bmc_vs_explorer("B8 current min ISR 2", b8, 12, ["LeaderCandidatesComplete"])
+        bmc_vs_explorer("B8 current min ISR 2", b8, 14, ["AckedWritesDurableKip966"])
     if args.snapshots:
         fixed = Config(brokers=args.snapshots, variant=VARIANTS["current"].with_rules(
             missed_epoch_resets_followers=True))
@@ -154,10 +182,15 @@ def main() -> None:
     differential(args.pairs)
 
 
-def row(what: str, config: Config, lemmas: list[str]) -> None:
-    """One induction of the default targets: verdict, time, CPU, the steps not inductive."""
+# What the delivered layer proves besides the default targets.
+DELIVERY = ["AckedWritesDurable", "ConsumerNeverSeesUncommitted"]
+
+
+def row(what: str, config: Config, lemmas: list[str], targets=TARGETS) -> None:
+    """One induction (of the default targets unless given): verdict, time, CPU, the steps
+    not inductive."""
     start, cpu = time.perf_counter(), time.process_time()
-    out = induction(config, list(TARGETS), lemmas, classify=False)
+    out = induction(config, list(targets), list(dict.fromkeys(lemmas)), classify=False)
     slowest = max(out.queries, key=lambda q: q.seconds)
     verdicts = [v.verdict for v in out.actions]
     print(f"{what}: {out.result} ({out.notes[0]}; "

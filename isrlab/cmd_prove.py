@@ -66,9 +66,9 @@ def register(sub) -> None:
                    "and the structural, history and values layers, with the data layer for "
                    "current: docs/prove.md)")
     p.add_argument("--add-lemma", action="append", metavar="NAME",
-                   help="induction: add these to the lemmas (repeatable); `answers` and "
-                   "`snapshots` add those opt-in layers (docs/prove.md, \"Answers in flight\" "
-                   "and \"Snapshots\")")
+                   help="induction: add these to the lemmas (repeatable); `answers`, "
+                   "`snapshots` and `delivered` add those opt-in layers (docs/prove.md, "
+                   "\"Answers in flight\", \"Snapshots\" and \"Delivered writes\")")
     p.add_argument("--no-lemmas", action="store_true", help="induction: no lemmas")
     # The induction defaults' whole graph at 3 brokers (2,031,731 states for `current`) fits,
     # so a CTI found there is classified, not left at the cap (about 70 s on the flat encoding).

@@ -608,6 +608,36 @@ def _member_lacks(shape: sym.Shape, s: sym.SState, w, epoch, value, but=None) ->
                   for m, rm in enumerate(s.replicas) if m != but])
 
 
+def v_PurgatoryInLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is an offset."""
+    return sym.Or([sym.And(r.purgatory[w], sym.Or(r.leader != b, w < 0, w >= r.log_len,
+                                                 r.log_value[w] != r.purgatory_value[w]))
+                  for b, r in enumerate(s.replicas)])
+
+
+def _delivered(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a delivered write (acknowledged with acks=all, or consumed), not excused."""
+    acked = s.acked[w] if shape.config.acks == "all" else z3.BoolVal(False)
+    return sym.And(sym.Or(acked, s.consumed[w]), z3.Not(s.excused[w]))
+
+
+def v_DeliveredOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a value; ValuesKeepTheirEpoch makes holding the value holding the record."""
+    live = sym.Or([sym.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
+    lacking = sym.Or([sym.And(s.c_isr[m], sym.Or(s.alive[m], z3.Not(live)),
+                              z3.Not(sym._holds(s, m, w))) for m in range(shape.n)])
+    return sym.And(_delivered(shape, s, w), lacking)
+
+
+def v_DeliveredWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a value."""
+    o = s.value_offset[w]
+    past = [sym.And(sym._true_leader(s, b), o >= lr.high_watermark,
+                    o >= sym.epoch_start_offset(lr, lr.leader_epoch))
+            for b, lr in enumerate(s.replicas)]
+    return sym.And(_delivered(shape, s, w), sym.Or(past))
+
+
 def _applies(shape: sym.Shape, s: sym.SState, f: int, kind: int) -> z3.BoolRef:
     """The answer of `kind` in flight to `f` is one `f` would act on: `f` is up and still
     follows the answer's leader (in its leader epoch, with fencing)."""
@@ -738,6 +768,30 @@ def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.B
                 out.append(sym.And(takes, w < rx.high_watermark,
                                   _counted(shape, s, x, rx.log_value[w])))
     return sym.Or(out)
+
+
+def v_FollowedLeaderHoldsDelivered(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a value."""
+    out = []
+    for f, rf in enumerate(s.replicas):
+        for b, lr in enumerate(s.replicas):
+            if b != f:
+                out.append(sym.And(s.c_isr[f], s.alive[f], s.alive[b], rf.leader == b,
+                                   lr.leader == b, lr.leader_epoch == rf.leader_epoch,
+                                   z3.Not(sym._holds(s, b, w))))
+    return sym.And(_delivered(shape, s, w), sym.Or(out))
+
+
+def v_DivergingAnswersSpareDelivered(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a delivered value the answer would cut."""
+    if shape.config.variant.truncation != "diverging-epoch":
+        return z3.BoolVal(False)
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
+        out.append(sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f],
+                           cut <= s.value_offset[w]))
+    return sym.And(_delivered(shape, s, w), sym.Or(out))
 
 
 def _counted(shape: sym.Shape, s: sym.SState, x: int, value) -> z3.BoolRef:
@@ -964,11 +1018,15 @@ ANSWERS = ("AnswersWithinView", "ResponsePrefixMatches", "PendingLogMatching",
 
 # KIP-966's bookkeeping (the controller's ELR fields).
 KIP966 = ("LoneEligibleReplica",)
+# Delivered writes (acknowledged with acks=all, or consumed): what AckedWritesDurable's and
+# ConsumerNeverSeesUncommitted's proofs add to the data layer.
+DELIVERED = ("PurgatoryInLog", "DeliveredOnIsr", "DeliveredWithinLeaderReach",
+             "FollowedLeaderHoldsDelivered", "DivergingAnswersSpareDelivered")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
     for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA, *ANSWERS,
-                 *KIP966)}
+                 *KIP966, *DELIVERED)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 PROOF_LEMMAS: dict[str, tuple[str, ...]] = {
@@ -1148,6 +1206,7 @@ v_TakenValuesKeepTheirEpoch = _as_taken(v_ValuesKeepTheirEpoch)
 v_TakenEpochResponseMatching = _as_taken(v_EpochResponseMatching)
 v_TakenResponsesFromLeaderLog = _as_taken(v_ResponsesFromLeaderLog)
 v_TakenEpochMatchesResponse = _as_taken(v_EpochMatchesResponse)
+v_TakenDeliveredOnIsr = _as_taken(v_DeliveredOnIsr)
 
 # The snapshot layer, opt-in (`--add-lemma snapshots`; docs/prove.md, "Snapshots"): what a
 # follower's log would be after it acts on the answer in flight to it, and the three answer
@@ -1169,4 +1228,10 @@ SNAPSHOT_LAYER = (*SNAPSHOTS, "AnswersWithinView", "RunLeaderHeardInRun",
                   "DivergingAnswersFitFollower", "DivergingAnswersSpareCommitted")
 LEMMAS.update({name: globals()[f"v_{name}"] for name in SNAPSHOTS})
 # Layers `--add-lemma` takes by name.
-LAYERS = {"answers": ANSWERS, "snapshots": SNAPSHOT_LAYER}
+# The delivered writes' layer, opt-in (`--add-lemma delivered`, beside the snapshot layer;
+# docs/prove.md, "Delivered writes"): with it AckedWritesDurable and
+# ConsumerNeverSeesUncommitted are proved too. Its snapshot lemma is a ghost lemma.
+LEMMAS["TakenDeliveredOnIsr"] = v_TakenDeliveredOnIsr
+DELIVERED_LAYER = (*DELIVERED, "TakenDeliveredOnIsr")
+SNAPSHOT_GHOSTS = (*SNAPSHOT_GHOSTS, "TakenDeliveredOnIsr")
+LAYERS = {"answers": ANSWERS, "snapshots": SNAPSHOT_LAYER, "delivered": DELIVERED_LAYER}

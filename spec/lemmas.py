@@ -778,6 +778,125 @@ def _fetched_epoch_cached(r, m: FetchRequest) -> bool:
                for epoch, start in r.epoch_cache if start >= o)
 
 
+def PurgatoryInLog(config: Config, s: Cluster) -> str | None:
+    """Only a broker that leads in its view parks writes, and every write parked in its
+    purgatory is in its log at its offset.
+
+    Why: a leader parks the record it appends at its LEO, and a leader never truncates; it
+    drops its purgatory when it becomes a follower, and a crash drops it too. So the value a
+    leader acknowledges is its own record at the offset its HW has passed.
+    """
+    for b, r in enumerate(s.replicas[0]):
+        if r.purgatory and r.leader != b:
+            return f"broker {b} parks writes without leading"
+        for w in r.purgatory:
+            if w.offset >= len(r.log) or r.log[w.offset].value != w.value:
+                have = str(r.log[w.offset]) if w.offset < len(r.log) else "nothing"
+                return f"broker {b} parks v{w.value} at {w.offset}, its log has {have}"
+    return None
+
+
+def _delivered(config: Config, s: Cluster):
+    """The delivered writes Kafka's guarantee keeps, not excused: those acknowledged with
+    acks=all, and those a consumer read (at any acks)."""
+    acked = s.acked if config.acks == "all" else frozenset()
+    for w in sorted(acked | s.consumed):
+        if w.value not in s.excused:
+            yield w
+
+
+def DeliveredOnIsr(config: Config, s: Cluster) -> str | None:
+    """A delivered write (acknowledged with acks=all, or read by a consumer), not excused, is
+    at its offset in every live member of the controller's ISR, and in every member when
+    none is live.
+
+    Why: a leader acknowledges a write once its HW has passed it (PurgatoryInLog), and a
+    consumer reads below the leader's HW: either way every member holds it then
+    (CommittedOnIsr). Members only leave the ISR; one that joins has caught up with the
+    leader past its epoch start and its HW (DeliveredWithinLeaderReach); and when every member
+    is down, a write one of them lost is excused.
+    """
+    for w in _delivered(config, s):
+        # A value keeps its epoch (ValuesKeepTheirEpoch): any copy names the record.
+        rec = next((r.log[w.offset] for r in s.replicas[0]
+                    if w.offset < len(r.log) and r.log[w.offset].value == w.value), None)
+        m = _member_lacking(s, w.offset, rec)
+        if m is not None:
+            return f"ISR member {m} lacks delivered v{w.value} at {w.offset}"
+    return None
+
+
+def DeliveredWithinLeaderReach(config: Config, s: Cluster) -> str | None:
+    """A delivered write, not excused, is below the true leader's HW or below the start
+    offset of its leader epoch.
+
+    Why: it was below some leader's HW when delivered (CommittedWithinLeaderReach); a HW
+    does not go down while its leader leads, and a later leader held the write
+    (DeliveredOnIsr) when its epoch started at its LEO. A follower joins the ISR only past
+    both, so it holds the write.
+    """
+    leader = s.true_leader(0)
+    if leader == NO_LEADER:
+        return None
+    lr = s.replica(0, leader)
+    reach = max(lr.high_watermark, lr.epoch_start_offset(lr.leader_epoch))
+    for w in _delivered(config, s):
+        if w.offset >= reach:
+            return (f"delivered v{w.value} at {w.offset} is past leader {leader}'s HW "
+                    f"{lr.high_watermark} and epoch start")
+    return None
+
+
+def FollowedLeaderHoldsDelivered(config: Config, s: Cluster) -> str | None:
+    """A live leader that a live member of the controller's ISR follows, in the leader's
+    epoch, holds every delivered write, not excused, at its offset.
+
+    Why: a write delivered before that leader's epoch was on it when it was elected from the
+    ISR, and a leader never truncates; one delivered since was below the HW of that leader
+    or a later one. A later leader's HW passes only what every member of its ISR has sent
+    it, and the member still following the older leader has sent it nothing: it left the
+    ISR or never joined it. So the records the member holds and the older leader lacks are
+    not delivered, and a diverging answer from that leader cuts none of them
+    (DivergingAnswersSpareDelivered).
+    """
+    row = s.replicas[0]
+    for f in s.controller.partitions[0].isr:
+        rf = row[f]
+        b = rf.leader
+        if not s.alive[f] or b in (NO_LEADER, f) or not s.alive[b]:
+            continue
+        lr = row[b]
+        if lr.leader != b or lr.leader_epoch != rf.leader_epoch:
+            continue
+        for w in _delivered(config, s):
+            if w.offset >= len(lr.log) or lr.log[w.offset].value != w.value:
+                return (f"leader {b}, which ISR member {f} follows, lacks delivered "
+                        f"v{w.value} at {w.offset}")
+    return None
+
+
+def DivergingAnswersSpareDelivered(config: Config, s: Cluster) -> str | None:
+    """A diverging answer that a live member of the controller's ISR would act on cuts its
+    log above every delivered write, not excused (DeliveredOnIsr).
+
+    Why: the member holds the write, and so does the leader that answered (an ISR member,
+    or a leader alone in its view, which keeps the partition), in the same epoch: the end
+    offset the leader names for the member's latest epoch lies past it.
+    """
+    if config.variant.truncation != "diverging-epoch":
+        return None
+    row = s.replicas[0]
+    for f in s.controller.partitions[0].isr:
+        m = _takes(config, s, f, "diverging")
+        if m is None:
+            continue
+        cut = _truncate_to_epoch_answer(row[f], m.epoch, m.end_offset)[0].log_end_offset
+        for w in _delivered(config, s):
+            if w.offset >= cut:
+                return f"the diverging answer to {f} cuts it to {cut}, below delivered v{w.value}"
+    return None
+
+
 def IsrNeverEmpty(config: Config, s: Cluster) -> str | None:
     """The controller's ISR always has a member.
 
@@ -1357,5 +1476,7 @@ LEMMAS: dict[str, Lemma] = {
                             LeaderFetchesNotInItsEpoch, AnswersWithinView,
                             ResponsePrefixMatches, PendingLogMatching, PendingHwCommitted,
                             DivergingAnswersFitFollower, DivergingAnswersSpareCommitted,
-                            LoneEligibleReplica)
+                            LoneEligibleReplica, PurgatoryInLog, DeliveredOnIsr,
+                            DeliveredWithinLeaderReach, FollowedLeaderHoldsDelivered,
+                            DivergingAnswersSpareDelivered)
 }

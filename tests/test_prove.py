@@ -1864,3 +1864,116 @@ def test_kip966s_promise_reads_the_ghost_in_both_forms():
         assert check(config, lost) is not None and breaks(name, lost), name
         assert check(config, both) is None and not breaks(name, both), name
         assert check(config, after) is None and not breaks(name, after), name
+
+
+# Delivered writes: AckedWritesDurable and ConsumerNeverSeesUncommitted
+
+
+def test_the_delivered_lemmas_can_fail_in_both_forms():
+    # Each names a broken hand-made state, and the Z3 form is broken on that state's
+    # representation exactly when the concrete one is.
+    from spec.lemmas import (
+        DeliveredOnIsr,
+        DeliveredWithinLeaderReach,
+        DivergingAnswersSpareDelivered,
+        FollowedLeaderHoldsDelivered,
+        PurgatoryInLog,
+    )
+    from spec.state import Acked, FetchResponse, PendingProduce, Record, replace
+
+    config = _config("current")
+    one = _config("current", acks="1")
+    s = replace(initial_state(config), next_value=3)
+    lead = s.replica(0, 0)
+    # Leader 0 holds v1 at 0 with HW 1; follower 1 has it too, or not.
+    held = s.with_replica(0, 0, replace(lead, log=(Record(0, 1),), high_watermark=1))
+    both = held.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),)))
+    acked = frozenset({Acked(0, 0, 1)})
+    cases = [
+        (PurgatoryInLog, config,
+         held.with_replica(0, 0, replace(held.replica(0, 0), purgatory=(PendingProduce(0, 1),))),
+         held.with_replica(0, 0, replace(held.replica(0, 0), purgatory=(PendingProduce(0, 2),))),
+         "parks v2 at 0"),
+        (PurgatoryInLog, config, both,
+         both.with_replica(0, 1, replace(both.replica(0, 1), purgatory=(PendingProduce(0, 1),))),
+         "broker 1 parks writes without leading"),
+        (DeliveredOnIsr, config, replace(both, acked=acked), replace(held, acked=acked),
+         "ISR member 1 lacks delivered v1"),
+        # A consumer's read counts at any acks; an acks=1 acknowledgement does not (B10).
+        (DeliveredOnIsr, one, replace(held, acked=acked), replace(held, consumed=acked),
+         "ISR member 1 lacks delivered v1"),
+        (DeliveredWithinLeaderReach, config, replace(both, acked=acked),
+         replace(both, acked=acked).with_replica(0, 0, replace(both.replica(0, 0),
+                                                               high_watermark=0)),
+         "past leader 0's HW 0"),
+    ]
+    # Follower 1 (in the ISR, holding acknowledged v1 at 0) is told its epoch 0 ends at 1,
+    # or at 0.
+    def told(end):
+        answer = FetchResponse(0, 0, "diverging", epoch=0, end_offset=end)
+        return replace(both, acked=acked, fetches=((None, answer),))
+
+    cases.append((DivergingAnswersSpareDelivered, config, told(1), told(0), "cuts it to 0"))
+    # Follower 1 (in the ISR) follows leader 0, which lacks the write 1 holds, or holds it.
+    lacking = both.with_replica(0, 0, replace(both.replica(0, 0), log=()))
+    cases.append((FollowedLeaderHoldsDelivered, config, replace(both, consumed=acked),
+                  replace(lacking, consumed=acked), "leader 0, which ISR member 1 follows, lacks"))
+    for lemma, cfg, good, bad, says in cases:
+        breaks = _z3_breaks(cfg)
+        for state in (initial_state(cfg), good):
+            assert lemma(cfg, state) is None, lemma.__name__
+            assert not breaks(lemma.__name__, state), lemma.__name__
+        assert says in lemma(cfg, bad), lemma.__name__
+        assert breaks(lemma.__name__, bad), lemma.__name__
+    # An excused write is not asked for.
+    excused = replace(held, acked=acked, excused=frozenset({1}))
+    assert DeliveredOnIsr(config, excused) is None
+    assert not _z3_breaks(config)("DeliveredOnIsr", excused)
+
+
+DELIVERED_TARGETS = ["NoCommittedDataLoss", "LogMatching", "HighWatermarkBelowLogEnd",
+                     "AckedWritesDurable", "ConsumerNeverSeesUncommitted"]
+
+
+def _delivered_induction(dropped=()):
+    from model_check.symbolic_lemmas import DELIVERED_LAYER, SNAPSHOT_LAYER, proof_lemmas
+
+    fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
+    config = Config(variant=fixed, brokers=2)
+    lemmas = [x for x in (*proof_lemmas(DELIVERED_TARGETS, config), *SNAPSHOT_LAYER,
+                          *DELIVERED_LAYER) if x not in dropped]
+    return induction(config, DELIVERED_TARGETS, lemmas, classify=False)
+
+
+def test_an_acknowledgement_and_a_read_are_inductive_with_the_delivered_layer(monkeypatch):
+    # The two steps that deliver a write (docs/prove.md, "Delivered writes"): a leader
+    # acknowledging it once its HW passed it, a consumer reading below the leader's HW.
+    # Without PurgatoryInLog the acknowledgement has a CTI: the value parked is not the
+    # record the HW passed.
+    _only(monkeypatch, "LeaderAckProduce", "ConsumerRead")
+    out = _delivered_induction()
+    assert out.result == "proved" and len(out.actions) == 4
+    out = _delivered_induction(dropped=("PurgatoryInLog",))
+    assert {v.action: v.verdict for v in out.actions} == {
+        "LeaderAckProduce[0]": "cti", "LeaderAckProduce[1]": "cti",
+        "ConsumerRead[0]": "inductive", "ConsumerRead[1]": "inductive"}
+
+
+def test_the_delivered_proof_fails_for_a_leader_that_acknowledges_early(monkeypatch):
+    # A mutant encoding: the leader acknowledges a write before its HW has passed it. The
+    # acknowledgement then breaks the delivered writes' lemmas, named.
+    from model_check import symbolic as sym
+
+    original = sym.LeaderAckProduce
+
+    def early(shape, s, a, b):
+        guard, t = original(shape, s, a, b)
+        r = s.replicas[b]
+        return sym.And(r.purgatory[a.offset], s.alive[b], r.leader == b), t
+
+    monkeypatch.setattr(sym, "LeaderAckProduce", early)
+    _keep(monkeypatch, lambda i: i.name == "LeaderAckProduce")
+    out = _delivered_induction()
+    assert out.result == "cti"
+    for v in out.actions:
+        assert v.verdict == "cti" and {"DeliveredOnIsr", "AckedWritesDurable"} & set(v.violated)
