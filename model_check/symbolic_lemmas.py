@@ -755,14 +755,23 @@ def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return sym.Or(out)
 
 
+def _isr_cuts(shape: sym.Shape, s: sym.SState) -> list:
+    """Per broker f: (the conditions for f, in the controller's ISR, to act on the diverging
+    answer in flight to it; the log end it would cut to)."""
+    out = []
+    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
+        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
+        out.append(((_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f]), cut))
+    return out
+
+
 def v_DivergingAnswersSpareCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset the answer would cut, below another replica's HW."""
     if shape.config.variant.truncation != "diverging-epoch":
         return z3.BoolVal(False)
     out = []
-    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
-        takes = sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f], cut <= w)
+    for f, (takes, cut) in enumerate(_isr_cuts(shape, s)):
+        takes = sym.And(*takes, cut <= w)
         for x, rx in enumerate(s.replicas):
             if x != f:
                 out.append(sym.And(takes, w < rx.high_watermark,
@@ -786,11 +795,7 @@ def v_DivergingAnswersSpareDelivered(shape: sym.Shape, s: sym.SState, w) -> z3.B
     """`w` is a delivered value the answer would cut."""
     if shape.config.variant.truncation != "diverging-epoch":
         return z3.BoolVal(False)
-    out = []
-    for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
-        out.append(sym.And(_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f],
-                           cut <= s.value_offset[w]))
+    out = [sym.And(*takes, cut <= s.value_offset[w]) for takes, cut in _isr_cuts(shape, s)]
     return sym.And(_delivered(shape, s, w), sym.Or(out))
 
 

@@ -883,14 +883,7 @@ def DivergingAnswersSpareDelivered(config: Config, s: Cluster) -> str | None:
     or a leader alone in its view, which keeps the partition), in the same epoch: the end
     offset the leader names for the member's latest epoch lies past it.
     """
-    if config.variant.truncation != "diverging-epoch":
-        return None
-    row = s.replicas[0]
-    for f in s.controller.partitions[0].isr:
-        m = _takes(config, s, f, "diverging")
-        if m is None:
-            continue
-        cut = _truncate_to_epoch_answer(row[f], m.epoch, m.end_offset)[0].log_end_offset
+    for f, cut in _isr_cuts(config, s):
         for w in _delivered(config, s):
             if w.offset >= cut:
                 return f"the diverging answer to {f} cuts it to {cut}, below delivered v{w.value}"
@@ -1369,6 +1362,18 @@ def DivergingAnswersFitFollower(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _isr_cuts(config: Config, s: Cluster):
+    """(member, the log end it would cut to) for each live member of the controller's ISR
+    that would act on the diverging answer in flight to it."""
+    if config.variant.truncation != "diverging-epoch":
+        return
+    for f in s.controller.partitions[0].isr:
+        m = _takes(config, s, f, "diverging")
+        if m is not None:
+            row = s.replicas[0][f]
+            yield f, _truncate_to_epoch_answer(row, m.epoch, m.end_offset)[0].log_end_offset
+
+
 def DivergingAnswersSpareCommitted(config: Config, s: Cluster) -> str | None:
     """A diverging answer that a live member of the controller's ISR would act on cuts its
     log no lower than any record another replica holds below its HW (its value not excused,
@@ -1378,14 +1383,8 @@ def DivergingAnswersSpareCommitted(config: Config, s: Cluster) -> str | None:
     on the leader; a HW passes the cut only through the follower, which cannot fetch while
     the answer is in flight.
     """
-    if config.variant.truncation != "diverging-epoch":
-        return None
     row = s.replicas[0]
-    for f in s.controller.partitions[0].isr:
-        m = _takes(config, s, f, "diverging")
-        if m is None:
-            continue
-        cut = _truncate_to_epoch_answer(row[f], m.epoch, m.end_offset)[0].log_end_offset
+    for f, cut in _isr_cuts(config, s):
         for x, rx in enumerate(row):
             counted = _counted(s, x)
             if x != f and any(rx.log[o].value not in s.excused or counted
