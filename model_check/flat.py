@@ -308,7 +308,7 @@ class FlatKafka:
         self.lag_cap = config.replica_lag_time_max_ticks + 1
         self.lag_messages = config.replica_lag_max_messages
         self.flush_interval = config.log_flush_interval_messages
-        self.count_losses = self.acks_all and self.min_isr >= 2
+        self.count_losses = config.kip966_promises
         self.all_brokers = tuple(range(self.n))
         self._isr_ok: dict[tuple, bool] = {}
         # Labels are spec actions (traces, coverage and replay read them), made once each:
@@ -905,7 +905,7 @@ class FlatKafka:
         controller's, and KIP-966's promises where they promise nothing (acks other than all,
         or min ISR below 2)."""
         out = {"SingleControllerPerEpoch"}
-        if not self.acks_all or self.min_isr < 2:
+        if not self.count_losses:
             out |= {"AckedWritesDurableKip966", "LeaderCandidatesComplete"}
         return out
 
@@ -1065,7 +1065,7 @@ class FlatKafka:
         return leader != -1 and self._lost(s, leader, s[CONSUMED])
 
     def _due(self, s: tuple) -> list:
-        if not self.acks_all or self.min_isr < 2 or s[CTRL][2] or not s[ACKED]:
+        if not self.count_losses or s[CTRL][2] or not s[ACKED]:
             return []
         losers: dict[int, int] = {}
         for value, _ in _losses(s):

@@ -171,7 +171,7 @@ class SState:
     drops: z3.ArithRef
     ticks: z3.ArithRef
     # The crash-loss ghost (`Cluster.crash_losses`), per broker an array value -> lost in a
-    # crash?; empty where the spec keeps no such ghost (`Shape.counts_losses`).
+    # crash?; empty where the spec keeps no such ghost (`Config.kip966_promises`).
     lost: tuple = ()
 
 
@@ -368,12 +368,6 @@ class Shape:
             pes = min(pes, self.pe_limit + 1)
         return {"offset": c.max_records, "value": c.max_records + 1, "pe": pes}[domain]
 
-    @property
-    def counts_losses(self) -> bool:
-        """Whether the spec keeps the crash-loss ghost: only KIP-966's promise reads it, and
-        that promises something only for acks=all with min ISR >= 2."""
-        return self.config.acks == "all" and self.config.min_insync_replicas >= 2
-
 
 def make_shape(config: Config, bounded: bool = True, cache_slots: int | None = None,
                pe_limit: int | None = None) -> Shape:
@@ -434,8 +428,8 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
         value_offset=v.array("value_offset", cells=vals),
         next_value=v.int("next_value"), crashes=v.int("crashes"), expiries=v.int("expiries"),
         drops=v.int("drops"), ticks=v.int("ticks"),
-        lost=tuple(v.array(f"lost{b}", BOOL, vals) for b in range(n)) if shape.counts_losses
-        else (),
+        lost=tuple(v.array(f"lost{b}", BOOL, vals) for b in range(n))
+        if shape.config.kip966_promises else (),
     )
 
 
@@ -1188,7 +1182,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
         _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
         fetches=slots, lai=_put(s.lai, b, _k(s.lai[b], False)),
         produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v])))
-    if shape.counts_losses:
+    if shape.config.kip966_promises:
         old, o = s.replicas[b], s.value_offset[v]
         gone = And(old.flushed_offset <= o, o < old.log_len, old.log_value[o] == v)
         t = dataclasses.replace(t, lost=_put(s.lost, b, _map_array(
@@ -1386,7 +1380,7 @@ def initial(shape: Shape, s: SState) -> z3.BoolRef:
                r.log_len == 0, r.high_watermark == 0, r.flushed_offset == 0, r.leader == 0,
                r.leader_epoch == 0, r.partition_epoch == 0, z3.Not(r.truncation_pending),
                r.purgatory == _k(r.purgatory, False), *r.isr]
-        if shape.counts_losses:
+        if shape.config.kip966_promises:
             cs.append(s.lost[b] == _k(s.lost[b], False))
         if b == 0:
             cs += [r.side, r.cache_len == 1, r.cache_epoch[0] == 0, r.cache_start[0] == 0]
@@ -1510,7 +1504,7 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     for v in c.excused:
         excused = _store(excused, v, True)
     cs.append(_eq(s.excused, excused))
-    if shape.counts_losses:
+    if shape.config.kip966_promises:
         lost = [_k(x, False) for x in s.lost]
         for value, b in c.crash_losses:
             lost[b] = _store(lost[b], value, True)
@@ -1717,9 +1711,20 @@ def v_LogMatching(shape: Shape, s: SState, w) -> z3.BoolRef:
     return Or(out)
 
 
+def _holds(s: SState, b: int, w) -> z3.BoolRef:
+    """Broker b's log has value w at its offset."""
+    r, o = s.replicas[b], s.value_offset[w]
+    return And(0 <= o, o < r.log_len, r.log_value[o] == w)
+
+
+def _leader_lacks(shape: Shape, s: SState, w) -> z3.BoolRef:
+    """The true leader's log does not have value w at its offset."""
+    return Or([And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)])
+
+
 def _lost_from_leader(shape: Shape, s: SState, w, ghost) -> z3.BoolRef:
-    out = [And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)]
-    return And(0 < w, w < s.next_value, ghost[w], z3.Not(s.excused[w]), Or(out))
+    return And(0 < w, w < s.next_value, ghost[w], z3.Not(s.excused[w]),
+               _leader_lacks(shape, s, w))
 
 
 def v_AckedWritesDurable(shape: Shape, s: SState, w) -> z3.BoolRef:
@@ -1729,22 +1734,15 @@ def v_AckedWritesDurable(shape: Shape, s: SState, w) -> z3.BoolRef:
 def _due(shape: Shape, s: SState, w) -> z3.BoolRef:
     """`w` is an acknowledged write KIP-966 promises (spec.invariants._due_writes): fewer
     than min ISR brokers lost it in crashes, and no election from outside took place."""
-    if not shape.counts_losses:
+    if not shape.config.kip966_promises:
         return z3.BoolVal(False)
     losers = z3.Sum([z3.If(x[w], 1, 0) for x in s.lost])
     return And(0 < w, w < s.next_value, s.acked[w], s.unclean_elections == 0,
                losers < shape.config.min_insync_replicas)
 
 
-def _holds(s: SState, b: int, w) -> z3.BoolRef:
-    """Broker b's log has value w at its offset."""
-    r, o = s.replicas[b], s.value_offset[w]
-    return And(0 <= o, o < r.log_len, r.log_value[o] == w)
-
-
 def v_AckedWritesDurableKip966(shape: Shape, s: SState, w) -> z3.BoolRef:
-    return And(_due(shape, s, w),
-               Or([And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)]))
+    return And(_due(shape, s, w), _leader_lacks(shape, s, w))
 
 
 def v_LeaderCandidatesComplete(shape: Shape, s: SState, w) -> z3.BoolRef:

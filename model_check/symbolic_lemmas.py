@@ -119,9 +119,8 @@ def _holds_value(s: sym.SState, v) -> list:
     records response that has it there."""
     o = s.value_offset[v]
     out = []
-    for r in s.replicas:
-        out += [sym.And(0 <= o, o < r.log_len, r.log_value[o] == v),
-                sym.And(r.purgatory[o], r.purgatory_value[o] == v)]
+    for b, r in enumerate(s.replicas):
+        out += [sym._holds(s, b, v), sym.And(r.purgatory[o], r.purgatory_value[o] == v)]
     for m in s.fetches:
         out.append(sym.And(_covers(m, o), m.rec_value[o] == v))
     return out
@@ -214,12 +213,18 @@ def v_CommittedWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolR
     if not shape.config.variant.broker_epochs:
         return z3.BoolVal(False)
     out = []
-    for b, lr in enumerate(s.replicas):
-        start = sym.epoch_start_offset(lr, lr.leader_epoch)
-        past = sym.And(sym._true_leader(s, b), w >= lr.high_watermark, w >= start)
+    for b in range(shape.n):
+        past = _past_leader_reach(s, b, w)
         out += [sym.And(past, 0 <= w, w < r.high_watermark, z3.Not(s.excused[r.log_value[w]]))
                 for r in s.replicas]
     return sym.Or(out)
+
+
+def _past_leader_reach(s: sym.SState, b: int, o) -> z3.BoolRef:
+    """`b` is the true leader and offset `o` is at or past its HW and its epoch's start."""
+    lr = s.replicas[b]
+    return sym.And(sym._true_leader(s, b), o >= lr.high_watermark,
+                   o >= sym.epoch_start_offset(lr, lr.leader_epoch))
 
 
 def v_LeaderRequestCoversIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -603,8 +608,14 @@ def v_CommittedOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 def _member_lacks(shape: sym.Shape, s: sym.SState, w, epoch, value, but=None) -> z3.BoolRef:
     """A member of the controller's ISR (other than `but`) lacks record (`epoch`, `value`)
     at `w`: a live one, or any when none is live."""
+    return _member_where(shape, s, lambda m, rm: _lacks(rm, w, epoch, value), but)
+
+
+def _member_where(shape: sym.Shape, s: sym.SState, cond: Callable, but=None) -> z3.BoolRef:
+    """`cond(m, replica)` holds of a member of the controller's ISR (other than `but`): a
+    live one, or any when none is live."""
     live = sym.Or([sym.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
-    return sym.Or([sym.And(s.c_isr[m], sym.Or(s.alive[m], z3.Not(live)), _lacks(rm, w, epoch, value))
+    return sym.Or([sym.And(s.c_isr[m], sym.Or(s.alive[m], z3.Not(live)), cond(m, rm))
                   for m, rm in enumerate(s.replicas) if m != but])
 
 
@@ -623,18 +634,14 @@ def _delivered(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 def v_DeliveredOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a value; ValuesKeepTheirEpoch makes holding the value holding the record."""
-    live = sym.Or([sym.And(s.c_isr[m], s.alive[m]) for m in range(shape.n)])
-    lacking = sym.Or([sym.And(s.c_isr[m], sym.Or(s.alive[m], z3.Not(live)),
-                              z3.Not(sym._holds(s, m, w))) for m in range(shape.n)])
+    lacking = _member_where(shape, s, lambda m, rm: z3.Not(sym._holds(s, m, w)))
     return sym.And(_delivered(shape, s, w), lacking)
 
 
 def v_DeliveredWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a value."""
     o = s.value_offset[w]
-    past = [sym.And(sym._true_leader(s, b), o >= lr.high_watermark,
-                    o >= sym.epoch_start_offset(lr, lr.leader_epoch))
-            for b, lr in enumerate(s.replicas)]
+    past = [_past_leader_reach(s, b, o) for b in range(shape.n)]
     return sym.And(_delivered(shape, s, w), sym.Or(past))
 
 

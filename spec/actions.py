@@ -1478,9 +1478,7 @@ def _broker_crash(config: Config, s: Cluster, a: BrokerCrash):
     alive = s.alive[:b] + (False,) + s.alive[b + 1 :]
     rows = []
     losses = s.crash_losses
-    # Only KIP-966's promise reads this ghost, and it promises something only for acks=all
-    # with min ISR >= 2 (it tolerates min ISR - 1 losses): elsewhere the states stay as few.
-    count_losses = config.acks == "all" and config.min_insync_replicas >= 2
+    count_losses = config.kip966_promises
     for row in s.replicas:
         if count_losses and row[b].flushed_offset < len(row[b].log):
             losses = _with_losses(losses, b, row[b].log, row[b].flushed_offset)

@@ -172,6 +172,13 @@ class Config:
             if why:
                 raise ConfigError(f"{key.name}: {why}", key=key.name)
 
+    @property
+    def kip966_promises(self) -> bool:
+        """Whether KIP-966's promise says anything here: it tolerates min ISR - 1 losses of
+        an acks=all write, so only acks=all with min ISR >= 2. Only then does the model keep
+        the crash-loss ghost that promise reads (elsewhere the states stay as few)."""
+        return self.acks == "all" and self.min_insync_replicas >= 2
+
     def replace(self, **changes: object) -> Config:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)

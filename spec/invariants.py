@@ -125,7 +125,7 @@ def _due_writes(config: Config, s: Cluster):
     """The acknowledged acks=all writes KIP-966 promises: those fewer than min ISR replicas
     lost in crashes, while no unclean or last-known-leader election has happened. With min ISR
     1 it tolerates no loss at all, and AckedWritesDurable already says what is left: none."""
-    if config.acks != "all" or config.min_insync_replicas < 2 or s.controller.unclean_elections:
+    if not config.kip966_promises or s.controller.unclean_elections:
         return
     losers: dict[int, int] = {}
     for value, _ in s.crash_losses:

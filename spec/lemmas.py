@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from spec.actions import _truncate_to_epoch_answer
 from spec.config import Config
+from spec.invariants import _log_has
 from spec.state import (
     NO_LEADER,
     UNKNOWN,
@@ -272,19 +273,25 @@ def CommittedWithinLeaderReach(config: Config, s: Cluster) -> str | None:
     starts. A follower admitted to the ISR has a recorded LEO at or past both, so it holds
     every such record (with RemoteLeoBacked). (Without the check, B7 breaks it.)
     """
-    if not config.variant.broker_epochs:
+    if not config.variant.broker_epochs or (found := _leader_reach(s)) is None:
         return None
-    leader = s.true_leader(0)
-    if leader == NO_LEADER:
-        return None
-    lr = s.replica(0, leader)
-    reach = max(lr.high_watermark, lr.epoch_start_offset(lr.leader_epoch))
+    leader, lr, reach = found
     for x, r in enumerate(s.replicas[0]):
         for o in range(reach, r.high_watermark):
             if r.log[o].value not in s.excused:
                 return (f"broker {x} has {r.log[o]} at {o} below its HW, past leader "
                         f"{leader}'s HW {lr.high_watermark} and epoch start")
     return None
+
+
+def _leader_reach(s: Cluster):
+    """(the true leader, its replica, the larger of its HW and its epoch's start offset), or
+    None without a true leader."""
+    leader = s.true_leader(0)
+    if leader == NO_LEADER:
+        return None
+    lr = s.replica(0, leader)
+    return leader, lr, max(lr.high_watermark, lr.epoch_start_offset(lr.leader_epoch))
 
 
 def LeaderRequestCoversIsr(config: Config, s: Cluster) -> str | None:
@@ -790,7 +797,7 @@ def PurgatoryInLog(config: Config, s: Cluster) -> str | None:
         if r.purgatory and r.leader != b:
             return f"broker {b} parks writes without leading"
         for w in r.purgatory:
-            if w.offset >= len(r.log) or r.log[w.offset].value != w.value:
+            if not _log_has(r.log, w.offset, w.value):
                 have = str(r.log[w.offset]) if w.offset < len(r.log) else "nothing"
                 return f"broker {b} parks v{w.value} at {w.offset}, its log has {have}"
     return None
@@ -835,11 +842,9 @@ def DeliveredWithinLeaderReach(config: Config, s: Cluster) -> str | None:
     (DeliveredOnIsr) when its epoch started at its LEO. A follower joins the ISR only past
     both, so it holds the write.
     """
-    leader = s.true_leader(0)
-    if leader == NO_LEADER:
+    if (found := _leader_reach(s)) is None:
         return None
-    lr = s.replica(0, leader)
-    reach = max(lr.high_watermark, lr.epoch_start_offset(lr.leader_epoch))
+    leader, lr, reach = found
     for w in _delivered(config, s):
         if w.offset >= reach:
             return (f"delivered v{w.value} at {w.offset} is past leader {leader}'s HW "
@@ -869,7 +874,7 @@ def FollowedLeaderHoldsDelivered(config: Config, s: Cluster) -> str | None:
         if lr.leader != b or lr.leader_epoch != rf.leader_epoch:
             continue
         for w in _delivered(config, s):
-            if w.offset >= len(lr.log) or lr.log[w.offset].value != w.value:
+            if not _log_has(lr.log, w.offset, w.value):
                 return (f"leader {b}, which ISR member {f} follows, lacks delivered "
                         f"v{w.value} at {w.offset}")
     return None
