@@ -54,6 +54,12 @@ def small(variant: str, **changes) -> Config:
     return Config(variant=VARIANTS[variant], **{**base, **changes})
 
 
+def b11_fixed(brokers: int) -> Config:
+    """`current` with B11's fix (missed_epoch_resets_followers), the proof's target."""
+    return Config(brokers=brokers, variant=VARIANTS["current"].with_rules(
+        missed_epoch_resets_followers=True))
+
+
 def bmc_vs_explorer(label: str, config: Config, depth: int,
                     invariants: list[str] | None = None) -> None:
     start = time.perf_counter()
@@ -136,8 +142,7 @@ def main() -> None:
                         help="also BMC for B8 (min ISR 2, ELR off) beside the explorer")
     args = parser.parse_args()
     if args.delivered:
-        fixed = Config(brokers=args.delivered, variant=VARIANTS["current"].with_rules(
-            missed_epoch_resets_followers=True))
+        fixed = b11_fixed(args.delivered)
         targets = [*TARGETS, *DELIVERY]
         row(f"induction current, B11's fix, {args.delivered} brokers, default lemmas + "
             "snapshot and delivered layers", fixed,
@@ -148,8 +153,7 @@ def main() -> None:
         bmc_vs_explorer("B8 current min ISR 2", b8, 12, ["LeaderCandidatesComplete"])
         bmc_vs_explorer("B8 current min ISR 2", b8, 14, ["AckedWritesDurableKip966"])
     if args.snapshots:
-        fixed = Config(brokers=args.snapshots, variant=VARIANTS["current"].with_rules(
-            missed_epoch_resets_followers=True))
+        fixed = b11_fixed(args.snapshots)
         row(f"induction current, B11's fix, {args.snapshots} brokers, default lemmas + "
             "snapshot layer", fixed, [*proof_lemmas(list(TARGETS), fixed), *SNAPSHOT_LAYER])
     if args.buggy:
