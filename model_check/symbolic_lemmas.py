@@ -190,6 +190,18 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                   for b in range(n)])
 
 
+def v_ViewlessRequestsMatchIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a request in flight)."""
+    n = shape.n
+    if not shape.config.variant.broker_epochs:
+        return z3.BoolVal(False)
+    return sym.Or([sym.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.lai[b][w],
+                          sym.Or(s.hist_isr[b][w] != s.c_isr[b],
+                                 sym.And(s.hist_isr[b][w],
+                                         sym.Or([s.hist_isr[x][w] for x in range(n) if x != b]))))
+                  for b in range(n)])
+
+
 def v_CacheMatchesLog(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset; the entry covering it is the last one starting at or before it."""
     out = []
@@ -1033,7 +1045,8 @@ KIP966 = ("LoneEligibleReplica",)
 # Delivered writes (acknowledged with acks=all, or consumed): what AckedWritesDurable's and
 # ConsumerNeverSeesUncommitted's proofs add to the data layer.
 DELIVERED = ("PurgatoryInLog", "DeliveredOnIsr", "DeliveredWithinLeaderReach",
-             "FollowedLeaderHoldsDelivered", "DivergingAnswersSpareDelivered")
+             "FollowedLeaderHoldsDelivered", "DivergingAnswersSpareDelivered",
+             "ViewlessRequestsMatchIsr")
 
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]

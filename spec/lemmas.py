@@ -238,6 +238,31 @@ def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def ViewlessRequestsMatchIsr(config: Config, s: Cluster) -> str | None:
+    """With KIP-380's check, a LeaderAndIsr request in flight to a live broker without a view
+    names the broker in its ISR exactly when the controller's ISR does, and then alone.
+
+    Why: a crash drops the requests to the broker, so each one in flight was sent since it
+    registered again, from a partition state written since. In that time the ISR cannot
+    take the broker in (that needs a fetch, and a fetch needs a view) and cannot drop it
+    (the controller keeps the last member, and removes only brokers that failed), and a
+    broker without a view is in the ISR only as its last member (ViewlessOutOfIsr). So a
+    stale request cannot make the broker a follower that counts as a member, or a leader of
+    an ISR it never held.
+    """
+    if not config.variant.broker_epochs:
+        return None
+    isr = s.controller.partitions[0].isr
+    for m in s.leader_and_isr:
+        b = m.broker
+        if not s.alive[b] or s.replica(0, b).partition_epoch != UNKNOWN:
+            continue
+        if (b in m.isr) != (b in isr) or (b in m.isr and len(m.isr) > 1):
+            return (f"the request of partition epoch {m.partition_epoch} to viewless broker {b} "
+                    f"names the ISR {list(m.isr)}, the controller's is {list(isr)}")
+    return None
+
+
 def CacheMatchesLog(config: Config, s: Cluster) -> str | None:
     """Every record's epoch is the epoch of the cache entry that covers its offset (the last
     entry starting at or before it).
@@ -1465,6 +1490,7 @@ LEMMAS: dict[str, Lemma] = {
     f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
+                            ViewlessRequestsMatchIsr,
                             RegistrationCurrent, CacheMatchesLog, LeaderCacheCurrent,
                             CommittedWithinLeaderReach, LeaderRequestCoversIsr,
                             ResponsesFromLeaderLog,
