@@ -109,9 +109,15 @@ def _lacks(lr: sym.SReplica, w, epoch, value) -> z3.BoolRef:
     return sym.Or(w >= lr.log_len, lr.log_epoch[w] != epoch, lr.log_value[w] != value)
 
 
-def _another_member(s: sym.SState, n: int, b: int) -> z3.BoolRef:
-    """Some broker other than `b` is in the controller's ISR."""
-    return sym.Or([s.c_isr[x] for x in range(n) if x != b])
+def _another_member(isr, b: int) -> z3.BoolRef:
+    """Some broker other than `b` is in `isr` (membership per broker: the controller's ISR,
+    or a recorded one)."""
+    return sym.Or([m for x, m in enumerate(isr) if x != b])
+
+
+def _viewless(s: sym.SState, b: int) -> z3.BoolRef:
+    """Broker `b` is up without a view: restarted, no LeaderAndIsr applied yet."""
+    return sym.And(s.alive[b], s.replicas[b].partition_epoch < 0)
 
 
 def _holds_value(s: sym.SState, v) -> list:
@@ -185,8 +191,7 @@ def v_ViewlessOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     n = shape.n
     if not shape.config.variant.broker_epochs:
         return z3.BoolVal(False)
-    return sym.Or([sym.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.c_isr[b],
-                         _another_member(s, n, b))
+    return sym.Or([sym.And(_viewless(s, b), s.c_isr[b], _another_member(s.c_isr, b))
                   for b in range(n)])
 
 
@@ -195,10 +200,10 @@ def v_ViewlessRequestsMatchIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef
     n = shape.n
     if not shape.config.variant.broker_epochs:
         return z3.BoolVal(False)
-    return sym.Or([sym.And(s.alive[b], s.replicas[b].partition_epoch < 0, s.lai[b][w],
-                          sym.Or(s.hist_isr[b][w] != s.c_isr[b],
-                                 sym.And(s.hist_isr[b][w],
-                                         sym.Or([s.hist_isr[x][w] for x in range(n) if x != b]))))
+    told = [h[w] for h in s.hist_isr]
+    return sym.Or([sym.And(_viewless(s, b), s.lai[b][w],
+                          sym.Or(told[b] != s.c_isr[b],
+                                 sym.And(told[b], _another_member(told, b))))
                   for b in range(n)])
 
 
@@ -272,8 +277,8 @@ def v_RegistrationCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 def v_ViewlessUnrecorded(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
-    for f, rf in enumerate(s.replicas):
-        viewless = sym.And(s.alive[f], rf.partition_epoch < 0)
+    for f in range(shape.n):
+        viewless = _viewless(s, f)
         out.append(sym.And(viewless, s.fetches[f].kind != sym.NONE))
         out += [sym.And(viewless, r.side, r.remote_leo[f] != UNKNOWN,
                        r.remote_be[f] >= s.broker_epochs[f])
@@ -574,7 +579,7 @@ def v_UnregisteredOutOfIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         for b in range(n):
             gone = s.registered[b] == UNKNOWN
             out += [sym.And(gone, s.c_leader == b),
-                    sym.And(gone, s.c_isr[b], _another_member(s, n, b))]
+                    sym.And(gone, s.c_isr[b], _another_member(s.c_isr, b))]
     return sym.Or(out)
 
 

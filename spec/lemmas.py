@@ -220,6 +220,11 @@ def IsrWithinLeaderView(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def _viewless(s: Cluster, b: int) -> bool:
+    """Broker `b` is up without a view: restarted, no LeaderAndIsr applied yet."""
+    return s.alive[b] and s.replica(0, b).partition_epoch == UNKNOWN
+
+
 def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     """With the broker-epoch check on ISR expansion (KIP-380), a live broker without a view
     (restarted, no LeaderAndIsr applied yet) is in the controller's ISR only as its last
@@ -232,8 +237,8 @@ def ViewlessOutOfIsr(config: Config, s: Cluster) -> str | None:
     if not config.variant.broker_epochs:
         return None
     isr = s.controller.partitions[0].isr
-    for b, r in enumerate(s.replicas[0]):
-        if s.alive[b] and r.partition_epoch == UNKNOWN and b in isr and len(isr) > 1:
+    for b in range(len(s.replicas[0])):
+        if _viewless(s, b) and b in isr and len(isr) > 1:
             return f"broker {b} has no view and is in the ISR {list(isr)}"
     return None
 
@@ -255,7 +260,7 @@ def ViewlessRequestsMatchIsr(config: Config, s: Cluster) -> str | None:
     isr = s.controller.partitions[0].isr
     for m in s.leader_and_isr:
         b = m.broker
-        if not s.alive[b] or s.replica(0, b).partition_epoch != UNKNOWN:
+        if not _viewless(s, b):
             continue
         if (b in m.isr) != (b in isr) or (b in m.isr and len(m.isr) > 1):
             return (f"the request of partition epoch {m.partition_epoch} to viewless broker {b} "
@@ -393,8 +398,8 @@ def ViewlessUnrecorded(config: Config, s: Cluster) -> str | None:
     KIP-380's check (recorded broker epoch = registered one) never admits a restarted broker
     to the ISR on a record from before its crash.
     """
-    for f, rf in enumerate(s.replicas[0]):
-        if not s.alive[f] or rf.partition_epoch != UNKNOWN:
+    for f in range(len(s.replicas[0])):
+        if not _viewless(s, f):
             continue
         if s.fetches[0][f] is not None:
             return f"broker {f} has no view and a fetch message in flight"

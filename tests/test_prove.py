@@ -313,9 +313,10 @@ def test_the_record_lemmas_can_fail_in_both_forms():
                                              partition_epoch=-1, isr=()))
     alone = replace(restarted, controller=replace(s.controller, partitions=(
         replace(s.controller.partitions[0], isr=(1,)),)))
-    # Requests in flight to viewless broker 1: one naming the controller's ISR (good), one
-    # naming broker 1 though the controller's ISR has only broker 0, one naming it beside
-    # broker 0 though it is the ISR's last member (bad).
+    # Requests in flight to viewless broker 1: one naming the controller's ISR (good); (bad)
+    # one naming broker 1, alone or beside broker 0, though the controller's ISR has only
+    # broker 0, one leaving it out though it is the ISR's last member, one naming it beside
+    # broker 0 though it is that last member.
     out_of_isr = replace(restarted, controller=replace(s.controller, partitions=(
         replace(s.controller.partitions[0], isr=(0,)),)))
     told_out = replace(out_of_isr, leader_and_isr=frozenset({LeaderAndIsr(1, 0, 0, 1, (0,), 1)}))
@@ -323,6 +324,8 @@ def test_the_record_lemmas_can_fail_in_both_forms():
                       leader_and_isr=frozenset({LeaderAndIsr(1, 0, 0, 1, (0, 1), 1)}))
     told_alone = replace(alone, leader_and_isr=frozenset({LeaderAndIsr(1, 0, 1, 1, (1,), 1)}))
     told_beside = replace(alone, leader_and_isr=frozenset({LeaderAndIsr(1, 0, 1, 1, (0, 1), 1)}))
+    told_only = replace(out_of_isr, leader_and_isr=frozenset({LeaderAndIsr(1, 0, 1, 1, (1,), 1)}))
+    told_omitted = replace(alone, leader_and_isr=frozenset({LeaderAndIsr(1, 0, 0, 1, (0,), 1)}))
     later = s.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(1, 1),)))
     later = replace(later, next_value=2)
     # A request of epoch 0 on its way to a broker whose view and log are at epoch 1.
@@ -589,6 +592,10 @@ def test_the_record_lemmas_can_fail_in_both_forms():
          "to viewless broker 1 names the ISR [0, 1], the controller's is [0]"),
         (ViewlessRequestsMatchIsr, [s, told_out, told_alone], told_beside,
          "to viewless broker 1 names the ISR [0, 1], the controller's is [1]"),
+        (ViewlessRequestsMatchIsr, [s, told_out, told_alone], told_only,
+         "to viewless broker 1 names the ISR [1], the controller's is [0]"),
+        (ViewlessRequestsMatchIsr, [s, told_out, told_alone], told_omitted,
+         "to viewless broker 1 names the ISR [0], the controller's is [1]"),
         (LogWithinView, [s, logged], later, "later epoch than its view's 0"),
         (LogWithinView, [s, cached_later], cached_past_view, "later epoch than its view's 0"),
         (RequestsNotBehindLog, [s, ahead_of_request], stale, "has a later epoch"),
