@@ -65,6 +65,13 @@ def v_EncodingWellFormed(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return sym.Or(out)
 
 
+def v_UnflushedBelowInterval(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    interval = shape.config.log_flush_interval_messages
+    if interval is None:
+        return z3.BoolVal(False)
+    return sym.Or([r.log_len - r.flushed_offset >= interval for r in s.replicas])
+
+
 def v_EpochCacheMonotone(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for r in s.replicas:
@@ -779,6 +786,26 @@ def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     return sym.Or(out)
 
 
+def v_RequestHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
+    """`w` is a partition epoch (a request in flight). Only the record just below the HW the
+    leader would take is asked about: one witness, and EpochLogMatching gives the rest."""
+    if shape.config.log_flush_interval_messages != 1:
+        return z3.BoolVal(False)
+    out = []
+    for b, r in enumerate(s.replicas):
+        told = sym.And(s.alive[b], r.leader == b, r.side, s.lai[b][w], w > r.partition_epoch,
+                       s.hist_leader[w] == b, s.hist_epoch[w] == r.leader_epoch)
+        reach = r.log_len
+        for f in range(shape.n):
+            if f != b:
+                k = r.remote_leo[f]
+                reach = z3.If(sym.And(s.hist_isr[f][w], k < reach), k, reach)
+        o = reach - 1
+        out.append(sym.And(told, reach > 0, _counted(shape, s, b, r.log_value[o]),
+                           _member_lacks(shape, s, o, r.log_epoch[o], r.log_value[o])))
+    return sym.Or(out)
+
+
 def _isr_cuts(shape: sym.Shape, s: sym.SState) -> list:
     """Per broker f: (the conditions for f, in the controller's ISR, to act on the diverging
     answer in flight to it; the log end it would cut to)."""
@@ -1013,7 +1040,8 @@ def v_ViewsFromHistory(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 # The structural layer: ranges, caches and leader-side state (not inductive on its own yet).
-STRUCTURE = ("WellFormed", "EncodingWellFormed", "EpochCacheMonotone", "LeaderViewConsistent")
+STRUCTURE = ("WellFormed", "UnflushedBelowInterval", "EncodingWellFormed", "EpochCacheMonotone",
+             "LeaderViewConsistent")
 # Values and down brokers: what appends and restarts need (docs/prove.md, "What is proved").
 VALUES = ("DownBrokerReset", "ProduceUnwritten", "ValuesAtOneOffset", "ResponsesWellFormed",
           "UnregisteredOutOfIsr")
@@ -1053,10 +1081,15 @@ DELIVERED = ("PurgatoryInLog", "DeliveredOnIsr", "DeliveredWithinLeaderReach",
              "FollowedLeaderHoldsDelivered", "DivergingAnswersSpareDelivered",
              "ViewlessRequestsMatchIsr")
 
+# With every write flushed, opt-in (`--add-lemma RequestHwCommitted`; docs/prove.md, "Every
+# write flushed"): what rules out B12's late HW. It makes BecomeLeader's B12-shaped CTIs go at
+# 3 brokers, but the controller's and crash steps' queries reach their limits with it.
+FLUSHED = ("RequestHwCommitted",)
+
 LEMMAS: dict[str, Callable] = {
     name: globals()[f"v_{name}"]
     for name in (*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES, *DATA, *ANSWERS,
-                 *KIP966, *DELIVERED)}
+                 *KIP966, *DELIVERED, *FLUSHED)}
 
 # What each proved invariant's proof assumes besides itself: lemmas, or other invariants.
 PROOF_LEMMAS: dict[str, tuple[str, ...]] = {

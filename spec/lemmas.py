@@ -57,6 +57,24 @@ def WellFormed(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def UnflushedBelowInterval(config: Config, s: Cluster) -> str | None:
+    """With `log.flush.interval.messages` = n, every replica's unflushed tail (LEO less the
+    flushed offset) is shorter than n; unset, it says nothing.
+
+    Why: a crash keeps only the flushed prefix. At n = 1 this says a crash loses nothing,
+    which is the fact that rules out the runs where a broker loses a record it was counted
+    for (B12 in docs/protocol.md) and that an inductive step cannot see from the log alone.
+    """
+    interval = config.log_flush_interval_messages
+    if interval is None:
+        return None
+    for b, r in enumerate(s.replicas[0]):
+        if r.log_end_offset - r.flushed_offset >= interval:
+            return (f"broker {b}: LEO {r.log_end_offset}, flushed {r.flushed_offset}, "
+                    f"flush interval {interval}")
+    return None
+
+
 def EpochCacheMonotone(config: Config, s: Cluster) -> str | None:
     """Every epoch cache is strictly increasing in epoch and in start offset, its entries are
     >= 0, and its starts are at most the replica's LEO.
@@ -1351,6 +1369,42 @@ def PendingHwCommitted(config: Config, s: Cluster) -> str | None:
     return None
 
 
+def RequestHwCommitted(config: Config, s: Cluster) -> str | None:
+    """With every write flushed (`log.flush.interval.messages=1`): CommittedOnIsr for the HW a
+    live leader would take on applying a LeaderAndIsr request in flight to it that keeps it
+    leader in the epoch of its view (an ISR change it has not applied yet). The least LEO it
+    records over the request's other ISR members (and its own LEO) is that HW; its record
+    just below it is on every live member of the controller's ISR (every member when none
+    is live), and so, by EpochLogMatching, is everything under it. Unflushed, it is false:
+    B12 in docs/protocol.md.
+
+    Why: applying such a request moves the leader's HW to that least LEO (`makeLeader` of
+    the same epoch, then `maybeIncrementLeaderHW`), however late it arrives. Each member
+    fetched those records from the leader, so every leader elected since (an ISR member)
+    had them, and a broker that joined the ISR since copied them first: a member loses a
+    record only by truncating to a leader without it, or in a crash, which loses nothing here.
+    """
+    if config.log_flush_interval_messages != 1:
+        return None
+    for m in s.leader_and_isr:
+        b = m.broker
+        r = s.replicas[0][b]
+        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset and m.leader == b
+                and m.leader_epoch == r.leader_epoch and m.partition_epoch > r.partition_epoch):
+            continue
+        reach = min([len(r.log)] + [r.remote_log_end_offset[f] for f in m.isr if f != b])
+        if reach <= 0:
+            continue
+        rec = r.log[reach - 1]
+        if rec.value in s.excused and not _counted(s, b):
+            continue
+        x = _member_lacking(s, reach - 1, rec)
+        if x is not None:
+            return (f"leader {b} would take HW {reach} from the request of partition epoch "
+                    f"{m.partition_epoch} over {rec} at {reach - 1}, which ISR member {x} lacks")
+    return None
+
+
 def _answer_off_log(lr: Replica, m: FetchResponse) -> bool:
     """Diverging answer `m` does not fit leader `lr`'s log: its end is outside the log, or
     the record at the end is not of a later epoch than the one named, or the one below is."""
@@ -1492,7 +1546,7 @@ def RunAnswersFromLeader(config: Config, s: Cluster, run: int) -> str | None:
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
-    f.__name__: f for f in (WellFormed, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
+    f.__name__: f for f in (WellFormed, UnflushedBelowInterval, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
                             ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
                             ViewlessRequestsMatchIsr,
@@ -1511,6 +1565,7 @@ LEMMAS: dict[str, Lemma] = {
                             LeaderFetchesNotInItsEpoch, AnswersWithinView,
                             ResponsePrefixMatches, PendingLogMatching, PendingHwCommitted,
                             DivergingAnswersFitFollower, DivergingAnswersSpareCommitted,
+                            RequestHwCommitted,
                             LoneEligibleReplica, PurgatoryInLog, DeliveredOnIsr,
                             DeliveredWithinLeaderReach, FollowedLeaderHoldsDelivered,
                             DivergingAnswersSpareDelivered)

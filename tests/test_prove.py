@@ -604,6 +604,57 @@ def test_the_record_lemmas_can_fail_in_both_forms():
     _fail_in_both_forms(config, _z3_breaks(config), cases)
 
 
+def test_the_flush_lemma_can_fail_in_both_forms():
+    # UnflushedBelowInterval at flush intervals 1 and 2: an unflushed tail as long as the
+    # interval breaks it in both forms; unset, no tail does.
+    from spec.lemmas import UnflushedBelowInterval
+    from spec.state import Record, replace
+
+    for interval in (1, 2):
+        config = _config("current", log_flush_interval_messages=interval)
+        s = replace(initial_state(config), next_value=3)
+        r = s.replica(0, 0)
+        log = tuple(Record(0, v) for v in range(1, interval + 1))
+        short = s.with_replica(0, 0, replace(r, log=log, flushed_offset=1))
+        long = s.with_replica(0, 0, replace(r, log=log))
+        _fail_in_both_forms(config, _z3_breaks(config), [
+            (UnflushedBelowInterval, [s, short], long, f"flush interval {interval}")])
+    config = _config("current")
+    breaks = _z3_breaks(config)
+    assert UnflushedBelowInterval(config, long) is None
+    assert not breaks("UnflushedBelowInterval", long)
+
+
+def test_the_late_request_lemma_can_fail_in_both_forms():
+    # RequestHwCommitted: leader 0 (epoch 0, v1 at offset 0) records LEO 1 for broker 1 and
+    # has an ISR change of its own epoch in flight to it. Bad: broker 1, an ISR member, lacks
+    # v1. Good: broker 1 holds v1; or the LEO recorded for it is 0; or the request is of
+    # another epoch; or writes are not all flushed (the lemma says nothing then: B12).
+    from spec.lemmas import RequestHwCommitted
+    from spec.state import UNKNOWN, LeaderAndIsr, Record, replace
+
+    config = _config("current", log_flush_interval_messages=1)
+    s = initial_state(config)
+    s = replace(s, next_value=2, controller=replace(s.controller, partitions=(
+        replace(s.controller.partitions[0], partition_epoch=1),)))
+    leader = replace(s.replica(0, 0), log=(Record(0, 1),), flushed_offset=1,
+                     remote_log_end_offset=(UNKNOWN, 1))
+    request = LeaderAndIsr(0, 0, 0, 0, (0, 1), 1)
+    bad = replace(s.with_replica(0, 0, leader), leader_and_isr=frozenset({request}))
+    held = bad.with_replica(0, 1, replace(s.replica(0, 1), log=(Record(0, 1),),
+                                          flushed_offset=1, epoch_cache=((0, 0),)))
+    unrecorded = bad.with_replica(0, 0, replace(leader, remote_log_end_offset=(UNKNOWN, 0)))
+    other_epoch = replace(bad, leader_and_isr=frozenset({replace(request, leader_epoch=1)}),
+                          controller=replace(s.controller, partitions=(replace(
+                              s.controller.partitions[0], partition_epoch=1, leader_epoch=1),)))
+    _fail_in_both_forms(config, _z3_breaks(config), [
+        (RequestHwCommitted, [s, held, unrecorded, other_epoch], bad,
+         "would take HW 1 from the request of partition epoch 1")])
+    unflushed = _config("current")
+    assert RequestHwCommitted(unflushed, bad) is None
+    assert not _z3_breaks(unflushed)("RequestHwCommitted", bad)
+
+
 def test_the_answer_lemmas_can_fail_in_both_forms():
     # The answers layer (opt-in, docs/prove.md "Answers in flight"): each lemma names a
     # broken hand-made state in both forms, and a good one breaks neither. Leader 0 holds

@@ -770,17 +770,19 @@ B11 = Path(__file__).parent / "testdata" / "b11_leader_missed_epoch.txt"
 FIXED = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
 
 
-def transcript_run(path: Path, variant=None):
-    """A transcript's commands run on `variant` (None: the transcript's own):
-    (config, [(command, output, state after)])."""
+def transcript_run(path: Path, variant=None, **changes):
+    """A transcript's commands run on `variant` (None: the transcript's own) and its config
+    with `changes`: (config, [(command, output, state after)])."""
     from model_check import scenario
 
     runner = scenario.Runner(str(path))
     out = []
     for block in scenario.parse(path.read_text(), str(path)):
         text = runner.run(block)
-        if block.command.startswith("config") and variant is not None:
-            runner.config = runner.config.replace(variant=variant)
+        if block.command.startswith("config") and (variant is not None or changes):
+            if variant is not None:
+                changes = {**changes, "variant": variant}
+            runner.config = runner.config.replace(**changes)
             runner.state = initial_state(runner.config)
         out.append((block.command, text, runner.state))
     return runner.config, out
@@ -1042,6 +1044,27 @@ def test_b12_is_reachable_at_the_inductions_min_isr_of_1(variant):
     assert ack.startswith("leader-ack-produce") and acked.splitlines()[-1] == (
         "VIOLATED AckedWritesDurable: p0: acknowledged v1 at offset 0 (acks=all) lost: leader 1 "
         "has v2@e3")
+
+
+@pytest.mark.parametrize("path", [B12, B12_MIN_ISR_1], ids=["min-isr-2", "min-isr-1"])
+def test_b12_needs_a_crash_that_loses_an_unflushed_record(path):
+    # With every write flushed, the same commands break nothing: broker 1's crash keeps v1,
+    # so the zombie's late HW covers a record its ISR holds. The 3-broker proof at flush 1
+    # states that as RequestHwCommitted (docs/prove.md); asked of the unflushed run's states,
+    # it breaks first where broker 1's crash loses v1, with the late shrink in flight.
+    from spec.lemmas import RequestHwCommitted
+
+    config, out = transcript_run(path)
+    flushed_config, flushed = transcript_run(path, log_flush_interval_messages=1)
+    assert [c for c, _, _ in flushed] == [c for c, _, _ in out]
+    assert any("VIOLATED" in t for _, t, _ in out)
+    assert not any("VIOLATED" in t for _, t, _ in flushed)
+    assert all(RequestHwCommitted(flushed_config, s) is None for _, _, s in flushed)
+    broken = [(c, RequestHwCommitted(flushed_config, s)) for c, _, s in out
+              if RequestHwCommitted(flushed_config, s) is not None]
+    assert broken[0][0] == "broker-crash broker=1"
+    assert "from the request of partition epoch 1 over v1@e0" in broken[0][1]
+    assert RequestHwCommitted(config, out[-2][2]) is None  # unflushed, it says nothing
 
 
 def test_b12_the_flat_encoding_and_the_z3_relation_take_the_same_steps():
