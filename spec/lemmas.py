@@ -1372,11 +1372,10 @@ def PendingHwCommitted(config: Config, s: Cluster) -> str | None:
 def RequestHwCommitted(config: Config, s: Cluster) -> str | None:
     """With every write flushed (`log.flush.interval.messages=1`): CommittedOnIsr for the HW a
     live leader would take on applying a LeaderAndIsr request in flight to it that keeps it
-    leader in the epoch of its view (an ISR change it has not applied yet). The least LEO it
-    records over the request's other ISR members (and its own LEO) is that HW; its record
-    just below it is on every live member of the controller's ISR (every member when none
-    is live), and so, by EpochLogMatching, is everything under it. Unflushed, it is false:
-    B12 in docs/protocol.md.
+    leader in the epoch of its view (an ISR change it has not applied yet): every record of
+    its log below the least LEO it records over the request's other ISR members (that HW) is
+    on every live member of the controller's ISR (every member when none is live).
+    Unflushed, it is false: B12 in docs/protocol.md.
 
     Why: applying such a request moves the leader's HW to that least LEO (`makeLeader` of
     the same epoch, then `maybeIncrementLeaderHW`), however late it arrives. Each member
@@ -1392,16 +1391,16 @@ def RequestHwCommitted(config: Config, s: Cluster) -> str | None:
         if not (s.alive[b] and r.leader == b and r.remote_log_end_offset and m.leader == b
                 and m.leader_epoch == r.leader_epoch and m.partition_epoch > r.partition_epoch):
             continue
+        counted = _counted(s, b)
         reach = min([len(r.log)] + [r.remote_log_end_offset[f] for f in m.isr if f != b])
-        if reach <= 0:
-            continue
-        rec = r.log[reach - 1]
-        if rec.value in s.excused and not _counted(s, b):
-            continue
-        x = _member_lacking(s, reach - 1, rec)
-        if x is not None:
-            return (f"leader {b} would take HW {reach} from the request of partition epoch "
-                    f"{m.partition_epoch} over {rec} at {reach - 1}, which ISR member {x} lacks")
+        for o in range(reach):
+            rec = r.log[o]
+            if rec.value in s.excused and not counted:
+                continue
+            x = _member_lacking(s, o, rec)
+            if x is not None:
+                return (f"leader {b} would take HW {reach} from the request of partition epoch "
+                        f"{m.partition_epoch} over {rec} at {o}, which ISR member {x} lacks")
     return None
 
 
