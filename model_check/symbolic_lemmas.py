@@ -402,15 +402,6 @@ def _fetched_epoch_uncached(shape: sym.Shape, r: sym.SReplica, m, w) -> z3.BoolR
     return sym.Or(out)
 
 
-def _names_another(s: sym.SState, w, epoch, leader) -> z3.BoolRef:
-    """Leader epoch `epoch` has another leader than `leader` as the controller, a view or the
-    LeaderAndIsr request of partition epoch `w` in flight names it."""
-    named = [(s.c_leader, s.c_epoch)] + [(r.leader, r.leader_epoch) for r in s.replicas]
-    request = sym.And(sym.Or([lai[w] for lai in s.lai]), s.hist_epoch[w] == epoch,
-                      s.hist_leader[w] != leader)
-    return sym.Or(request, *[sym.And(e == epoch, x != leader) for x, e in named])
-
-
 def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     out = []
     for f, (r, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
@@ -420,7 +411,6 @@ def v_FetchRequestsCurrent(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
                                     m.current_leader_epoch > r.leader_epoch,
                                     m.last_fetched_epoch > m.current_leader_epoch)),
                 sym.And(same, sym.Or(r.truncation_pending, m.fetch_offset != r.log_len)),
-                sym.And(fetch, _names_another(s, w, m.current_leader_epoch, m.leader)),
                 sym.And(fetch, sym.Or(m.fetch_offset < 0, m.fetch_offset > r.log_len,
                                     _fetched_epoch_uncached(shape, r, m, w))),
                 sym.And(fetch, m.fetch_offset < r.log_len, z3.Not(sym.Or([

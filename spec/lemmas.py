@@ -713,14 +713,6 @@ def _member_lacking(s: Cluster, o: int, rec, but: int | None = None) -> int | No
     return None
 
 
-def _epochs_named(s: Cluster) -> list[tuple[int, int]]:
-    """(leader, leader epoch) as the controller, each LeaderAndIsr request in flight and each
-    broker's view name them."""
-    ps = s.controller.partitions[0]
-    return ([(ps.leader, ps.leader_epoch)] + [(m.leader, m.leader_epoch) for m in s.leader_and_isr]
-            + [(r.leader, r.leader_epoch) for r in s.replicas[0]])
-
-
 def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     """An epoch request in flight asks for an epoch (or -1) in a leader epoch no newer than
     its sender's view; a fetch request in flight carries a broker epoch the follower has had
@@ -731,9 +723,7 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
     and every entry from the offset on is the last fetched epoch's starting at the offset,
     or of a leader epoch past the request's; when that last entry is older, some entry starts
     at or past the offset; if the log goes past the offset, an entry of a leader epoch past
-    the request's starts there (the follower has led since, and written); it goes to the
-    leader its leader epoch has wherever that epoch is named (the controller, a LeaderAndIsr
-    request, a view: an epoch has one leader); and while the
+    the request's starts there (the follower has led since, and written); and while the
     follower is still in the view it sent it in (same leader and leader epoch), no
     truncation is due and the request carries its LEO.
 
@@ -760,10 +750,6 @@ def FetchRequestsCurrent(config: Config, s: Cluster) -> str | None:
         if not 0 <= m.fetch_offset <= len(r.log) or not _fetched_epoch_cached(r, m):
             return (f"the fetch from {f} carries offset {m.fetch_offset} in epoch "
                     f"{m.last_fetched_epoch}, which its log and cache do not hold")
-        for x, epoch in _epochs_named(s):
-            if epoch == m.current_leader_epoch and x != m.leader:
-                return (f"the fetch from {f} goes to {m.leader} in leader epoch "
-                        f"{m.current_leader_epoch}, whose leader is {x}")
         same = (r.leader, r.leader_epoch) == (m.leader, m.current_leader_epoch)
         if same and r.truncation_pending:
             return f"the fetch from {f} is in flight in its view, with a truncation due"

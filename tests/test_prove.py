@@ -655,30 +655,6 @@ def test_the_late_request_lemma_can_fail_in_both_forms():
     assert not _z3_breaks(unflushed)("RequestHwCommitted", bad)
 
 
-def test_a_fetch_of_the_views_epoch_goes_to_the_views_leader_in_both_forms():
-    # FetchRequestsCurrent at 3 brokers: broker 1 follows 0 in epoch 0; a fetch of epoch 0
-    # to broker 0 is good, the same fetch to broker 2 is not (an epoch has one leader).
-    from spec.lemmas import FetchRequestsCurrent
-    from spec.state import FetchRequest, LeaderAndIsr, replace
-
-    config = _config("current", brokers=3)
-    s = initial_state(config)
-    fetching = s.with_fetch(0, 1, FetchRequest(0, 0, -1, 0, 0))
-    elsewhere = s.with_fetch(0, 1, FetchRequest(2, 0, -1, 0, 0))
-    # A fetch of epoch 1 (broker 1's view has moved on) to broker 2, where a request in
-    # flight names broker 0 leader of epoch 1.
-    moved = s.with_replica(0, 1, replace(s.replica(0, 1), leader_epoch=1))
-    moved = replace(moved, controller=replace(s.controller, partitions=(replace(
-        s.controller.partitions[0], leader_epoch=1, partition_epoch=1),)))
-    told = replace(moved, leader_and_isr=frozenset({LeaderAndIsr(2, 0, 0, 1, (0, 1, 2), 1)}))
-    told_elsewhere = told.with_fetch(0, 1, FetchRequest(2, 0, -1, 1, 0))
-    _fail_in_both_forms(config, _z3_breaks(config), [
-        (FetchRequestsCurrent, [s, fetching], elsewhere,
-         "goes to 2 in leader epoch 0, whose leader is 0"),
-        (FetchRequestsCurrent, [told, told.with_fetch(0, 1, FetchRequest(0, 0, -1, 1, 0))],
-         told_elsewhere, "goes to 2 in leader epoch 1, whose leader is 0")])
-
-
 def test_the_answer_lemmas_can_fail_in_both_forms():
     # The answers layer (opt-in, docs/prove.md "Answers in flight"): each lemma names a
     # broken hand-made state in both forms, and a good one breaks neither. Leader 0 holds
