@@ -788,16 +788,15 @@ def v_PendingHwCommitted(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 @pair
 def v_RequestHwCommitted(shape: sym.Shape, s: sym.SState, w, w2) -> z3.BoolRef:
-    """`w` is a partition epoch (a request in flight), `w2` an offset of the leader's log:
-    two witnesses (asked at the record just below the HW alone, with EpochLogMatching for
-    the rest, the controller's and crash steps' queries took 2.5 times as long and left
-    BecomeLeader's CTIs as they were)."""
+    """`w` is a partition epoch (a request in flight), `w2` an offset of the leader's log.
+    Two witnesses: the record just below the HW alone is no term of the step, and the
+    refinement does not find it (docs/prove.md, "Every write flushed")."""
     if shape.config.log_flush_interval_messages != 1:
         return z3.BoolVal(False)
     out = []
     for b, r in enumerate(s.replicas):
-        told = sym.And(s.alive[b], r.leader == b, r.side, s.lai[b][w], w > r.partition_epoch,
-                       s.hist_leader[w] == b, s.hist_epoch[w] == r.leader_epoch)
+        told = sym.And(s.lai[b][w], s.hist_leader[w] == b, _leads_in(s, b, s.hist_epoch[w]),
+                       r.side, w > r.partition_epoch)
         below = [sym.Or(z3.Not(s.hist_isr[f][w]), w2 < r.remote_leo[f])
                  for f in range(shape.n) if f != b]
         out.append(sym.And(told, 0 <= w2, w2 < r.log_len, *below,

@@ -684,14 +684,25 @@ def CommittedOnIsr(config: Config, s: Cluster) -> str | None:
     about to join, exposes only what every member holds.
     """
     for x, rx in enumerate(s.replicas[0]):
-        counted = _counted(s, x)
-        for o in range(rx.high_watermark):
-            rec = rx.log[o]
-            if rec.value in s.excused and not counted:
-                continue
-            m = _member_lacking(s, o, rec)
-            if m is not None:
-                return f"broker {x} has {rec} at {o} below its HW, ISR member {m} not"
+        found = _uncommitted(s, x, rx.log, rx.high_watermark)
+        if found is not None:
+            o, rec, m = found
+            return f"broker {x} has {rec} at {o} below its HW, ISR member {m} not"
+    return None
+
+
+def _uncommitted(s: Cluster, x: int, log: tuple, hw: int, but: int | None = None):
+    """CommittedOnIsr asked of `log` below `hw` as broker `x`'s: the first record it counts
+    (not excused, or `x` counted) that a member of the controller's ISR other than `but`
+    lacks, as (offset, record, member); None when there is none."""
+    counted = _counted(s, x)
+    for o in range(min(hw, len(log))):
+        rec = log[o]
+        if rec.value in s.excused and not counted:
+            continue
+        m = _member_lacking(s, o, rec, but)
+        if m is not None:
+            return o, rec, m
     return None
 
 
@@ -1356,16 +1367,11 @@ def PendingHwCommitted(config: Config, s: Cluster) -> str | None:
         m = _takes_records(config, s, f)
         if m is None:
             continue
-        log = s.replicas[0][f].log + m.records
-        counted = _counted(s, f)
-        for o in range(min(m.high_watermark, len(log))):
-            rec = log[o]
-            if rec.value in s.excused and not counted:
-                continue
-            x = _member_lacking(s, o, rec, but=f)
-            if x is not None:
-                return (f"broker {f} would take HW {m.high_watermark} over {rec} at {o}, "
-                        f"which ISR member {x} lacks")
+        found = _uncommitted(s, f, s.replicas[0][f].log + m.records, m.high_watermark, but=f)
+        if found is not None:
+            o, rec, x = found
+            return (f"broker {f} would take HW {m.high_watermark} over {rec} at {o}, "
+                    f"which ISR member {x} lacks")
     return None
 
 
@@ -1388,19 +1394,15 @@ def RequestHwCommitted(config: Config, s: Cluster) -> str | None:
     for m in s.leader_and_isr:
         b = m.broker
         r = s.replicas[0][b]
-        if not (s.alive[b] and r.leader == b and r.remote_log_end_offset and m.leader == b
-                and m.leader_epoch == r.leader_epoch and m.partition_epoch > r.partition_epoch):
+        if not (m.leader == b and _leads_in(s, b, m.leader_epoch) and r.remote_log_end_offset
+                and m.partition_epoch > r.partition_epoch):
             continue
-        counted = _counted(s, b)
         reach = min([len(r.log)] + [r.remote_log_end_offset[f] for f in m.isr if f != b])
-        for o in range(reach):
-            rec = r.log[o]
-            if rec.value in s.excused and not counted:
-                continue
-            x = _member_lacking(s, o, rec)
-            if x is not None:
-                return (f"leader {b} would take HW {reach} from the request of partition epoch "
-                        f"{m.partition_epoch} over {rec} at {o}, which ISR member {x} lacks")
+        found = _uncommitted(s, b, r.log, reach)
+        if found is not None:
+            o, rec, x = found
+            return (f"leader {b} would take HW {reach} from the request of partition epoch "
+                    f"{m.partition_epoch} over {rec} at {o}, which ISR member {x} lacks")
     return None
 
 
@@ -1545,8 +1547,8 @@ def RunAnswersFromLeader(config: Config, s: Cluster, run: int) -> str | None:
 Lemma = Callable[[Config, Cluster], str | None]
 
 LEMMAS: dict[str, Lemma] = {
-    f.__name__: f for f in (WellFormed, UnflushedBelowInterval, EpochCacheMonotone, LeaderViewConsistent, DownBrokerReset,
-                            ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
+    f.__name__: f for f in (WellFormed, UnflushedBelowInterval, EpochCacheMonotone,
+                            LeaderViewConsistent, DownBrokerReset, ProduceUnwritten, ValuesAtOneOffset, ValuesKeepTheirEpoch,
                             RecordsInRange, IsrWithinLeaderView, ViewlessOutOfIsr, ViewlessUnrecorded,
                             ViewlessRequestsMatchIsr,
                             RegistrationCurrent, CacheMatchesLog, LeaderCacheCurrent,

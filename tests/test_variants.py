@@ -775,13 +775,13 @@ def transcript_run(path: Path, variant=None, **changes):
     with `changes`: (config, [(command, output, state after)])."""
     from model_check import scenario
 
+    if variant is not None:
+        changes["variant"] = variant
     runner = scenario.Runner(str(path))
     out = []
     for block in scenario.parse(path.read_text(), str(path)):
         text = runner.run(block)
-        if block.command.startswith("config") and (variant is not None or changes):
-            if variant is not None:
-                changes = {**changes, "variant": variant}
+        if block.command.startswith("config") and changes:
             runner.config = runner.config.replace(**changes)
             runner.state = initial_state(runner.config)
         out.append((block.command, text, runner.state))
@@ -1060,10 +1060,10 @@ def test_b12_needs_a_crash_that_loses_an_unflushed_record(path):
     assert any("VIOLATED" in t for _, t, _ in out)
     assert not any("VIOLATED" in t for _, t, _ in flushed)
     assert all(RequestHwCommitted(flushed_config, s) is None for _, _, s in flushed)
-    broken = [(c, RequestHwCommitted(flushed_config, s)) for c, _, s in out
-              if RequestHwCommitted(flushed_config, s) is not None]
-    assert broken[0][0] == "broker-crash broker=1"
-    assert "from the request of partition epoch 1 over v1@e0" in broken[0][1]
+    said = [(c, RequestHwCommitted(flushed_config, s)) for c, _, s in out]
+    command, first = next((c, why) for c, why in said if why is not None)
+    assert command == "broker-crash broker=1"
+    assert "from the request of partition epoch 1 over v1@e0" in first
     assert RequestHwCommitted(config, out[-2][2]) is None  # unflushed, it says nothing
 
 
