@@ -1067,6 +1067,55 @@ def test_b12_needs_a_crash_that_loses_an_unflushed_record(path):
     assert RequestHwCommitted(config, out[-2][2]) is None  # unflushed, it says nothing
 
 
+def _election_after_broker_1_restarts(out):
+    """The index of the first controller-elect-leader after broker 1's restart."""
+    restart = next(i for i, (c, _, _) in enumerate(out) if c == "broker-restart broker=1")
+    return next(i for i, (c, _, _) in enumerate(out)
+                if i > restart and c == "controller-elect-leader")
+
+
+@pytest.mark.parametrize("variant", [None, FIXED], ids=["current", "fixed"])
+def test_b12_under_kip_966_needs_an_election_it_counts_unclean(variant):
+    # KIP-966 (Kafka 4.1's default for new clusters) keeps a broker back from an unclean
+    # shutdown out of the eligible replicas. At min ISR 2 the only eligible replica left is
+    # the zombie, whose session has expired, so broker 1 is not elected: the partition stays
+    # offline and nothing breaks. At min ISR 1 broker 1 comes back as the last known leader,
+    # an election the model counts as unclean (it may lose committed records); the zombie
+    # then passes v1 as before.
+    config, out = transcript_run(B12, variant, eligible_leader_replicas_enable=True)
+    i = _election_after_broker_1_restarts(out)
+    pre = out[i - 1][2]
+    ps = pre.controller.partitions[0]
+    assert (ps.isr, ps.elr, pre.controller.registered[0]) == ((), (0,), UNKNOWN)
+    with pytest.raises(S.NotEnabled) as refused:
+        S.step(config, pre, S.ControllerElectLeader(partition=0))
+    assert refused.value.code == Refusal.NO_LIVE_ISR_REPLICA
+    assert not any("VIOLATED" in t for _, t, _ in out)
+
+    config, out = transcript_run(B12_MIN_ISR_1, variant, eligible_leader_replicas_enable=True)
+    i = _election_after_broker_1_restarts(out)
+    post, outcome = S.step_with_outcome(config, out[i - 1][2], S.ControllerElectLeader(partition=0))
+    assert post == out[i][2] and outcome.code == Code.ELECTED_LAST_KNOWN_LEADER
+    assert outcome.fields["leader"] == 1 and post.controller.unclean_elections == 1
+    _zombie_passes_a_lost_record(out[:-1])
+
+
+def test_b12_with_the_zookeeper_era_epoch_bump():
+    # A controller that raises the leader epoch on every ISR shrink (ZooKeeper-era Kafka) does
+    # not stop B12: the late request makes the zombie leader of the next epoch, no epoch was
+    # missed, so even with B11's fix it keeps its record of broker 1's LEO and its HW moves.
+    bump = FIXED.with_rules(isr_shrink_bumps_leader_epoch=True)
+    config, out = transcript_run(B12, bump)
+    (before, _), (after, text) = [(s, t) for _, t, s in out[-2:]]
+    zombie = after.replicas[0][0]
+    assert (before.replicas[0][0].leader_epoch, zombie.leader_epoch) == (0, 1)
+    assert zombie.remote_log_end_offset[1] == 1 and after.broker_epochs[1] == 1
+    assert (before.replicas[0][0].high_watermark, zombie.high_watermark) == (0, 1)
+    assert after.replicas[0][1].log[0].value == 2
+    assert text.splitlines()[-1].startswith("VIOLATED LogMatching: p0 offset 0: broker 0 has v1@e0")
+    assert not any("VIOLATED" in t for _, t, _ in out[:-1])
+
+
 def test_b12_the_flat_encoding_and_the_z3_relation_take_the_same_steps():
     from test_flat import compare_state
 
