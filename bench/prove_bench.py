@@ -15,6 +15,8 @@
     python bench/prove_bench.py --delivered 2   # also B11's fix with the snapshot and
                                          # delivered layers, AckedWritesDurable and
                                          # ConsumerNeverSeesUncommitted among the targets
+    python bench/prove_bench.py --guards # also each guard of `current` taken out of the
+                                         # 2-broker proof of B11's fix, same lemmas (an hour)
     python bench/prove_bench.py --b8     # also B8 (KIP-966's promise broken without ELR):
                                          # BMC beside the explorer, 12 and 14 steps (a minute)
 
@@ -124,6 +126,35 @@ def buggy_inductions() -> None:
             raise SystemExit(f"{label}: expected a reachable CTI")
 
 
+GUARDS = ("fencing", "broker_epochs", "expand_requires_epoch_start", "hw_requires_min_isr")
+
+
+def guard_mutants() -> None:
+    """The 2-broker proof of `current` with B11's fix (default lemmas + the snapshot layer),
+    then each guard of `current` taken out with the same lemmas: which steps it breaks and
+    what they name. min.insync.replicas=1 makes `hw_requires_min_isr` vacuous (an ISR is
+    never empty), so that guard is asked at min ISR 2, beside the proof there."""
+    for min_isr, guards in ((1, GUARDS[:3]), (2, GUARDS[3:])):
+        config = b11_fixed(2).replace(min_insync_replicas=min_isr)
+        lemmas = list(dict.fromkeys([*proof_lemmas(list(TARGETS), config), *SNAPSHOT_LAYER]))
+        for guard in (None, *guards):
+            mutant = config if guard is None else config.replace(
+                variant=config.variant.with_rules(**{guard: False}))
+            start, cpu = time.perf_counter(), time.process_time()
+            out = induction(mutant, list(TARGETS), lemmas)
+            label = f"without {guard}" if guard else "as is"
+            cti = out.cti
+            print(f"B11's fix, 2 brokers, min ISR {min_isr}, {label}, {len(lemmas)} lemmas: "
+                  f"{out.result} ({out.notes[0]}) in {time.perf_counter() - start:.0f} s "
+                  f"({time.process_time() - cpu:.0f} s CPU)"
+                  + (f"; first CTI at {cti.action} {cti.args}, breaks "
+                     f"{', '.join(cti.violated)}, {cti.classification}"
+                     + (f" ({len(cti.trace)}-step run)" if cti.trace else "") if cti else ""))
+            for v in out.actions:
+                if v.verdict != "inductive":
+                    print(f"  {v.action}: {v.verdict} {', '.join(v.violated)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--b7", action="store_true",
@@ -138,6 +169,9 @@ def main() -> None:
     parser.add_argument("--delivered", type=int, metavar="BROKERS",
                         help="also B11's fix with the snapshot and delivered layers, the "
                         "delivery invariants among the targets, at BROKERS (minutes)")
+    parser.add_argument("--guards", action="store_true",
+                        help="also each guard of current taken out of the 2-broker proof of "
+                        "B11's fix, the proof's lemmas kept (an hour)")
     parser.add_argument("--b8", action="store_true",
                         help="also BMC for B8 (min ISR 2, ELR off) beside the explorer")
     args = parser.parse_args()
@@ -158,6 +192,8 @@ def main() -> None:
             "snapshot layer", fixed, [*proof_lemmas(list(TARGETS), fixed), *SNAPSHOT_LAYER])
     if args.buggy:
         buggy_inductions()
+    if args.guards:
+        guard_mutants()
     bmc_vs_explorer("B10 current acks=1", small("current", acks="1"), 6)
     if args.b1:
         bmc_vs_explorer("B1 hw-truncation, flush every write",

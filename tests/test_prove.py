@@ -1161,6 +1161,32 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
     assert [name for name, _ in violations(config, state)][:1] == ["NoCommittedDataLoss"]
 
 
+def test_without_fencing_a_follower_takes_records_of_a_later_epoch_than_its_view():
+    # Fencing taken out of the 2-broker proof of B11's fix (bench/prove_bench.py --guards)
+    # leaves CTIs naming LogWithinView at FollowerHandleFetchResponse, among others. The
+    # lemma is then false, not just unproved: a follower still viewing epoch 0 fetches from
+    # the leader of epoch 2, which answers, and it appends a record of epoch 2. With the
+    # guard the same bounds are searched to the end without a break.
+    from spec.lemmas import LogWithinView
+
+    fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
+    found = {}
+    for variant in (fixed, fixed.with_rules(fencing=False)):
+        config = Config(variant=variant, brokers=2, max_records=1, max_leader_epochs=3,
+                        max_crashes=1, max_session_expiries=1)
+        model = KafkaModel(config, [])
+        model.invariants = {"LogWithinView": lambda s, c=config: LogWithinView(c, s)}
+        found[variant.name] = explore(model, max_states=300_000)
+    with_guard, without = found.values()
+    assert (with_guard.result, with_guard.violation) == ("ok", None)
+    assert without.result == "violation" and without.depth == 11
+    assert without.violation.detail == ("broker 1 holds a record or cache entry of a later "
+                                        "epoch than its view's 0")
+    last = [a for a, _ in without.violation.trace[-3:]]
+    assert [type(a).__name__ for a in last] == ["FollowerSendFetch", "LeaderHandleFetch",
+                                               "FollowerHandleFetchResponse"]
+
+
 @pytest.mark.slow
 def test_cli_induction_with_b11s_fix_leaves_only_the_follower_fetch_steps(capsys):
     # The same probe on `current` with B11's fix is searched to the end without a violation:
@@ -1306,6 +1332,23 @@ def test_the_same_proof_goes_through_for_every_variant(variant, unclean):
     outcome = induction(config, PROVED, proof_lemmas(PROVED), classify=False)
     assert outcome.result == "proved"
     assert {v.verdict for v in outcome.actions} == {"inductive"}
+
+
+def test_an_induction_over_some_instances_is_never_a_proof():
+    from model_check.symbolic_lemmas import proof_lemmas
+
+    config = Config(brokers=2)
+    some = induction(config, PROVED, proof_lemmas(PROVED), classify=False,
+                     only=["BecomeLeader", "Tick[]"])
+    assert some.result == "partial" and not some.formulas
+    assert [(v.action, v.verdict) for v in some.actions] == [
+        ("BecomeLeader[0]", "inductive"), ("BecomeLeader[1]", "inductive"),
+        ("Tick[]", "inductive")]
+    broken = induction(config, ["HighWatermarkBelowLogEnd"], [], classify=False,
+                       only=["BecomeLeader[0]"])
+    assert broken.result == "cti" and [v.verdict for v in broken.actions] == ["cti"]
+    with pytest.raises(ValueError, match="no action instance named"):
+        induction(config, PROVED, [], only=["BecomeLeader[7]"])
 
 
 def test_hw_below_log_end_alone_is_not_inductive():
