@@ -2053,14 +2053,18 @@ DELIVERED_TARGETS = ["NoCommittedDataLoss", "LogMatching", "HighWatermarkBelowLo
                      "AckedWritesDurable", "ConsumerNeverSeesUncommitted"]
 
 
-def _delivered_induction(dropped=()):
+def _delivered_induction(dropped=(), without=None, only=None, **changes):
+    """The delivered layer's induction of B11's fix at 2 brokers; `without` takes a guard out
+    and keeps the lemmas."""
     from model_check.symbolic_lemmas import DELIVERED_LAYER, SNAPSHOT_LAYER, proof_lemmas
 
     fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
-    config = Config(variant=fixed, brokers=2)
+    config = Config(variant=fixed, brokers=2, **changes)
     lemmas = [x for x in (*proof_lemmas(DELIVERED_TARGETS, config), *SNAPSHOT_LAYER,
                           *DELIVERED_LAYER) if x not in dropped]
-    return induction(config, DELIVERED_TARGETS, lemmas, classify=False)
+    if without:
+        config = config.replace(variant=fixed.with_rules(**{without: False}))
+    return induction(config, DELIVERED_TARGETS, lemmas, classify=False, only=only)
 
 
 def test_an_acknowledgement_and_a_read_are_inductive_with_the_delivered_layer(monkeypatch):
@@ -2075,6 +2079,22 @@ def test_an_acknowledgement_and_a_read_are_inductive_with_the_delivered_layer(mo
     assert {v.action: v.verdict for v in out.actions} == {
         "LeaderAckProduce[0]": "cti", "LeaderAckProduce[1]": "cti",
         "ConsumerRead[0]": "inductive", "ConsumerRead[1]": "inductive"}
+
+
+@pytest.mark.slow
+def test_kafka_7128s_guard_carries_the_delivered_layer_at_isr_expansion():
+    # The three default targets are proved at 2 brokers without KAFKA-7128's guard (bench/
+    # prove_bench.py --guards): what it stops, B5, loses an acknowledged write above the new
+    # leader's HW, which NoCommittedDataLoss does not see. The delivered layer does: with the
+    # guard the ISR expansion is inductive, without it (same lemmas) both expansions break
+    # DeliveredOnIsr, at B5's min ISR 2.
+    for without, verdict, named in ((None, "inductive", ()),
+                                    ("expand_requires_epoch_start", "cti", ("DeliveredOnIsr",))):
+        out = _delivered_induction(without=without, only=["LeaderExpandIsr"],
+                                   min_insync_replicas=2)
+        assert out.result == ("partial" if without is None else "cti")
+        assert [(v.action, v.verdict, v.violated) for v in out.actions] == [
+            ("LeaderExpandIsr[0, 1]", verdict, named), ("LeaderExpandIsr[1, 0]", verdict, named)]
 
 
 def test_the_delivered_proof_fails_for_a_leader_that_acknowledges_early(monkeypatch):
