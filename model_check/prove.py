@@ -758,7 +758,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     shape = sym.make_shape(config, bounded=False, cache_slots=cache_slots)
     table = sym.action_table(shape)
     if only is not None:
-        table = [i for i in table if i.name in only or f"{i.name}{list(i.brokers)}" in only]
+        table = [i for i in table if i.name in only or _label(i) in only]
         if not table:
             raise ValueError(f"no action instance named {sorted(only)}")
     start = time.perf_counter()
@@ -786,7 +786,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     memo: dict = {}
     with_cti: set[str] = set()  # actions one of whose instances has a CTI
     for inst in table:
-        label = f"{inst.name}{list(inst.brokers)}"
+        label = _label(inst)
         step_terms = base_terms + _step_terms(inst, pre, a)
         small_args = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
                       (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
@@ -880,6 +880,11 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
                    notes=(f"inductive for every action, {config.brokers} brokers, "
                           f"unbounded offsets and epochs, epoch caches of <= {cache_slots} "
                           "entries",), actions=tuple(verdicts), formulas=formulas)
+
+
+def _label(inst) -> str:
+    """An action instance as verdicts name it: "LeaderHandleFetch[0, 1]"."""
+    return f"{inst.name}{list(inst.brokers)}"
 
 
 def formula_verdicts(kinds: list[tuple[str, str]], verdicts) -> list[tuple[str, str, str]]:
