@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 COMPILED := $(VENV)/.compiled
+# Apache Kafka's jars (apache_kafka/pom.xml pins the release), fetched by Maven into .cache/.
+KAFKA := .cache/kafka/.fetched
 
 .PHONY: demo test lint install clean
 
@@ -19,18 +21,22 @@ $(COMPILED): $(STAMP) model_check/flat.py model_check/flat.pxd model_check/explo
 	$(BIN)/python -m model_check.compiled
 	touch $(COMPILED)
 
-install: $(COMPILED)
+$(KAFKA): apache_kafka/pom.xml $(STAMP)
+	$(BIN)/python -m apache_kafka.install
+	touch $(KAFKA)
 
-demo: $(COMPILED)
+install: $(COMPILED) $(KAFKA)
+
+demo: $(COMPILED) $(KAFKA)
 	$(BIN)/isrlab demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(COMPILED)
+test: $(COMPILED) $(KAFKA)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -n 2 --dist loadgroup -m "not serial"
 	$(BIN)/pytest -m serial
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.* model_check/_explorer_c.*
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.* model_check/_explorer_c.*

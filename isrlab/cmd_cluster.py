@@ -1,8 +1,9 @@
-"""`isrlab cluster sim|tcp`: run the reference broker cluster under faults and write its traces.
+"""`isrlab cluster sim|tcp|kafka`: run the reference broker cluster (or Apache Kafka) under faults.
 
 Both modes take the same options. `sim` runs every node in one process under virtual time
 (deterministic: the same seed gives the same trace bytes); `tcp` runs each broker and the
-metadata store as an OS process on 127.0.0.1 with real files, signals and sockets.
+metadata store as an OS process on 127.0.0.1 with real files, signals and sockets; `kafka`
+runs Apache Kafka's own jars the same way (apache_kafka/run.py), for the same clients.
 Exit 0 on a completed run, 1 when a node process died without a fault asking it to (named on
 stderr and in run.json), 2 on bad usage, config or set-up (a port in use, say).
 """
@@ -14,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from isrlab.options import UsageError, add_cluster_options, cluster_config, output_dir
+from isrlab.options import UsageError, add_cluster_options, cluster_config, integer, output_dir
 
 
 def _commit() -> str:
@@ -43,7 +44,12 @@ def _summary_lines(summary: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mode == "kafka":
+        return run_kafka(args)
     output_dir("--trace-out", args.trace_out)
+    if "controller-kill" in args.nemesis:
+        raise UsageError("--nemesis: controller-kill is for isrlab cluster kafka (the reference "
+                         "broker's controller does not fail over)")
     config = cluster_config(args)
     seed = 1 if args.seed is None else args.seed
     out = Path(args.trace_out)
@@ -127,16 +133,83 @@ def losses_note(run_dir: Path) -> str | None:
 
 DEFAULT_KAFKA_PORT = 19092
 TCP_FAULTS = ("crash", "partition", "pause", "slow")
+KAFKA_FAULTS = ("crash", "pause", "controller-kill", "isr-kill-all")
 
 
-def _fault(text: str) -> tuple[int, str, str, int]:
-    parts = text.split(":")
-    ok = len(parts) == 4 and parts[0].isdigit() and parts[3].isdigit()
-    if not ok or parts[1] not in TCP_FAULTS or not re.fullmatch(r"b[0-9]{1,2}", parts[2]):
-        raise argparse.ArgumentTypeError(
-            f"{text[:60]!r}: expected AT_MS:KIND:bN:LENGTH_MS with KIND one of "
-            f"{', '.join(TCP_FAULTS)}")
-    return int(parts[0]), parts[1], parts[2], int(parts[3])
+def run_kafka(args: argparse.Namespace) -> int:
+    """`isrlab cluster kafka`: Apache Kafka's own jars as a KRaft cluster (apache_kafka/)."""
+    from apache_kafka.cluster import KafkaClusterError, KafkaSettings
+    from apache_kafka.install import KAFKA_VERSION, InstallError
+    from apache_kafka.run import KAFKA_NEMESIS, KafkaRunOptions
+    from apache_kafka.run import run_kafka as start
+
+    output_dir("--out", args.out)
+    config = cluster_config(args)
+    if config.bugs:
+        raise UsageError("--bug: seeded bugs are the reference broker's (isrlab cluster sim|tcp)")
+    unknown = [k for k in args.nemesis if k not in KAFKA_NEMESIS]
+    if unknown:
+        raise UsageError(f"--nemesis: {unknown[0]} is not run on Apache Kafka (known here: "
+                         f"{', '.join(KAFKA_NEMESIS)})")
+    for _, _, target, _ in args.fault:
+        if target[0] == "b" and int(target[1:]) >= config.brokers:
+            raise UsageError(f"--fault: no broker {target} ({config.brokers} brokers)")
+    seed = 1 if args.seed is None else args.seed
+    settings = KafkaSettings(
+        brokers=config.brokers, partitions=config.partitions,
+        replication_factor=config.replication_factor,
+        min_insync_replicas=config.min_insync_replicas,
+        unclean_leader_election_enable=config.unclean_leader_election_enable,
+        eligible_leader_replicas_enable=config.eligible_leader_replicas_enable,
+        log_flush_interval_messages=config.log_flush_interval_messages,
+        replica_lag_time_max_ms=args.replica_lag_ms, topic=args.topic,
+        port_base=args.port_base or 0, heap_mb=args.heap_mb)
+    from vocab.trace import HeaderConfig
+
+    # Only the keys every target shares: the reference broker's timers do not apply here.
+    header = {k: v for k, v in config.to_json().items() if k in HeaderConfig.__struct_fields__}
+    header.update(duration_ms=args.duration, nemesis=list(args.nemesis),
+                  replica_lag_time_max_ms=args.replica_lag_ms)
+    if args.fault:
+        header["faults"] = sorted({f[1] for f in args.fault})
+    options = KafkaRunOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
+                              faults=tuple(args.fault), commit=_commit())
+    length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
+    print(f"isrlab cluster kafka: Apache Kafka {KAFKA_VERSION}, seed {seed}, {config.brokers} "
+          f"combined KRaft nodes on 127.0.0.1, {length}, nemesis "
+          f"{','.join(args.nemesis) or 'none'}", flush=True)
+    try:
+        summary = start(settings, options, Path(args.out), header)
+    except (KafkaClusterError, InstallError) as error:
+        print(f"isrlab cluster kafka: {error}", file=sys.stderr)
+        return 2
+    leaders = ", ".join(f"p{p}->b{b}" if b >= 0 else f"p{p} offline"
+                        for p, b in summary["leaders"].items()) or "unknown (no answer)"
+    print(f"  started in {summary['start_seconds']:.1f} s; RSS per node (MB): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in summary["rss_mb"].items()))
+    print(f"  leaders at the end: {leaders}; controller b{summary['controller']}")
+    print(f"  faults: crashes {summary['crashes']} (controller {summary['controller_kills']}), "
+          f"pauses {summary['pauses']}")
+    print(f"  logs and config: {args.out}/kafka-<id>/; faults: {args.out}/nemesis.ndjson")
+    return 0
+
+
+def _faults(kinds: tuple[str, ...], targets: str, shape: str):
+    """An argparse type for `--fault AT_MS:KIND:TARGET:LENGTH_MS` of one mode."""
+    def parse(text: str) -> tuple[int, str, str, int]:
+        parts = text.split(":")
+        ok = len(parts) == 4 and parts[0].isdigit() and parts[3].isdigit()
+        if not ok or parts[1] not in kinds or not re.fullmatch(targets, parts[2]):
+            raise argparse.ArgumentTypeError(
+                f"{text[:60]!r}: expected {shape} with KIND one of {', '.join(kinds)}")
+        return int(parts[0]), parts[1], parts[2], int(parts[3])
+    parse.__name__ = "fault"
+    return parse
+
+
+_fault = _faults(TCP_FAULTS, r"b[0-9]{1,2}", "AT_MS:KIND:bN:LENGTH_MS")
+_kafka_fault = _faults(KAFKA_FAULTS, r"b[0-9]{1,2}|leader|controller",
+                       "AT_MS:KIND:TARGET:LENGTH_MS (TARGET bN, leader or controller)")
 
 
 def _topic(text: str) -> str:
@@ -180,3 +253,21 @@ def register(sub) -> None:
             p.add_argument("--topic", default="isrlab", type=_topic,
                            help="the one topic Kafka clients see (its partitions: --partitions)")
         p.set_defaults(func=run, error_prefix="isrlab cluster")
+    p = modes.add_parser("kafka", help="Apache Kafka's own jars as a KRaft cluster on "
+                         "127.0.0.1 (fetched by make)")
+    add_cluster_options(p)
+    p.add_argument("--out", "--trace-out", dest="out", required=True, metavar="DIR",
+                   help="run directory: each node's storage, config and log4j output")
+    p.add_argument("--port-base", type=_port, default=None, metavar="P",
+                   help="broker i serves clients on 127.0.0.1:P+i (default: any free ports)")
+    p.add_argument("--fault", type=_kafka_fault, action="append", default=[],
+                   metavar="AT:KIND:TARGET:LENGTH",
+                   help="a scripted fault instead of the seeded nemesis, e.g. "
+                        "4000:crash:leader:5000 (KIND crash, pause, controller-kill, "
+                        "isr-kill-all; TARGET bN, leader, controller)")
+    p.add_argument("--topic", default="isrlab", type=_topic, help="the topic created")
+    p.add_argument("--replica-lag-ms", type=integer(600), default=10_000, metavar="MS",
+                   help="replica.lag.time.max.ms (default 10000; Kafka's is 30000)")
+    p.add_argument("--heap-mb", type=integer(256, 8192), default=512, metavar="MB",
+                   help="each JVM's -Xmx (default 512)")
+    p.set_defaults(func=run, error_prefix="isrlab cluster")

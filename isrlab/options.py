@@ -179,7 +179,7 @@ def invariant_names(
 # The reference broker cluster -------------------------------------------------------------------
 
 NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process",
-           "isr-kill-all")
+           "isr-kill-all", "controller-kill")
 
 # A cluster's partitions unless the flags or the config file say otherwise: enough for
 # leadership to spread over three brokers (two per broker).

@@ -1,13 +1,16 @@
-"""One run of real Kafka clients against the TCP cluster, checked both ways: the brokers'
-traces replayed against the spec, and the clients' histories checked for anomalies.
+"""One run of real Kafka clients against a cluster, checked: the clients' histories for
+anomalies, and on the reference broker also its traces replayed against the spec.
 
-The cluster is `isrlab cluster tcp --duration 0` (a child process, stopped with SIGTERM once
-the clients are done); the clients run here one after another (impl/kafka/clients.py), each
-with its own range of values.
+The cluster is `isrlab cluster tcp --duration 0` (target `reference`) or `isrlab cluster kafka
+--duration 0` (target `kafka`: Apache Kafka's own jars, which write no trace to replay), a child
+process stopped with SIGTERM once the clients are done; the clients run here one after another
+(impl/kafka/clients.py), each with its own range of values. On Kafka the final state of each
+partition is what the clients read back at the end (model_check/history.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +25,7 @@ from model_check.replay import ReplayResult, load_run, replay_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLIENT_VALUE_BASE = 10**9  # client k writes from (k + 1) * CLIENT_VALUE_BASE
+TARGETS = ("reference", "kafka")
 
 
 class KafkaRunError(RuntimeError):
@@ -32,18 +36,26 @@ class KafkaRunError(RuntimeError):
 class KafkaRun:
     told: list[dict]  # per client: ok / info counts
     history: HistoryResult
-    replay: ReplayResult
+    replay: ReplayResult | None  # None on Apache Kafka: no broker traces
     cluster_output: str
+    target: str = "reference"
+    run_json: dict | None = None
 
 
 def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "all",
               cluster_args: tuple[str, ...] = (), seed: int = 1,
-              start_timeout_s: float = 60, until_ms: int | None = None) -> KafkaRun:
-    run_dir = Path(run_dir)
+              start_timeout_s: float = 60, until_ms: int | None = None,
+              target: str = "reference") -> KafkaRun:
+    run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
-           "--port-base", "0", "--seed", str(seed), "--trace-out", str(run_dir), "--acks", acks,
-           *cluster_args]
+    if target == "kafka":
+        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--duration", "0",
+               "--seed", str(seed), "--out", str(run_dir), "--acks", acks, *cluster_args]
+        start_timeout_s = max(start_timeout_s, 180)  # JVMs on two cores
+    else:
+        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
+               "--port-base", "0", "--seed", str(seed), "--trace-out", str(run_dir),
+               "--acks", acks, *cluster_args]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     err_path = run_dir / "cluster.stderr"
@@ -63,8 +75,12 @@ def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "
             proc.kill()
             out, _ = proc.communicate()
     if proc.returncode != 0:
-        raise KafkaRunError(f"isrlab cluster tcp exited with {proc.returncode}: "
-                            f"{_tail(err_path)}")
+        raise KafkaRunError(f"isrlab cluster {'kafka' if target == 'kafka' else 'tcp'} exited "
+                            f"with {proc.returncode}: {_tail(err_path)}")
+    if target == "kafka":
+        run_json = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        history = check_history(load_history([run_dir]))
+        return KafkaRun(told, history, None, "".join(lines) + (out or ""), target, run_json)
     run = load_run([run_dir])
     logs = (run.run_json or {}).get("final_logs") or {}
     history = check_history(load_history([run_dir]),
@@ -79,11 +95,11 @@ def _wait_for_bootstrap(proc, timeout_s: float, err_path: Path) -> list[str]:
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            raise KafkaRunError(f"isrlab cluster tcp stopped before serving: {_tail(err_path)}")
+            raise KafkaRunError(f"the cluster stopped before serving: {_tail(err_path)}")
         lines.append(line)
         if line.startswith("bootstrap.servers="):
             return lines
-    raise KafkaRunError(f"isrlab cluster tcp did not serve within {timeout_s:g} s")
+    raise KafkaRunError(f"the cluster did not serve within {timeout_s:g} s")
 
 
 def _tail(path: Path) -> str:
