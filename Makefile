@@ -9,7 +9,14 @@ KAFKA := .cache/kafka/.fetched
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml
+# Java, Maven and Chromium from Debian's packages when missing (.ci/system-packages).
+SYSTEM := .cache/.system
+
+$(SYSTEM): .ci/system-packages
+	.ci/system-packages
+	mkdir -p .cache && touch $(SYSTEM)
+
+$(STAMP): pyproject.toml $(SYSTEM)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)

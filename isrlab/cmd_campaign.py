@@ -36,8 +36,13 @@ def _clients(text: str) -> list[str]:
 
 
 def run(args) -> int:
+    if args.target == "kafka" and not args.clients:
+        args.clients = ["confluent-kafka"]
     if args.clients:
         return run_clients(args)
+    if "controller-kill" in args.nemesis:
+        raise UsageError("--nemesis: controller-kill is for --target kafka (the reference "
+                         "broker's controller does not fail over)")
     if not args.duration:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
@@ -88,56 +93,97 @@ def run(args) -> int:
 
 
 def run_clients(args) -> int:
-    """Real Kafka clients against the TCP cluster, one run per seed (model_check/kafka_runs.py).
-    A run fails when its traces do not replay, or when a configuration that promises
-    durability lost an acknowledged write."""
+    """Real Kafka clients against a cluster, one fresh cluster per seed
+    (model_check/kafka_runs.py): the reference broker's TCP cluster, or Apache Kafka with
+    `--target kafka`. A run fails when the reference broker's traces do not replay, or when
+    a configuration that promises durability lost an acknowledged write. Each run's
+    `result.json` holds its target, config, client history verdict and fault counts."""
     from model_check.campaign import promises_durability
-    from model_check.kafka_runs import KafkaRunError, kafka_run
+    from model_check.kafka_runs import KafkaRunError, kafka_run, unavailable_seconds
 
     output_dir("--out", args.out)
     config = cluster_config(args)
     seed = 1 if args.seed is None else args.seed
-    nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
+    kafka = args.target == "kafka"
+    default = ("crash", "pause") if kafka else ("crash", "partition", "pause")
+    nemesis = args.nemesis if args.nemesis else default
     cluster_args = ["--brokers", str(config.brokers), "--partitions", str(config.partitions),
-                    "--variant", config.variant, "--min-isr", str(config.min_insync_replicas),
+                    "--min-isr", str(config.min_insync_replicas),
                     "--unclean" if config.unclean_leader_election_enable else "--no-unclean",
+                    "--elr" if config.eligible_leader_replicas_enable else "--no-elr",
                     "--nemesis", ",".join(nemesis)]
+    if not kafka:
+        cluster_args += ["--variant", config.variant]
     if config.replication_factor:
         cluster_args += ["--replication-factor", str(config.replication_factor)]
+    if config.log_flush_interval_messages:
+        cluster_args += ["--flush-interval", str(config.log_flush_interval_messages)]
+    # On Kafka the sends are spread over --duration so that they meet the nemesis's faults
+    # (a few seconds apart); the reference campaign sends as fast as the clients go.
+    until_ms = args.duration if kafka else None
     durable = promises_durability(config)
     out = Path(args.out)
-    print(f"isrlab campaign: {args.runs} TCP runs with {', '.join(args.clients)}, "
+    where = "Apache Kafka" if kafka else "TCP"
+    print(f"isrlab campaign: {args.runs} {where} runs with {', '.join(args.clients)}, "
           f"{args.count} records per client, seeds {seed}..{seed + args.runs - 1}, "
-          f"acks={config.acks}, nemesis {','.join(nemesis)}", flush=True)
+          f"acks={config.acks}, min ISR {config.min_insync_replicas}, unclean "
+          f"{config.unclean_leader_election_enable}, nemesis {','.join(nemesis)}", flush=True)
     failed = 0
-    totals = {"acked": 0, "lost": 0, "duplicates": 0, "events": 0}
+    totals = {"acked": 0, "lost": 0, "duplicates": 0, "events": 0, "unavailable_s": 0}
+    results = []
     for s in range(seed, seed + args.runs):
+        run_dir = out / f"run-{s}"
         try:
-            r = kafka_run(out / f"run-{s}", tuple(args.clients), args.count, acks=config.acks,
-                          cluster_args=tuple(cluster_args), seed=s)
+            r = kafka_run(run_dir, tuple(args.clients), args.count, acks=config.acks,
+                          cluster_args=tuple(cluster_args), seed=s, until_ms=until_ms,
+                          target=args.target)
         except KafkaRunError as error:
             print(f"  seed {s}: FAILED: {error}")
             failed += 1
+            results.append({"seed": s, "target": args.target, "failed": True,
+                            "error": str(error)})
             continue
         acked = sum(r.history.acked.values())
         lost = r.history.counts[LOST_WRITE]
-        bad = r.replay.verdict != "accepted" or (durable and lost > 0)
+        replayed = r.replay.verdict if r.replay else "none (no broker traces)"
+        bad = (r.replay is not None and r.replay.verdict != "accepted") or (durable and lost > 0)
         failed += bad
+        down = unavailable_seconds(run_dir)
         totals["acked"] += acked
         totals["lost"] += lost
         totals["duplicates"] += r.history.counts[DUPLICATE]
-        totals["events"] += r.replay.events
+        totals["events"] += r.replay.events if r.replay else 0
+        totals["unavailable_s"] += down
         anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) or "none"
-        faults = next((line.strip().split(";")[0] for line in r.cluster_output.splitlines()
-                       if line.strip().startswith("faults:")), "faults: unknown")
-        print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {r.replay.verdict} "
-              f"({r.replay.events:,} events), {acked:,} acknowledged, anomalies: {anomalies}; "
-              f"{faults}",
-              flush=True)
+        if kafka:
+            j = r.run_json or {}
+            faults = (f"faults: crashes {j.get('crashes', 0)}, pauses {j.get('pauses', 0)}, "
+                      f"partitions {j.get('partitions', 0)}")
+        else:
+            faults = next((line.strip().split(";")[0] for line in r.cluster_output.splitlines()
+                           if line.strip().startswith("faults:")), "faults: unknown")
+        result = {"seed": s, "target": args.target, "failed": bool(bad),
+                  "config": config.to_json(), "clients": list(args.clients),
+                  "history": r.history.to_json(), "replay": replayed, "told": r.told,
+                  "unavailable_seconds": down, "faults": faults}
+        (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+        results.append(result)
+        events = f" ({r.replay.events:,} events)" if r.replay else ""
+        print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {replayed}{events}, "
+              f"{acked:,} acknowledged, anomalies: {anomalies}; {down} s unavailable; "
+              f"{faults}", flush=True)
     print(f"  total: {totals['acked']:,} acknowledged writes, {totals['lost']:,} lost "
           f"({'durability promised' if durable else 'no durability promised'}), "
           f"{totals['duplicates']:,} duplicates (client retries, no idempotence), "
+          f"{totals['unavailable_s']} s unavailable, "
           f"{totals['events']:,} events replayed; {failed} of {args.runs} runs failed")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "campaign.json").write_text(json.dumps(
+        {"target": args.target, "config": config.to_json(), "seed": seed, "runs": args.runs,
+         "nemesis": list(nemesis), "clients": list(args.clients), "totals": totals,
+         "failed": failed, "durable": durable,
+         "results": [{k: v for k, v in r.items() if k != "config"} for r in results]},
+        sort_keys=True) + "\n")
     return 1 if failed else 0
 
 
@@ -167,6 +213,9 @@ def register(sub) -> None:
     p.add_argument("--clients", type=_clients, default=None, metavar="LIST",
                    help="real Kafka clients against the TCP cluster instead of simulated runs: "
                         "kafka-python,confluent-kafka,aiokafka (docs/kafka.md)")
+    p.add_argument("--target", choices=("reference", "kafka"), default="reference",
+                   help="with real clients: the reference broker (default) or Apache Kafka's "
+                        "own jars (isrlab cluster kafka; --clients defaults to confluent-kafka)")
     p.add_argument("--count", type=integer(1, 10**7), default=1000, metavar="N",
                    help="records per client with --clients (default 1000)")
     p.set_defaults(func=run, error_prefix="isrlab campaign")

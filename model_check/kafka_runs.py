@@ -108,3 +108,23 @@ def _tail(path: Path) -> str:
     except OSError:
         return "(no stderr)"
     return text[-1] if text else "(empty stderr)"
+
+
+def unavailable_seconds(run_dir: Path) -> int:
+    """Seconds of the run in which writes were sent and none of them was acknowledged: each
+    client's sends grouped by the second they were invoked in, a second counted when it
+    holds sends and no `ok`. Needs sends spread over the run (`until_ms`) to mean much."""
+    sent: dict[tuple[str, int], int] = {}
+    acked: set[tuple[str, int]] = set()
+    for line in load_history([run_dir]):
+        if line.get("f") != "send":
+            continue
+        key = (line["process"], line["value"])
+        if line["type"] == "invoke":
+            sent[key] = line["time_ms"] // 1000
+        elif line["type"] == "ok":
+            acked.add(key)
+    seconds: dict[int, bool] = {}
+    for key, second in sent.items():
+        seconds[second] = seconds.get(second, False) or key in acked
+    return sum(1 for ok in seconds.values() if not ok)
