@@ -1,4 +1,4 @@
-"""A real Apache Kafka cluster on 127.0.0.1: KRaft nodes of Kafka's own jars, each one JVM.
+"""A real Apache Kafka cluster: KRaft nodes of Kafka's own jars, each one JVM.
 
 Shape. Every node is a combined KRaft node (`process.roles=broker,controller`) and a voter of
 the controller quorum. On a 2-core machine three JVMs start within the minute where six (three
@@ -17,6 +17,12 @@ holds its `server.properties`, `log4j2.properties`, `server.log` (Kafka's log4j 
 Processes. Each JVM runs in its own session with `PR_SET_PDEATHSIG` = SIGKILL, so it dies with
 the process that started it even when that one is killed; `stop()` resumes paused nodes, sends
 SIGTERM, waits, then SIGKILLs. Every start and stop goes by pid.
+
+Network. Nodes listen on 127.0.0.1 unless the settings ask for network namespaces (`netns`,
+which the partition fault needs): then each JVM is started inside its own namespace
+(apache_kafka/netns.py) and every listener, advertised listener and controller voter is on
+that namespace's address, which clients in the root namespace reach. The namespaces are made
+when the cluster starts and removed when it stops, after its JVMs, however the block ends.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from apache_kafka.install import KAFKA_VERSION, classpath, java
+from apache_kafka.netns import NetnsError, Network, enter
 
 HOST = "127.0.0.1"
 PR_SET_PDEATHSIG = 1
@@ -60,6 +68,7 @@ class KafkaSettings:
     # default is 9 s, shortened so a killed leader is replaced within a short run.
     broker_session_timeout_ms: int = 4_000
     broker_heartbeat_interval_ms: int = 500
+    netns: bool = False  # each node in its own network namespace (root only)
 
     def assignment(self, partition: int) -> list[int]:
         """The reference broker's placement: replica j of partition i on broker (i + j) % n."""
@@ -73,6 +82,7 @@ class Node:
     dir: Path
     port: int  # clients and replication (PLAINTEXT)
     controller_port: int
+    host: str = HOST  # the address every listener of the node is on
     proc: subprocess.Popen | None = None
     paused: bool = False
     starts: list[float] = field(default_factory=list)  # seconds from spawn to serving
@@ -104,6 +114,13 @@ def _die_with_parent() -> None:
         pass
 
 
+def _in_namespace(fd: int):
+    def preexec() -> None:
+        _die_with_parent()
+        enter(fd)
+    return preexec
+
+
 class KafkaCluster:
     """N combined KRaft nodes of Apache Kafka (see the module docstring). Use as a context
     manager: every JVM is gone when the block ends, however it ends."""
@@ -123,23 +140,48 @@ class KafkaCluster:
                       for i in range(n)]
         self.cluster_id = ""
         self.started_s = 0.0
+        self.network: Network | None = None
 
     # Configuration --------------------------------------------------------------------------
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.port}" for n in self.nodes)
+
+    def open_network(self) -> None:
+        """Each node's namespace made and its address taken (when the settings ask for them)."""
+        if not self.s.netns or self.network is not None:
+            return
+        self.network = Network(len(self.nodes))
+        try:
+            self.network.create()
+        except NetnsError as error:
+            raise KafkaClusterError(f"network namespaces (needed for the partition fault and "
+                                    f"--netns; root only): {error}") from None
+        for node in self.nodes:
+            node.host = self.network.address(node.id)
+
+    def close_network(self) -> None:
+        """The namespaces removed (after the JVMs: a namespace outlives its name while a
+        process runs in it)."""
+        if self.network is None:
+            return
+        try:
+            self.network.destroy()
+        except NetnsError as error:
+            raise KafkaClusterError(f"removing the run's network namespaces: {error}") from None
 
     def properties(self, node: Node) -> dict[str, str]:
         s = self.s
-        voters = ",".join(f"{n.id}@{HOST}:{n.controller_port}" for n in self.nodes)
+        voters = ",".join(f"{n.id}@{n.host}:{n.controller_port}" for n in self.nodes)
         internal = str(min(3, s.brokers))
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
+            "listeners": f"PLAINTEXT://{node.host}:{node.port},"
+                         f"CONTROLLER://{node.host}:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{node.host}:{node.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -205,21 +247,33 @@ class KafkaCluster:
                             "--feature", f"eligible.leader.replicas.version={elr}", tool=True)
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, text=True)))
-        for node, proc in procs:
-            text, _ = proc.communicate(timeout=120)
-            (node.dir / "format.log").write_text(text, encoding="utf-8")
-            if proc.returncode != 0:
-                raise KafkaClusterError(f"kafka-{node.id}: StorageTool format failed: "
-                                        f"{_last(text)}")
+        try:
+            for node, proc in procs:
+                text, _ = proc.communicate(timeout=120)
+                (node.dir / "format.log").write_text(text, encoding="utf-8")
+                if proc.returncode != 0:
+                    raise KafkaClusterError(f"kafka-{node.id}: StorageTool format failed: "
+                                            f"{_last(text)}")
+        finally:
+            for _, proc in procs:  # none outlives a failed or interrupted format
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
 
     # Processes ------------------------------------------------------------------------------
 
     def spawn(self, node: Node) -> None:
-        with open(node.dir / "stdout.log", "ab") as out:
-            node.proc = subprocess.Popen(self._jvm(node, "kafka.Kafka",
-                                                   str(node.dir / "server.properties")),
-                                         stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        fd = self.network.open(node.id) if self.network else None
+        try:
+            with open(node.dir / "stdout.log", "ab") as out:
+                node.proc = subprocess.Popen(
+                    self._jvm(node, "kafka.Kafka", str(node.dir / "server.properties")),
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    pass_fds=() if fd is None else (fd,),
+                    preexec_fn=_die_with_parent if fd is None else _in_namespace(fd))
+        finally:
+            if fd is not None:
+                os.close(fd)
         node.paused = False
         (node.dir / "pid").write_text(f"{node.proc.pid}\n")
 
@@ -231,17 +285,18 @@ class KafkaCluster:
                 raise KafkaClusterError(f"kafka-{node.id} exited with {node.proc.returncode} "
                                         f"while starting: {_last_log(node)}")
             try:
-                socket.create_connection((HOST, node.port), timeout=0.5).close()
+                socket.create_connection((node.host, node.port), timeout=0.5).close()
                 return time.monotonic() - start
             except OSError:
                 time.sleep(0.1)
-        raise KafkaClusterError(f"kafka-{node.id} did not serve on {HOST}:{node.port} within "
+        raise KafkaClusterError(f"kafka-{node.id} did not serve on {node.host}:{node.port} within "
                                 f"{timeout_s:g} s: {_last_log(node)}")
 
     def start(self, timeout_s: float = 120) -> float:
         """Format, start every node, create the topic, wait for a full ISR everywhere;
         return the seconds it took from the first JVM's start."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.open_network()
         self.format()
         start = time.monotonic()
         for node in self.nodes:
@@ -277,6 +332,23 @@ class KafkaCluster:
             node.proc.send_signal(signal.SIGCONT)
         node.paused = False
 
+    def partition(self, node_id: int) -> None:
+        """Cut the node off from every other node, both ways; clients still reach it."""
+        if self.network is None:
+            raise KafkaClusterError("a partition needs the nodes in network namespaces")
+        try:
+            self.network.cut(node_id)
+        except NetnsError as error:
+            raise KafkaClusterError(str(error)) from None
+
+    def heal(self, node_id: int) -> None:
+        """Undo `partition(node_id)`."""
+        if self.network is not None:
+            try:
+                self.network.heal(node_id)
+            except NetnsError as error:
+                raise KafkaClusterError(str(error)) from None
+
     def alive(self, node_id: int) -> bool:
         proc = self.nodes[node_id].proc
         return proc is not None and proc.poll() is None
@@ -299,7 +371,18 @@ class KafkaCluster:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        # SIGINT and SIGTERM wait until the JVMs and the namespaces are gone.
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            self.stop()
+        finally:
+            try:
+                self.close_network()
+            finally:
+                if main:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def rss_mb(self) -> dict[int, float]:
         """Each live node's resident set, from /proc."""
@@ -321,7 +404,7 @@ class KafkaCluster:
         from confluent_kafka.admin import AdminClient
 
         live = [n for n in self.nodes if self.alive(n.id) and not n.paused]
-        servers = ",".join(f"{HOST}:{n.port}" for n in live) or self.bootstrap_servers
+        servers = ",".join(f"{n.host}:{n.port}" for n in live) or self.bootstrap_servers
         return AdminClient({"bootstrap.servers": servers, "log_level": 0,
                             "socket.timeout.ms": int(timeout_s * 1000)})
 
@@ -388,9 +471,13 @@ class KafkaCluster:
         return best[0] if best else None
 
     def info(self) -> dict:
+        net = self.network
         return {"kafka_version": KAFKA_VERSION, "cluster_id": self.cluster_id,
                 "bootstrap_servers": self.bootstrap_servers,
-                "nodes": [{"id": n.id, "port": n.port, "controller_port": n.controller_port,
+                "network": {"namespaces": net.names, "subnet": str(net.subnet),
+                            "root_link": net.link} if net else None,
+                "nodes": [{"id": n.id, "host": n.host, "port": n.port,
+                           "controller_port": n.controller_port,
                            "pid": n.proc.pid if n.proc else None} for n in self.nodes]}
 
 

@@ -11,7 +11,14 @@ Faults. `crash` is SIGKILL then a restart after the fault's length (the process 
 cache survives: Kafka loses nothing it wrote to the OS); `pause` is SIGSTOP then SIGCONT;
 `controller-kill` is a crash of the node the controller quorum last elected; `isr-kill-all`
 kills every replica of one partition at once and restarts them one by one, a broker session
-apart. A fault's target `leader` is resolved when the fault starts (partition 0's leader).
+apart; `partition` cuts one node off from every other node (its peers and the controllers,
+being combined nodes) in both directions, while clients still reach it, then heals. A fault's
+target `leader` is resolved when the fault starts (partition 0's leader).
+
+A partition needs each node in its own network namespace (apache_kafka/netns.py), so a run
+with `partition` among its faults puts them there, as `KafkaSettings.netns` does for any run;
+every other run stays on 127.0.0.1. Where namespaces cannot be made (not root), the run ends
+before any JVM starts, with one line saying so.
 """
 
 from __future__ import annotations
@@ -21,13 +28,13 @@ import random
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from apache_kafka.cluster import KafkaCluster, KafkaClusterError, KafkaSettings
 from vocab.trace import FORMAT
 
-KAFKA_NEMESIS = ("crash", "pause", "controller-kill", "isr-kill-all")
+KAFKA_NEMESIS = ("crash", "pause", "partition", "controller-kill", "isr-kill-all")
 FAULT_TARGETS = ("leader", "controller")
 
 
@@ -50,6 +57,8 @@ class Stop(Exception):
 class KafkaRun:
     def __init__(self, settings: KafkaSettings, options: KafkaRunOptions, run_dir: Path,
                  header_config: dict):
+        if "partition" in options.nemesis or any(f[1] == "partition" for f in options.faults):
+            settings = replace(settings, netns=True)
         self.s = settings
         self.o = options
         self.run_dir = Path(run_dir).resolve()
@@ -61,13 +70,14 @@ class KafkaRun:
         self.seq = 0
         self.stats = {"crashes": 0, "pauses": 0, "partitions": 0, "controller_kills": 0}
         self.nemesis_file = None
+        self.ending = False  # set once the run is ending: later signals ask for nothing more
 
     def now(self) -> int:
         return time.time_ns() // 1_000_000 - self.start_ms
 
-    def log(self, f: str, target: str) -> None:
+    def log(self, f: str, target: str, **more) -> None:
         line = {"kind": "nemesis", "node": "nemesis", "seq": self.seq, "time_ms": self.now(),
-                "f": f, "target": target}
+                "f": f, "target": target, **more}
         self.seq += 1
         self.nemesis_file.write(json.dumps(line, sort_keys=True) + "\n")
         self.nemesis_file.flush()
@@ -122,6 +132,14 @@ class KafkaRun:
             self.sleep_until(self.now() + length_ms)
             self.log("resume", name)
             c.resume(node)
+        elif kind == "partition":
+            self.stats["partitions"] += 1
+            others = [f"b{n.id}" for n in c.nodes if n.id != node]
+            self.log("partition", name, groups=[[name], others])
+            c.partition(node)
+            self.sleep_until(self.now() + length_ms)
+            self.log("heal", name)
+            c.heal(node)
 
     def nemesis(self, end_ms: int | None) -> None:
         o = self.o
@@ -144,7 +162,9 @@ class KafkaRun:
 
     def run(self) -> dict:
         def stop(signum, _frame):
-            raise Stop()
+            if not self.ending:
+                self.ending = True
+                raise Stop()
 
         old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         started_s = None
@@ -161,6 +181,8 @@ class KafkaRun:
                     stopped_by = "signal"
                     if started_s is None:
                         raise KafkaClusterError("stopped by a signal while starting") from None
+                finally:
+                    self.ending = True
                 summary = self.summary(started_s, stopped_by)
         finally:
             for sig, handler in old.items():
@@ -183,10 +205,13 @@ class KafkaRun:
         self.nemesis_file.flush()
 
     def summary(self, started_s: float | None, stopped_by: str) -> dict:
-        # Paused nodes are resumed first so the last look at the metadata can be answered.
+        # Paused nodes are resumed and cut-off ones healed first, so that the last look at
+        # the metadata can be answered.
         for node in self.cluster.nodes:
             if node.paused:
                 self.cluster.resume(node.id)
+        for node_id in sorted(self.cluster.network.cut_off if self.cluster.network else ()):
+            self.cluster.heal(node_id)
         described = self.cluster.describe()
         return {"target": "kafka", "header": self.header, "start_seconds": started_s,
                 "restart_seconds": [round(s, 2) for n in self.cluster.nodes

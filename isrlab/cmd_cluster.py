@@ -133,7 +133,7 @@ def losses_note(run_dir: Path) -> str | None:
 
 DEFAULT_KAFKA_PORT = 19092
 TCP_FAULTS = ("crash", "partition", "pause", "slow")
-KAFKA_FAULTS = ("crash", "pause", "controller-kill", "isr-kill-all")
+KAFKA_FAULTS = ("crash", "pause", "partition", "controller-kill", "isr-kill-all")
 
 
 def run_kafka(args: argparse.Namespace) -> int:
@@ -163,7 +163,7 @@ def run_kafka(args: argparse.Namespace) -> int:
         eligible_leader_replicas_enable=config.eligible_leader_replicas_enable,
         log_flush_interval_messages=config.log_flush_interval_messages,
         replica_lag_time_max_ms=args.replica_lag_ms, topic=args.topic,
-        port_base=args.port_base or 0, heap_mb=args.heap_mb)
+        port_base=args.port_base or 0, heap_mb=args.heap_mb, netns=args.netns)
     from vocab.trace import HeaderConfig
 
     # Only the keys every target shares: the reference broker's timers do not apply here.
@@ -259,15 +259,19 @@ def register(sub) -> None:
     p.add_argument("--out", "--trace-out", dest="out", required=True, metavar="DIR",
                    help="run directory: each node's storage, config and log4j output")
     p.add_argument("--port-base", type=_port, default=None, metavar="P",
-                   help="broker i serves clients on 127.0.0.1:P+i (default: any free ports)")
+                   help="broker i serves clients on port P+i of 127.0.0.1 (or of its "
+                        "namespace's address) (default: any free ports)")
     p.add_argument("--fault", type=_kafka_fault, action="append", default=[],
                    metavar="AT:KIND:TARGET:LENGTH",
                    help="a scripted fault instead of the seeded nemesis, e.g. "
-                        "4000:crash:leader:5000 (KIND crash, pause, controller-kill, "
-                        "isr-kill-all; TARGET bN, leader, controller)")
+                        "4000:crash:leader:5000 (KIND crash, pause, partition, "
+                        "controller-kill, isr-kill-all; TARGET bN, leader, controller)")
     p.add_argument("--topic", default="isrlab", type=_topic, help="the topic created")
     p.add_argument("--replica-lag-ms", type=integer(600), default=10_000, metavar="MS",
                    help="replica.lag.time.max.ms (default 10000; Kafka's is 30000)")
+    p.add_argument("--netns", action="store_true",
+                   help="run each node in its own network namespace, on its own address, as "
+                        "a partition fault does (root only; default: 127.0.0.1)")
     p.add_argument("--heap-mb", type=integer(256, 8192), default=512, metavar="MB",
                    help="each JVM's -Xmx (default 512)")
     p.set_defaults(func=run, error_prefix="isrlab cluster")
