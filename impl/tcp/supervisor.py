@@ -306,9 +306,14 @@ class Cluster:
     def write_kafka_info(self) -> None:
         """What a Kafka client workload needs to write its history beside the traces
         (impl/kafka/clients.py)."""
+        # Each broker's pid, as `isrlab cluster kafka` lists its nodes, so that a client-level
+        # suite can stop or kill a broker itself (model_check/conformance.py).
+        nodes = [{"id": b, "port": self.ports[f"kafka-{node}"],
+                  "pid": self.procs.procs[node].pid if node in self.procs.procs else None}
+                 for b, node in enumerate(self.brokers)]
         info = {"bootstrap_servers": self.bootstrap_servers(), "topic": self.options.topic,
                 "partitions": self.config.partitions, "start_ms": self.start_ms,
-                "header": self.header}
+                "header": self.header, "nodes": nodes}
         (self.run_dir / "kafka.json").write_text(json.dumps(info, sort_keys=True) + "\n")
 
     def bootstrap_servers(self) -> str:
@@ -478,6 +483,8 @@ class Cluster:
                 self.nemesis_line("restart", target)
                 await self.procs.spawn(target, self.command(target, restart=True))
                 self.down.discard(target)
+                if self.options.kafka_port_base is not None:
+                    self.write_kafka_info()  # the restarted broker's pid
             return restart
         if kind == "pause":
             self.stats["pauses"] += 1
