@@ -327,14 +327,14 @@ class Node:
             return False
         out.stream = stream
         out.conn_id += 1
-        self.nursery.start_soon(self._watch_outbound, dst, out, out.conn_id)
+        self.nursery.start_soon(self._watch_outbound, dst, out, out.conn_id, stream)
         return True
 
-    async def _watch_outbound(self, dst: str, out: _Outbound, conn_id: int) -> None:
+    async def _watch_outbound(self, dst: str, out: _Outbound, conn_id: int, stream) -> None:
         """Read our outbound connection: the peer only writes error frames there; EOF means
-        the connection broke."""
+        the connection broke. The stream is passed in, not read from `out`: a send that fails
+        before this task first runs has already dropped it from `out` (and closed it)."""
         decoder = FrameDecoder()
-        stream = out.stream
         try:
             while True:
                 data = await stream.receive_some(65536)
