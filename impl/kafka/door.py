@@ -17,7 +17,8 @@ headers and timestamp 0).
 
 A produce request must use the cluster's `acks` (`isrlab cluster tcp --acks`): the spec that
 replay checks against has one acks level per run, so any other level is answered with
-INVALID_REQUIRED_ACKS and nothing is written.
+INVALID_REQUIRED_ACKS and nothing is written. An acks=0 request gets no answer, so one the door
+refuses closes its connection instead, as Kafka's broker does.
 """
 
 from __future__ import annotations
@@ -71,12 +72,14 @@ class Step:
     """What the node does for one request: `inputs` are (transition or None, message) pairs
     for the core, in order (a transition is traced, with a fresh message id, before its
     message is handed to the core); `reply` is the response when it is known at once (None
-    for acks=0 produce, and while `pending`)."""
+    for acks=0 produce, and while `pending`). `close` says why the connection must be closed
+    once the request is handed on (empty: it stays open)."""
 
     reply: bytes | None = None
     inputs: list = field(default_factory=list)
     pending: Pending | None = None
     src: str = ""
+    close: str = ""
 
 
 class KafkaDoor:
@@ -278,7 +281,12 @@ class KafkaDoor:
                                   for n, ps in topics.items()], "throttle_time": 0}
 
         if acks == "0":
-            return Step(reply=None, inputs=inputs)
+            # No response tells an acks=0 producer of a refusal, so Kafka closes the connection
+            # (the producer then refreshes its metadata); so does the door, for the refusals it
+            # makes itself.
+            refused = sorted({error for *_, error in results if error is not None})
+            return Step(reply=None, inputs=inputs, close=(
+                f"an acks=0 produce was refused ({', '.join(refused)})" if refused else ""))
         return Step(inputs=inputs, pending=Pending(request, expected, finish))
 
     def _produce_error(self, topic: str, p: int, acks: str | None) -> str | None:
@@ -371,13 +379,15 @@ class KafkaDoor:
                 offset, epoch = -1, -1
                 error, r = self._leading(topic.name, p, part)
                 if error is None:
-                    epoch = r.leader_epoch
+                    # As Kafka: latest is the HW in the leader's epoch; earliest and a time
+                    # carry the epoch of the record found, so that after a leader change the
+                    # log's first record is of an older epoch than the leader.
                     if part.timestamp == EARLIEST:
-                        offset = 0
+                        offset, epoch = 0, earliest_epoch(r.epoch_cache)
                     elif part.timestamp == LATEST:
-                        offset = r.high_watermark
-                    else:  # no timestamps are stored: every record is at time 0
-                        offset = 0 if r.high_watermark else -1
+                        offset, epoch = r.high_watermark, r.leader_epoch
+                    elif r.high_watermark:  # no timestamps are stored: every record is at 0
+                        offset, epoch = 0, r.log[0][0]
                 parts.append({"partition_index": p, "error_code": ERRORS[error or "NONE"],
                               "timestamp": -1, "offset": offset, "leader_epoch": epoch,
                               "old_style_offsets": [offset] if offset >= 0 else []})
@@ -398,6 +408,12 @@ class KafkaDoor:
                               "leader_epoch": epoch, "end_offset": end})
             topics.append({"topic": topic.topic, "partitions": parts})
         return self._reply(request, {"throttle_time": 0, "topics": topics})
+
+
+def earliest_epoch(cache) -> int:
+    """The epoch Kafka's ListOffsets gives the log start offset (0 here): the first cached
+    epoch when it starts there, else -1 (UnifiedLog.fetchOffsetByTimestamp, EARLIEST)."""
+    return cache[0][0] if cache and cache[0][1] <= 0 else -1
 
 
 def end_offset_for_epoch(cache, leo: int, epoch: int) -> tuple[int, int]:

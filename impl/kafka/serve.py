@@ -3,7 +3,8 @@
 Each connection is read one request at a time and answered in order (Kafka answers a
 connection's requests in the order they came). A request frame over `MAX_REQUEST_BYTES`, or one
 that is not a request we serve, closes its connection with one line on stderr; every other
-connection goes on being served.
+connection goes on being served. So does an acks=0 produce the door refuses (no response can
+say so), as in Kafka.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class KafkaServer:
                     self._internal(request, error)
                     break
                 await send.send(ticket)
+                if ticket[5]:
+                    self.log(f"closing a connection: {ticket[5]}")
+                    break
         except (_Closed, *_CONNECTION_ERRORS):
             pass
 
@@ -145,7 +149,8 @@ class KafkaServer:
 
     def _start(self, request) -> tuple:
         """Hand the request to the door and its inputs to the core, synchronously: (request,
-        immediate reply, source, whether it waits for the core, long-poll deadline or None)."""
+        immediate reply, source, whether it waits for the core, long-poll deadline or None,
+        why the connection closes after it or "")."""
         node = self.node
         step = self.door.on_request(request)
         src = step.src
@@ -163,10 +168,10 @@ class KafkaServer:
         if request.api_key == FETCH:
             wait_ms = max(0, int(request.body.max_wait.total_seconds() * 1000))
             deadline = trio.current_time() + wait_ms / 1000
-        return (request, step.reply, src, step.pending is not None, deadline)
+        return (request, step.reply, src, step.pending is not None, deadline, step.close)
 
     async def _finish(self, ticket: tuple) -> bytes | None:
-        request, reply, src, waits, deadline = ticket
+        request, reply, src, waits, deadline, _ = ticket
         while True:
             if waits:
                 with trio.move_on_after(_timeout_s(request)):
@@ -180,7 +185,7 @@ class KafkaServer:
                 return reply
             # Long poll: nothing to serve yet; ask again until the fetch's max wait.
             await trio.sleep(min(LONG_POLL_STEP_S, max(0, deadline - trio.current_time())))
-            _, reply, src, waits, _ = self._start(request)
+            _, reply, src, waits, _, _ = self._start(request)
 
 
 def _timeout_s(request) -> float:
