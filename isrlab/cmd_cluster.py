@@ -175,8 +175,9 @@ def run_kafka(args: argparse.Namespace) -> int:
     options = KafkaRunOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
                               faults=tuple(args.fault), commit=_commit())
     length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
+    where = "in network namespaces of their own" if settings.netns else "on 127.0.0.1"
     print(f"isrlab cluster kafka: Apache Kafka {KAFKA_VERSION}, seed {seed}, {config.brokers} "
-          f"combined KRaft nodes on 127.0.0.1, {length}, nemesis "
+          f"combined KRaft nodes {where}, {length}, nemesis "
           f"{','.join(args.nemesis) or 'none'}", flush=True)
     try:
         summary = start(settings, options, Path(args.out), header)
@@ -189,7 +190,7 @@ def run_kafka(args: argparse.Namespace) -> int:
           + ", ".join(f"{k} {v:.0f}" for k, v in summary["rss_mb"].items()))
     print(f"  leaders at the end: {leaders}; controller b{summary['controller']}")
     print(f"  faults: crashes {summary['crashes']} (controller {summary['controller_kills']}), "
-          f"pauses {summary['pauses']}")
+          f"pauses {summary['pauses']}, partitions {summary['partitions']}")
     print(f"  logs and config: {args.out}/kafka-<id>/; faults: {args.out}/nemesis.ndjson")
     return 0
 
