@@ -62,6 +62,7 @@ class KafkaSettings:
     log_flush_interval_messages: int | None = None
     replica_lag_time_max_ms: int = 10_000
     topic: str = "isrlab"
+    topics: int = 1  # more: TOPIC-0 .. TOPIC-(n-1), one per run of a campaign batch
     port_base: int = 0  # broker i serves clients on port_base + i; 0: any free ports
     heap_mb: int = 512
     # How long a node's broker may miss heartbeats before the controller fences it; Kafka's
@@ -69,6 +70,12 @@ class KafkaSettings:
     broker_session_timeout_ms: int = 4_000
     broker_heartbeat_interval_ms: int = 500
     netns: bool = False  # each node in its own network namespace (root only)
+
+    @property
+    def topic_names(self) -> list[str]:
+        if self.topics == 1:
+            return [self.topic]
+        return [f"{self.topic}-{k}" for k in range(self.topics)]
 
     def assignment(self, partition: int) -> list[int]:
         """The reference broker's placement: replica j of partition i on broker (i + j) % n."""
@@ -409,52 +416,68 @@ class KafkaCluster:
                             "socket.timeout.ms": int(timeout_s * 1000)})
 
     def create_topic(self, timeout_s: float) -> None:
+        """Every topic of the settings, with the reference broker's placement."""
         from confluent_kafka.admin import NewTopic
 
-        topic = NewTopic(self.s.topic, num_partitions=self.s.partitions, replica_assignment=[
-            self.s.assignment(p) for p in range(self.s.partitions)], config={
-            "min.insync.replicas": str(self.s.min_insync_replicas),
-            "unclean.leader.election.enable":
-                str(self.s.unclean_leader_election_enable).lower()})
+        config = {"min.insync.replicas": str(self.s.min_insync_replicas),
+                  "unclean.leader.election.enable":
+                      str(self.s.unclean_leader_election_enable).lower()}
+        assignment = [self.s.assignment(p) for p in range(self.s.partitions)]
+        todo = list(self.s.topic_names)
         deadline = time.monotonic() + timeout_s
-        while True:
+        while todo:
             admin = self.admin()  # kept: a collected client cancels its requests
-            future = admin.create_topics([topic], operation_timeout=30)[self.s.topic]
-            try:
-                future.result(timeout=max(1.0, deadline - time.monotonic()))
-                return
-            except Exception as error:  # noqa: BLE001 - librdkafka's KafkaException carries the code
-                code = getattr(error.args[0], "name", lambda: "")() if error.args else ""
-                if code == "TOPIC_ALREADY_EXISTS":
-                    return
-                if time.monotonic() > deadline:
-                    raise KafkaClusterError(f"creating topic {self.s.topic}: {error!r}") from None
+            futures = admin.create_topics(
+                [NewTopic(name, num_partitions=self.s.partitions, replica_assignment=assignment,
+                          config=config) for name in todo], operation_timeout=30)
+            for name, future in futures.items():
+                try:
+                    future.result(timeout=max(1.0, deadline - time.monotonic()))
+                except Exception as error:  # noqa: BLE001 - KafkaException carries the code
+                    code = getattr(error.args[0], "name", lambda: "")() if error.args else ""
+                    if code != "TOPIC_ALREADY_EXISTS":
+                        if time.monotonic() > deadline:
+                            raise KafkaClusterError(f"creating topic {name}: {error!r}") \
+                                from None
+                        continue
+                todo.remove(name)
+            if todo:
                 time.sleep(0.5)
 
-    def describe(self, timeout_s: float = 5) -> dict[int, tuple[int, list[int]]]:
-        """partition -> (leader, ISR) as the live brokers' metadata says ({} when no answer)."""
+    def describe(self, timeout_s: float = 5,
+                 topic: str | None = None) -> dict[int, tuple[int, list[int]]]:
+        """partition -> (leader, ISR) of `topic` (the first) as the live brokers' metadata
+        says ({} when no answer)."""
+        return self.describe_all(timeout_s, [topic or self.s.topic_names[0]]).get(
+            topic or self.s.topic_names[0], {})
+
+    def describe_all(self, timeout_s: float = 5, topics: list[str] | None = None
+                     ) -> dict[str, dict[int, tuple[int, list[int]]]]:
         admin = self.admin(timeout_s)
         try:
-            meta = admin.list_topics(self.s.topic, timeout=timeout_s)
+            meta = admin.list_topics(timeout=timeout_s)
         except Exception:  # noqa: BLE001 - no answer in time is an answer here
             return {}
-        topic = meta.topics.get(self.s.topic)
-        if topic is None or topic.error is not None:
-            return {}
-        return {p: (m.leader, sorted(m.isrs)) for p, m in topic.partitions.items()}
+        out = {}
+        for name in topics or self.s.topic_names:
+            topic = meta.topics.get(name)
+            if topic is not None and topic.error is None:
+                out[name] = {p: (m.leader, sorted(m.isrs)) for p, m in topic.partitions.items()}
+        return out
 
     def wait_full_isr(self, timeout_s: float) -> None:
         want = {p: sorted(self.s.assignment(p)) for p in range(self.s.partitions)}
         deadline = time.monotonic() + max(timeout_s, 1)
         seen: dict = {}
         while time.monotonic() < deadline:
-            seen = self.describe()
-            if all(p in seen and seen[p][0] >= 0 and seen[p][1] == isr
-                   for p, isr in want.items()):
+            seen = self.describe_all()
+            if all(name in seen and all(p in seen[name] and seen[name][p][0] >= 0
+                                        and seen[name][p][1] == isr for p, isr in want.items())
+                   for name in self.s.topic_names):
                 return
             time.sleep(0.3)
-        raise KafkaClusterError(f"topic {self.s.topic}: no full ISR within the start timeout "
-                                f"(last seen {seen})")
+        raise KafkaClusterError(f"topic {self.s.topic_names[0]}: no full ISR within the start "
+                                f"timeout (last seen {seen.get(self.s.topic_names[0])})")
 
     def controller(self) -> int | None:
         """The node the controller quorum last elected leader (its `quorum-state` files)."""

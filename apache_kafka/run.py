@@ -194,7 +194,8 @@ class KafkaRun:
         return summary
 
     def write_info(self) -> None:
-        info = {"bootstrap_servers": self.cluster.bootstrap_servers, "topic": self.s.topic,
+        info = {"bootstrap_servers": self.cluster.bootstrap_servers,
+                "topic": self.s.topic_names[0], "topics": self.s.topic_names,
                 "partitions": self.s.partitions, "start_ms": self.start_ms,
                 "header": self.header, "target": "kafka", **self.cluster.info()}
         (self.run_dir / "kafka.json").write_text(json.dumps(info, sort_keys=True) + "\n")

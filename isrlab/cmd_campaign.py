@@ -99,7 +99,12 @@ def run_clients(args) -> int:
     a configuration that promises durability lost an acknowledged write. Each run's
     `result.json` holds its target, config, client history verdict and fault counts."""
     from model_check.campaign import promises_durability
-    from model_check.kafka_runs import KafkaRunError, kafka_run, unavailable_seconds
+    from model_check.kafka_runs import (
+        KafkaRunError,
+        kafka_batch,
+        kafka_run,
+        unavailable_seconds,
+    )
 
     output_dir("--out", args.out)
     config = cluster_config(args)
@@ -131,47 +136,65 @@ def run_clients(args) -> int:
     failed = 0
     totals = {"acked": 0, "lost": 0, "duplicates": 0, "events": 0, "unavailable_s": 0}
     results = []
-    for s in range(seed, seed + args.runs):
-        run_dir = out / f"run-{s}"
-        try:
-            r = kafka_run(run_dir, tuple(args.clients), args.count, acks=config.acks,
-                          cluster_args=tuple(cluster_args), seed=s, until_ms=until_ms,
-                          target=args.target)
-        except KafkaRunError as error:
-            print(f"  seed {s}: FAILED: {error}")
-            failed += 1
-            results.append({"seed": s, "target": args.target, "failed": True,
-                            "error": str(error)})
-            continue
-        acked = sum(r.history.acked.values())
-        lost = r.history.counts[LOST_WRITE]
-        replayed = r.replay.verdict if r.replay else "none (no broker traces)"
-        bad = (r.replay is not None and r.replay.verdict != "accepted") or (durable and lost > 0)
-        failed += bad
-        down = unavailable_seconds(run_dir)
-        totals["acked"] += acked
-        totals["lost"] += lost
-        totals["duplicates"] += r.history.counts[DUPLICATE]
-        totals["events"] += r.replay.events if r.replay else 0
-        totals["unavailable_s"] += down
-        anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) or "none"
-        if kafka:
-            j = r.run_json or {}
-            faults = (f"faults: crashes {j.get('crashes', 0)}, pauses {j.get('pauses', 0)}, "
-                      f"partitions {j.get('partitions', 0)}")
+    seeds = list(range(seed, seed + args.runs))
+    batch = args.runs_per_cluster if kafka else 1
+    for first in range(0, len(seeds), batch):
+        group = seeds[first:first + batch]
+        if batch > 1:
+            try:
+                runs = kafka_batch(out, group, tuple(args.clients), args.count,
+                                   acks=config.acks, cluster_args=tuple(cluster_args),
+                                   until_ms=until_ms)
+            except KafkaRunError as error:
+                runs = [error] * len(group)
+            runs += [KafkaRunError("the batch's cluster stopped first")] * (len(group) - len(runs))
         else:
-            faults = next((line.strip().split(";")[0] for line in r.cluster_output.splitlines()
-                           if line.strip().startswith("faults:")), "faults: unknown")
-        result = {"seed": s, "target": args.target, "failed": bool(bad),
-                  "config": config.to_json(), "clients": list(args.clients),
-                  "history": r.history.to_json(), "replay": replayed, "told": r.told,
-                  "unavailable_seconds": down, "faults": faults}
-        (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
-        results.append(result)
-        events = f" ({r.replay.events:,} events)" if r.replay else ""
-        print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {replayed}{events}, "
-              f"{acked:,} acknowledged, anomalies: {anomalies}; {down} s unavailable; "
-              f"{faults}", flush=True)
+            try:
+                runs = [kafka_run(out / f"run-{group[0]}", tuple(args.clients), args.count,
+                                  acks=config.acks, cluster_args=tuple(cluster_args),
+                                  seed=group[0], until_ms=until_ms, target=args.target)]
+            except KafkaRunError as error:
+                runs = [error]
+        for s, r in zip(group, runs, strict=True):
+            if isinstance(r, KafkaRunError):
+                print(f"  seed {s}: FAILED: {r}")
+                failed += 1
+                results.append({"seed": s, "target": args.target, "failed": True,
+                                "error": str(r)})
+                continue
+            run_dir = out / f"run-{s}"
+            acked = sum(r.history.acked.values())
+            lost = r.history.counts[LOST_WRITE]
+            replayed = r.replay.verdict if r.replay else "none (no broker traces)"
+            bad = (r.replay is not None and r.replay.verdict != "accepted") or (
+                durable and lost > 0)
+            failed += bad
+            down = unavailable_seconds(run_dir)
+            totals["acked"] += acked
+            totals["lost"] += lost
+            totals["duplicates"] += r.history.counts[DUPLICATE]
+            totals["events"] += r.replay.events if r.replay else 0
+            totals["unavailable_s"] += down
+            anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) \
+                or "none"
+            if kafka:
+                j = r.run_json or {}
+                faults = (f"faults: crashes {j.get('crashes', 0)}, pauses {j.get('pauses', 0)}"
+                          f", partitions {j.get('partitions', 0)}")
+            else:
+                faults = next((line.strip().split(";")[0]
+                               for line in r.cluster_output.splitlines()
+                               if line.strip().startswith("faults:")), "faults: unknown")
+            result = {"seed": s, "target": args.target, "failed": bool(bad),
+                      "config": config.to_json(), "clients": list(args.clients),
+                      "history": r.history.to_json(), "replay": replayed, "told": r.told,
+                      "unavailable_seconds": down, "faults": faults}
+            (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+            results.append(result)
+            events = f" ({r.replay.events:,} events)" if r.replay else ""
+            print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {replayed}{events}, "
+                  f"{acked:,} acknowledged, anomalies: {anomalies}; {down} s unavailable; "
+                  f"{faults}", flush=True)
     print(f"  total: {totals['acked']:,} acknowledged writes, {totals['lost']:,} lost "
           f"({'durability promised' if durable else 'no durability promised'}), "
           f"{totals['duplicates']:,} duplicates (client retries, no idempotence), "
@@ -216,6 +239,10 @@ def register(sub) -> None:
     p.add_argument("--target", choices=("reference", "kafka"), default="reference",
                    help="with real clients: the reference broker (default) or Apache Kafka's "
                         "own jars (isrlab cluster kafka; --clients defaults to confluent-kafka)")
+    p.add_argument("--runs-per-cluster", type=integer(1, 1000), default=1, metavar="K",
+                   help="with --target kafka: K runs on one cluster, each on a topic of its "
+                        "own, the nemesis running through them (default 1: a fresh cluster "
+                        "per run)")
     p.add_argument("--count", type=integer(1, 10**7), default=1000, metavar="N",
                    help="records per client with --clients (default 1000)")
     p.set_defaults(func=run, error_prefix="isrlab campaign")

@@ -162,7 +162,7 @@ def run_kafka(args: argparse.Namespace) -> int:
         unclean_leader_election_enable=config.unclean_leader_election_enable,
         eligible_leader_replicas_enable=config.eligible_leader_replicas_enable,
         log_flush_interval_messages=config.log_flush_interval_messages,
-        replica_lag_time_max_ms=args.replica_lag_ms, topic=args.topic,
+        replica_lag_time_max_ms=args.replica_lag_ms, topic=args.topic, topics=args.topics,
         port_base=args.port_base or 0, heap_mb=args.heap_mb, netns=args.netns)
     from vocab.trace import HeaderConfig
 
@@ -268,6 +268,9 @@ def register(sub) -> None:
                         "4000:crash:leader:5000 (KIND crash, pause, partition, "
                         "controller-kill, isr-kill-all; TARGET bN, leader, controller)")
     p.add_argument("--topic", default="isrlab", type=_topic, help="the topic created")
+    p.add_argument("--topics", type=integer(1, 1000), default=1, metavar="K",
+                   help="create K topics, TOPIC-0 .. TOPIC-(K-1), each with --partitions (a "
+                        "campaign batch gives each run its own; default 1: TOPIC alone)")
     p.add_argument("--replica-lag-ms", type=integer(600), default=10_000, metavar="MS",
                    help="replica.lag.time.max.ms (default 10000; Kafka's is 30000)")
     p.add_argument("--netns", action="store_true",

@@ -91,6 +91,89 @@ def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "
     return KafkaRun(told, history, replay, "".join(lines) + (out or ""))
 
 
+def kafka_batch(out: Path, seeds: list[int], clients: tuple[str, ...], count: int,
+                acks: str = "all", cluster_args: tuple[str, ...] = (),
+                until_ms: int | None = None,
+                start_timeout_s: float = 180) -> list[KafkaRun | KafkaRunError]:
+    """Several runs on one Apache Kafka cluster, each on a topic of its own.
+
+    `isrlab cluster kafka --topics len(seeds)` starts once (its directory:
+    `out/cluster-<first seed>/`, with the nemesis of the first seed running through every run);
+    run k writes to and reads back topic k, in `out/run-<seed>/`, whose `kafka.json` starts
+    that run's clock and whose `nemesis.ndjson` holds the faults of its window, on its clock.
+    A run whose clients fail is that run's KafkaRunError; the cluster failing ends the batch.
+    """
+    out = Path(out).resolve()
+    cluster_dir = out / f"cluster-{seeds[0]}"
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--duration", "0",
+           "--seed", str(seeds[0]), "--out", str(cluster_dir), "--acks", acks,
+           "--topics", str(len(seeds)), *cluster_args]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    err_path = cluster_dir / "cluster.stderr"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+    results: list[KafkaRun | KafkaRunError] = []
+    try:
+        lines = _wait_for_bootstrap(proc, start_timeout_s, err_path)
+        info = json.loads((cluster_dir / "kafka.json").read_text(encoding="utf-8"))
+        for k, seed in enumerate(seeds):
+            if proc.poll() is not None:
+                raise KafkaRunError(f"isrlab cluster kafka exited with {proc.returncode} "
+                                    f"during the batch: {_tail(err_path)}")
+            run_dir = out / f"run-{seed}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            start_ms = time.time_ns() // 1_000_000
+            header = {**info["header"], "run": f"seed-{seed}", "seed": seed}
+            (run_dir / "kafka.json").write_text(json.dumps(
+                {**info, "topic": info["topics"][k], "start_ms": start_ms, "header": header,
+                 "cluster_dir": str(cluster_dir)}, sort_keys=True) + "\n")
+            try:
+                told = [run_client(client, run_dir, (c + 1) * CLIENT_VALUE_BASE, count, acks,
+                                   until_ms) for c, client in enumerate(clients)]
+            except Exception as error:  # noqa: BLE001 - a client library's own errors
+                results.append(KafkaRunError(f"seed {seed}: {type(error).__name__}: {error}"))
+                continue
+            end_ms = time.time_ns() // 1_000_000
+            faults = _window(cluster_dir, info["start_ms"], start_ms, end_ms, header, run_dir)
+            said = load_history([run_dir])
+            history = check_history(said, read_back_logs(said, clients[-1],
+                                                         info["partitions"]))
+            results.append(KafkaRun(told, history, None, "".join(lines), "kafka", faults))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+    return results
+
+
+def _window(cluster_dir: Path, zero_ms: int, start_ms: int, end_ms: int, header: dict,
+            run_dir: Path) -> dict:
+    """The cluster's nemesis lines between start_ms and end_ms (wall clock), rewritten on the
+    run's clock into run_dir/nemesis.ndjson; their counts as a run.json would hold them."""
+    from vocab.trace import FORMAT
+
+    kept = []
+    for raw in (cluster_dir / "nemesis.ndjson").read_text(encoding="utf-8").splitlines():
+        body = json.loads(raw)
+        if body.get("kind") == "nemesis" and start_ms <= zero_ms + body["time_ms"] <= end_ms:
+            kept.append({**body, "time_ms": zero_ms + body["time_ms"] - start_ms,
+                         "seq": len(kept)})
+    with open(run_dir / "nemesis.ndjson", "w", encoding="utf-8") as f:
+        f.write(json.dumps({"kind": "header", "format": FORMAT, "node": "nemesis", **header},
+                           sort_keys=True) + "\n")
+        for body in kept:
+            f.write(json.dumps(body, sort_keys=True) + "\n")
+    fs = [b["f"] for b in kept]
+    return {"crashes": fs.count("crash"), "pauses": fs.count("pause"),
+            "partitions": fs.count("partition"), "batch": str(cluster_dir)}
+
+
 def _wait_for_bootstrap(proc, timeout_s: float, err_path: Path) -> list[str]:
     lines = []
     deadline = time.monotonic() + timeout_s

@@ -21,7 +21,7 @@ from apache_kafka.cluster import KafkaCluster, KafkaClusterError, KafkaSettings
 from apache_kafka.install import KAFKA_VERSION, POM, InstallError, cache_dir, classpath
 from apache_kafka.netns import Network, namespaces, root_links, sweep
 from model_check.history import check_history, load_history
-from model_check.kafka_runs import kafka_run
+from model_check.kafka_runs import kafka_batch, kafka_run
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root "
@@ -329,3 +329,23 @@ def _kafka_jvms(run_dir: Path) -> list[int]:
         if "kafka.Kafka" in text and str(run_dir) in text:
             found.append(int(cmdline.parent.name))
     return found
+
+
+@pytest.mark.serial
+def test_a_batch_of_runs_shares_one_cluster_each_on_its_own_topic(tmp_path):
+    # Two runs on one cluster; b0 is SIGKILLed 1 s into the batch (during the first run) and
+    # back 2 s later: each run gets its own topic, history and window of the nemesis.
+    runs = kafka_batch(tmp_path, [5, 6], ("kafka-python",), count=200, acks="all",
+                       cluster_args=("--brokers", "3", "--partitions", "1",
+                                     "--fault", "1000:crash:b0:2000"), until_ms=4_000)
+    assert [type(r).__name__ for r in runs] == ["KafkaRun", "KafkaRun"]
+    topics = [json.loads((tmp_path / f"run-{s}" / "kafka.json").read_text())["topic"]
+              for s in (5, 6)]
+    assert topics == ["isrlab-0", "isrlab-1"]
+    for run in runs:
+        assert run.history.acked["all"] == 200 and run.history.unverified["all"] == 0
+        assert run.history.counts["lost-write"] == 0
+    assert runs[0].run_json["crashes"] == 1 and runs[1].run_json["crashes"] == 0
+    window = [json.loads(x) for x in (tmp_path / "run-5" / "nemesis.ndjson").open()]
+    assert window[0]["run"] == "seed-5" and [w["f"] for w in window[1:]] == ["crash", "restart"]
+    assert _kafka_jvms(tmp_path) == []
