@@ -34,8 +34,6 @@ import os
 import signal
 import socket
 import struct
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -52,7 +50,7 @@ from kio.static.primitive import i16, i32, i64
 
 from impl.kafka import batches
 from impl.kafka.codec import build
-from model_check.kafka_runs import REPO_ROOT, KafkaRunError, _tail, _wait_for_bootstrap
+from model_check.kafka_runs import KafkaRunError, cluster_command, cluster_process, tail
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = 18, 23
@@ -610,44 +608,31 @@ def cluster(target: str, run_dir: Path, args: tuple[str, ...] = (),
         raise ConformanceError(f"no target {target!r} (known: {', '.join(TARGETS)})")
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    common = ("--duration", "0", "--brokers", "3", "--partitions", "1", "--min-isr", "3", *args)
+    common = ("--brokers", "3", "--partitions", "1", "--min-isr", "3", *args)
     if target == "kafka":
-        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--out", str(run_dir),
-               *common]
         start_timeout_s = max(start_timeout_s, 180)  # JVMs on two cores
-    else:
-        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--port-base", "0",
-               "--trace-out", str(run_dir), *common]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    err_path = run_dir / "cluster.stderr"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
     control = PidControl({})
     try:
-        try:
-            _wait_for_bootstrap(proc, start_timeout_s, err_path)
-        except KafkaRunError as error:
-            raise ConformanceError(f"{target}: {error}") from None
-        info = json.loads((run_dir / "kafka.json").read_text(encoding="utf-8"))
-        control.pids = {int(n["id"]): int(n["pid"]) for n in info.get("nodes", ())}
-        if not control.pids:
-            raise ConformanceError(f"{target}: {run_dir}/kafka.json lists no broker pids")
-        yield Target(target, info["bootstrap_servers"], info["topic"], control, run_dir)
-    finally:
-        control.heal()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        with cluster_process(cluster_command(target, run_dir, common),
+                             run_dir / "cluster.stderr", start_timeout_s) as child:
+            try:
+                info = json.loads((run_dir / "kafka.json").read_text(encoding="utf-8"))
+                control.pids = {int(n["id"]): int(n["pid"]) for n in info.get("nodes", ())}
+                if not control.pids:
+                    raise ConformanceError(f"{target}: {run_dir}/kafka.json lists no broker "
+                                           "pids")
+                yield Target(target, info["bootstrap_servers"], info["topic"], control,
+                             run_dir)
+            finally:
+                control.heal()
+    except KafkaRunError as error:
+        raise ConformanceError(f"{target}: {error}") from None
+    proc, err_path = child.proc, child.err_path
     if proc.returncode != 0:
         failed = _failed_nodes(run_dir)
         if proc.returncode != 1 or failed - {f"b{b}" for b in control.killed} or not failed:
             raise ConformanceError(f"isrlab cluster {target} exited with {proc.returncode}: "
-                                   f"{_tail(err_path)}")
+                                   f"{tail(err_path)}")
 
 
 def _failed_nodes(run_dir: Path) -> set[str]:

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,53 +44,80 @@ class KafkaRun:
     run_json: dict | None = None
 
 
+@dataclass
+class ClusterProcess:
+    """A cluster command running as a child (see `cluster_process`)."""
+
+    proc: subprocess.Popen
+    err_path: Path
+    lines: list[str]  # its stdout up to and including the bootstrap.servers= line
+    out: str = ""  # the rest of its stdout, once stopped
+
+
+def cluster_command(target: str, run_dir: Path, args: tuple[str, ...]) -> list[str]:
+    """`isrlab cluster tcp|kafka --duration 0` writing into run_dir, with `args`."""
+    if target == "kafka":
+        return [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--duration", "0",
+                "--out", str(run_dir), *args]
+    return [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
+            "--port-base", "0", "--trace-out", str(run_dir), *args]
+
+
+@contextmanager
+def cluster_process(cmd: list[str], err_path: Path,
+                    start_timeout_s: float) -> Iterator[ClusterProcess]:
+    """Start `cmd`, wait for its bootstrap.servers= line (KafkaRunError if it stops or does
+    not serve in time), and stop it with SIGTERM when the block ends, however it ends (SIGKILL
+    after 60 s). Its exit code is `proc.returncode` after the block."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+    child = ClusterProcess(proc, err_path, [])
+    try:
+        child.lines = _wait_for_bootstrap(proc, start_timeout_s, err_path)
+        yield child
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            child.out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            child.out, _ = proc.communicate()
+        child.out = child.out or ""
+
+
 def kafka_run(run_dir: Path, clients: tuple[str, ...], count: int, acks: str = "all",
               cluster_args: tuple[str, ...] = (), seed: int = 1,
               start_timeout_s: float = 60, until_ms: int | None = None,
               target: str = "reference") -> KafkaRun:
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    args = ("--seed", str(seed), "--acks", acks, *cluster_args)
     if target == "kafka":
-        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--duration", "0",
-               "--seed", str(seed), "--out", str(run_dir), "--acks", acks, *cluster_args]
         start_timeout_s = max(start_timeout_s, 180)  # JVMs on two cores
-    else:
-        cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "tcp", "--duration", "0",
-               "--port-base", "0", "--seed", str(seed), "--trace-out", str(run_dir),
-               "--acks", acks, *cluster_args]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    err_path = run_dir / "cluster.stderr"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
-    try:
-        lines = _wait_for_bootstrap(proc, start_timeout_s, err_path)
+    with cluster_process(cluster_command(target, run_dir, args), run_dir / "cluster.stderr",
+                         start_timeout_s) as child:
         told = [run_client(client, run_dir, (k + 1) * CLIENT_VALUE_BASE, count, acks,
                            until_ms)
                 for k, client in enumerate(clients)]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-    if proc.returncode != 0:
+    if child.proc.returncode != 0:
         raise KafkaRunError(f"isrlab cluster {'kafka' if target == 'kafka' else 'tcp'} exited "
-                            f"with {proc.returncode}: {_tail(err_path)}")
+                            f"with {child.proc.returncode}: {tail(child.err_path)}")
+    output = "".join(child.lines) + child.out
     if target == "kafka":
         run_json = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
         said = load_history([run_dir])
         partitions = json.loads((run_dir / "kafka.json").read_text())["partitions"]
         history = check_history(said, read_back_logs(said, clients[-1], partitions))
-        return KafkaRun(told, history, None, "".join(lines) + (out or ""), target, run_json)
+        return KafkaRun(told, history, None, output, target, run_json)
     run = load_run([run_dir])
     logs = (run.run_json or {}).get("final_logs") or {}
     history = check_history(load_history([run_dir]),
                             {int(p): [v for _, v in log] for p, log in logs.items()})
     replay = replay_run(run)
-    return KafkaRun(told, history, replay, "".join(lines) + (out or ""))
+    return KafkaRun(told, history, replay, output)
 
 
 def kafka_batch(out: Path, seeds: list[int], clients: tuple[str, ...], count: int,
@@ -106,22 +135,18 @@ def kafka_batch(out: Path, seeds: list[int], clients: tuple[str, ...], count: in
     out = Path(out).resolve()
     cluster_dir = out / f"cluster-{seeds[0]}"
     cluster_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "isrlab.cli", "cluster", "kafka", "--duration", "0",
-           "--seed", str(seeds[0]), "--out", str(cluster_dir), "--acks", acks,
-           "--topics", str(len(seeds)), *cluster_args]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    err_path = cluster_dir / "cluster.stderr"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+    args = ("--seed", str(seeds[0]), "--acks", acks, "--topics", str(len(seeds)), *cluster_args)
     results: list[KafkaRun | KafkaRunError] = []
-    try:
-        lines = _wait_for_bootstrap(proc, start_timeout_s, err_path)
+    with cluster_process(cluster_command("kafka", cluster_dir, args),
+                         cluster_dir / "cluster.stderr", start_timeout_s) as child:
+        proc, err_path = child.proc, child.err_path
         info = json.loads((cluster_dir / "kafka.json").read_text(encoding="utf-8"))
         for k, seed in enumerate(seeds):
             if proc.poll() is not None:
-                raise KafkaRunError(f"isrlab cluster kafka exited with {proc.returncode} "
-                                    f"during the batch: {_tail(err_path)}")
+                results.append(KafkaRunError(f"isrlab cluster kafka exited with "
+                                             f"{proc.returncode} during the batch: "
+                                             f"{tail(err_path)}"))
+                break
             run_dir = out / f"run-{seed}"
             run_dir.mkdir(parents=True, exist_ok=True)
             start_ms = time.time_ns() // 1_000_000
@@ -140,15 +165,8 @@ def kafka_batch(out: Path, seeds: list[int], clients: tuple[str, ...], count: in
             said = load_history([run_dir])
             history = check_history(said, read_back_logs(said, clients[-1],
                                                          info["partitions"]))
-            results.append(KafkaRun(told, history, None, "".join(lines), "kafka", faults))
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+            results.append(KafkaRun(told, history, None, "".join(child.lines), "kafka",
+                                    faults))
     return results
 
 
@@ -180,14 +198,14 @@ def _wait_for_bootstrap(proc, timeout_s: float, err_path: Path) -> list[str]:
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            raise KafkaRunError(f"the cluster stopped before serving: {_tail(err_path)}")
+            raise KafkaRunError(f"the cluster stopped before serving: {tail(err_path)}")
         lines.append(line)
         if line.startswith("bootstrap.servers="):
             return lines
     raise KafkaRunError(f"the cluster did not serve within {timeout_s:g} s")
 
 
-def _tail(path: Path) -> str:
+def tail(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
