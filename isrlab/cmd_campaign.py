@@ -99,6 +99,7 @@ def run_clients(args) -> int:
     a configuration that promises durability lost an acknowledged write. Each run's
     `result.json` holds its target, config, client history verdict and fault counts."""
     from model_check.campaign import promises_durability
+    from model_check.history import check_history, load_history
     from model_check.kafka_runs import (
         KafkaRunError,
         kafka_batch,
@@ -185,10 +186,16 @@ def run_clients(args) -> int:
                 faults = next((line.strip().split(";")[0]
                                for line in r.cluster_output.splitlines()
                                if line.strip().startswith("faults:")), "faults: unknown")
-            result = {"seed": s, "target": args.target, "failed": bool(bad),
-                      "config": config.to_json(), "clients": list(args.clients),
-                      "history": r.history.to_json(), "replay": replayed, "told": r.told,
-                      "unavailable_seconds": down, "faults": faults}
+            result = {"seed": s, "run": f"seed-{s}", "target": args.target,
+                      "failed": bool(bad), "config": config.to_json(),
+                      "clients": list(args.clients), "history": r.history.to_json(),
+                      "replay": replayed, "told": r.told, "unavailable_seconds": down,
+                      "faults": faults}
+            if kafka:
+                # What the history lines alone show (no read-back as the final log): what
+                # isrlab analyze counts from the same files.
+                lines_only = check_history(load_history([run_dir])).to_json()["anomalies"]
+                result["history_from_traces"] = {"anomalies": lines_only}
             (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
             results.append(result)
             events = f" ({r.replay.events:,} events)" if r.replay else ""
