@@ -11,6 +11,17 @@ import json
 import sys
 
 
+def _kafka_run(path: str) -> bool:
+    """Whether `path` is the directory of an `isrlab cluster kafka` run."""
+    from pathlib import Path
+
+    try:
+        info = json.loads((Path(path) / "kafka.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and info.get("target") == "kafka"
+
+
 def run(args) -> int:
     from isrlab.options import UsageError, output_file
     from model_check.replay import TraceError, format_result, replay_paths
@@ -22,6 +33,12 @@ def run(args) -> int:
             window = _window(args.window)
     except UsageError as error:
         print(f"isrlab replay: error: {error}", file=sys.stderr)
+        return 2
+    kafka = [t for t in args.traces if _kafka_run(t)]
+    if kafka:
+        print(f"isrlab replay: error: {kafka[0]}: a run of Apache Kafka has no broker traces to "
+              "replay (its client histories are checked by the run: isrlab campaign "
+              "--target kafka)", file=sys.stderr)
         return 2
     try:
         result = replay_paths(args.traces, check_invariants=not args.no_invariants)

@@ -267,6 +267,12 @@ def test_real_kafka_keeps_every_acked_write_through_a_sigkill_of_the_leader(tmp_
     lost = [a for a in forged.anomalies if a.kind == "lost-write"]
     assert [(a.values[0], a.offsets[0]) for a in lost] == [(victim["value"], victim["offset"])]
     assert _kafka_jvms(tmp_path) == []
+    # No broker traces: replay says so in one line instead of judging an empty run.
+    replay = subprocess.run([sys.executable, "-m", "isrlab.cli", "replay", str(tmp_path / "run")],
+                            capture_output=True, text=True, env={**os.environ,
+                                                                 "PYTHONPATH": str(ROOT)})
+    assert replay.returncode == 2 and "a run of Apache Kafka has no broker traces" in \
+        replay.stderr and replay.stderr.count("\n") == 1
 
 
 def _partitioned_leader_run(run_dir: Path, acks: str):
