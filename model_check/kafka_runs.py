@@ -235,17 +235,26 @@ def unavailable_seconds(run_dir: Path) -> int:
 
 def read_back_logs(lines, process: str, partitions: int) -> dict[int, list[int]]:
     """Each partition's final log on a target without broker traces: what the last client
-    (`process`) read back from offset 0 once every write had its answer, where those reads
-    hold every offset from 0 to their end. Then a write acknowledged at or past that end is
-    lost, not unverified. A partition whose read-back has a gap is left out (its final state
-    is taken from the reads, offset by offset, model_check/history.py); one it read nothing
-    of is empty."""
+    (`process`) read back from offset 0 once every write had its answer, for a partition whose
+    end offset the client learnt (its `end` line, impl/kafka/clients.py) and whose reads hold
+    every offset below it. Then a write acknowledged at or past that end is lost, not
+    unverified. A partition read back only in part (its leader offline, say) is left out: its
+    final state is taken from the reads, offset by offset (model_check/history.py)."""
     seen: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
+    ends: dict[int, int] = {}
     for line in lines:
-        if line.get("process") == process and line.get("f") == "read" and \
-                line.get("type") == "ok":
+        if line.get("process") != process or line.get("type") != "ok":
+            continue
+        if line.get("f") == "read":
             part = seen.setdefault(line["partition"], {})
             for offset, value in line["records"]:
                 part[offset] = value
-    return {p: [part[o] for o in range(len(part))] for p, part in seen.items()
-            if all(o in part for o in range(len(part)))}
+        elif line.get("f") == "end":
+            ends[line["partition"]] = line["offset"]
+    logs = {}
+    for p, end in ends.items():
+        part = seen.get(p, {})
+        length = max(end, max(part, default=-1) + 1)
+        if all(o in part for o in range(length)):
+            logs[p] = [part[o] for o in range(length)]
+    return logs

@@ -34,6 +34,7 @@ from impl.tcp.tracefile import FileTrace
 
 CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
 READ_IDLE_S = 3.0  # reading stops once nothing new came for this long (and everything was seen)
+READ_DEADLINE_S = 30.0  # ... and it reached each partition's end offset, or this long passed
 
 
 class History:
@@ -49,6 +50,7 @@ class History:
         self.outcome: dict[int, str] = {}
         self.until_ms = until_ms
         self.first_send_ms: int | None = None
+        self.next_offset: dict[int, int] = {}  # per partition: one past the highest read
 
     def wait_s(self, k: int, count: int) -> float:
         """How long to wait before the k-th of `count` sends so that they spread evenly up to
@@ -89,6 +91,28 @@ class History:
     def read(self, records: list[tuple[int, int]], p: int) -> None:
         if records:
             self.line("ok", "read", partition=p, records=[[o, v] for o, v in records])
+            self.next_offset[p] = max(self.next_offset.get(p, 0), records[-1][0] + 1)
+
+    def read_to_end(self, read_idle, end_offsets) -> None:
+        """Read (`read_idle()`: until nothing new comes for READ_IDLE_S) until every partition
+        is read up to the end offset `end_offsets()` gives ({partition: offset}, or None when
+        the cluster does not answer), or READ_DEADLINE_S passed; then an `end` line per
+        partition whose end offset is known, so that a checker can tell a read-back that
+        reached the end (the partition's whole log) from one cut short (an offline leader)."""
+        deadline = time.monotonic() + READ_DEADLINE_S
+        ends = None
+        while True:
+            read_idle()
+            try:
+                ends = end_offsets()
+            except Exception:  # noqa: BLE001 - each client's own timeout and network errors
+                ends = None
+            reached = ends is not None and all(self.next_offset.get(p, 0) >= end
+                                               for p, end in ends.items())
+            if reached or time.monotonic() > deadline:
+                break
+        for p, end in sorted((ends or {}).items()):
+            self.line("ok", "end", partition=p, offset=end)
 
     def read_batch(self, batch: dict) -> bool:
         """kafka-python's and aiokafka's poll result ({TopicPartition: [record]}) as reads;
@@ -138,10 +162,15 @@ def run_kafka_python(h: History, values: list[tuple[int, int]], topic: str) -> N
     consumer.assign(parts)
     for tp in parts:
         consumer.seek(tp, 0)
-    idle_since = time.monotonic()
-    while time.monotonic() - idle_since < READ_IDLE_S:
-        if h.read_batch(consumer.poll(timeout_ms=500)):
-            idle_since = time.monotonic()
+
+    def read_idle() -> None:
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < READ_IDLE_S:
+            if h.read_batch(consumer.poll(timeout_ms=500)):
+                idle_since = time.monotonic()
+
+    h.read_to_end(read_idle, lambda: {tp.partition: end for tp, end in
+                                      consumer.end_offsets(parts).items()})
     consumer.close()
 
 
@@ -174,16 +203,25 @@ def run_confluent_kafka(h: History, values: list[tuple[int, int]], topic: str) -
                          "log_level": 0,
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(h.info["partitions"])])
-    idle_since = time.monotonic()
-    while time.monotonic() - idle_since < READ_IDLE_S:
-        messages = consumer.consume(1000, 0.5)
-        by_partition: dict[int, list] = {}
-        for m in messages:
-            if m.error() is None:
-                by_partition.setdefault(m.partition(), []).append((m.offset(), _value(m.value())))
-        for p, records in by_partition.items():
-            h.read(records, p)
-            idle_since = time.monotonic()
+
+    def read_idle() -> None:
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < READ_IDLE_S:
+            messages = consumer.consume(1000, 0.5)
+            by_partition: dict[int, list] = {}
+            for m in messages:
+                if m.error() is None:
+                    by_partition.setdefault(m.partition(), []).append(
+                        (m.offset(), _value(m.value())))
+            for p, records in by_partition.items():
+                h.read(records, p)
+                idle_since = time.monotonic()
+
+    def end_offsets() -> dict[int, int]:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                for p in range(h.info["partitions"])}
+
+    h.read_to_end(read_idle, end_offsets)
     consumer.close()
 
 
@@ -218,10 +256,22 @@ async def _aiokafka(h: History, values: list[tuple[int, int]], topic: str) -> No
     consumer.assign(parts)
     for tp in parts:
         consumer.seek(tp, 0)
-    idle_since = time.monotonic()
-    while time.monotonic() - idle_since < READ_IDLE_S:
-        if h.read_batch(await consumer.getmany(timeout_ms=500)):
-            idle_since = time.monotonic()
+    deadline = time.monotonic() + READ_DEADLINE_S
+    ends = None
+    while True:  # History.read_to_end, with awaits
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < READ_IDLE_S:
+            if h.read_batch(await consumer.getmany(timeout_ms=500)):
+                idle_since = time.monotonic()
+        try:
+            ends = {tp.partition: end for tp, end in (await consumer.end_offsets(parts)).items()}
+        except Exception:  # noqa: BLE001 - the client's own timeout and network errors
+            ends = None
+        if ends is not None and all(h.next_offset.get(p, 0) >= e for p, e in ends.items()) \
+                or time.monotonic() > deadline:
+            break
+    for p, end in sorted((ends or {}).items()):
+        h.line("ok", "end", partition=p, offset=end)
     await consumer.stop()
 
 
