@@ -95,22 +95,29 @@ class History:
 
     def read_to_end(self, read_idle, end_offsets) -> None:
         """Read (`read_idle()`: until nothing new comes for READ_IDLE_S) until every partition
-        is read up to the end offset `end_offsets()` gives ({partition: offset}, or None when
-        the cluster does not answer), or READ_DEADLINE_S passed; then an `end` line per
-        partition whose end offset is known, so that a checker can tell a read-back that
-        reached the end (the partition's whole log) from one cut short (an offline leader)."""
+        is read up to the end offset `end_offsets()` gives ({partition: offset}), or
+        READ_DEADLINE_S passed; then `end_lines`."""
         deadline = time.monotonic() + READ_DEADLINE_S
-        ends = None
         while True:
             read_idle()
             try:
                 ends = end_offsets()
             except Exception:  # noqa: BLE001 - each client's own timeout and network errors
                 ends = None
-            reached = ends is not None and all(self.next_offset.get(p, 0) >= end
-                                               for p, end in ends.items())
-            if reached or time.monotonic() > deadline:
+            if self.read_enough(ends, deadline):
                 break
+        self.end_lines(ends)
+
+    def read_enough(self, ends: dict[int, int] | None, deadline: float) -> bool:
+        """Every partition read up to its end offset (None: the cluster did not say), or the
+        deadline passed."""
+        reached = ends is not None and all(self.next_offset.get(p, 0) >= end
+                                           for p, end in ends.items())
+        return reached or time.monotonic() > deadline
+
+    def end_lines(self, ends: dict[int, int] | None) -> None:
+        """An `end` line per partition whose end offset is known, so that a checker can tell
+        a read-back that reached the end (the partition's whole log) from one cut short."""
         for p, end in sorted((ends or {}).items()):
             self.line("ok", "end", partition=p, offset=end)
 
@@ -257,7 +264,6 @@ async def _aiokafka(h: History, values: list[tuple[int, int]], topic: str) -> No
     for tp in parts:
         consumer.seek(tp, 0)
     deadline = time.monotonic() + READ_DEADLINE_S
-    ends = None
     while True:  # History.read_to_end, with awaits
         idle_since = time.monotonic()
         while time.monotonic() - idle_since < READ_IDLE_S:
@@ -267,11 +273,9 @@ async def _aiokafka(h: History, values: list[tuple[int, int]], topic: str) -> No
             ends = {tp.partition: end for tp, end in (await consumer.end_offsets(parts)).items()}
         except Exception:  # noqa: BLE001 - the client's own timeout and network errors
             ends = None
-        if ends is not None and all(h.next_offset.get(p, 0) >= e for p, e in ends.items()) \
-                or time.monotonic() > deadline:
+        if h.read_enough(ends, deadline):
             break
-    for p, end in sorted((ends or {}).items()):
-        h.line("ok", "end", partition=p, offset=end)
+    h.end_lines(ends)
     await consumer.stop()
 
 
