@@ -21,11 +21,11 @@ $(STAMP): pyproject.toml $(SYSTEM)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-# The flat encoding and the explorer loop compiled by Cython (model_check/compiled.py);
+# The flat encoding and the explorer loop compiled by Cython (model_check/explore/compiled.py);
 # without a compiler both run as Python.
-$(COMPILED): $(STAMP) model_check/flat.py model_check/flat.pxd model_check/explorer.py \
-		model_check/compiled.py
-	$(BIN)/python -m model_check.compiled
+$(COMPILED): $(STAMP) model_check/explore/flat.py model_check/explore/flat.pxd model_check/explore/explorer.py \
+		model_check/explore/compiled.py
+	$(BIN)/python -m model_check.explore.compiled
 	touch $(COMPILED)
 
 $(KAFKA): apache_kafka/pom.xml $(STAMP)
@@ -46,4 +46,4 @@ test: $(COMPILED) $(KAFKA)
 	$(BIN)/pytest -m serial
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis model_check/_flat_c.* model_check/_explorer_c.*
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis model_check/explore/_flat_c.* model_check/explore/_explorer_c.*

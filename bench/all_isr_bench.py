@@ -25,7 +25,8 @@ import time
 from impl.config import ClusterConfig
 from impl.sim import SimOptions
 from isrlab.options import parse_duration
-from model_check.policies import format_rows, policy_rows
+from model_check.conformance.campaign import run_campaign
+from model_check.conformance.policies import format_rows, policy_rows
 
 
 def main() -> int:
@@ -39,7 +40,7 @@ def main() -> int:
           f"{args.duration / 1000:g} s each, {args.workers} workers, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     wall = time.perf_counter()
-    rows = policy_rows(ClusterConfig(), SimOptions(seed=args.seed, duration_ms=args.duration),
+    rows = policy_rows(run_campaign, ClusterConfig(), SimOptions(seed=args.seed, duration_ms=args.duration),
                        args.runs, workers=args.workers,
                        progress=lambda r: print(f"  {r['policy']} / {r['nemesis']}: done",
                                                 file=sys.stderr, flush=True))

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from impl.config import ClusterConfig  # noqa: E402
 from impl.sim import SimOptions  # noqa: E402
-from model_check.campaign import run_campaign  # noqa: E402
+from model_check.conformance.campaign import run_campaign  # noqa: E402
 
 
 def cpu_seconds() -> float:

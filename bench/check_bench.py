@@ -32,12 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model_check import compiled  # noqa: E402
-from model_check import flat as python_flat  # noqa: E402
-from model_check.explorer import explore  # noqa: E402
-from model_check.flat import FlatKafkaModel  # noqa: E402
-from model_check.model import KafkaModel  # noqa: E402
-from model_check.tla_compat import TlaCompatModel  # noqa: E402
+from model_check.explore import compiled  # noqa: E402
+from model_check.explore import flat as python_flat  # noqa: E402
+from model_check.explore.explorer import explore  # noqa: E402
+from model_check.explore.flat import FlatKafkaModel  # noqa: E402
+from model_check.explore.model import KafkaModel  # noqa: E402
+from model_check.explore.tla_compat import TlaCompatModel  # noqa: E402
+from model_check.prove.por import Reduction  # noqa: E402
 from spec import VARIANTS, Config  # noqa: E402
 
 TLA_CONSTANTS = dict(brokers=3, log_size=2, records=2, epochs=2)
@@ -150,7 +151,8 @@ def main() -> int:
     b1_seconds = {}
     for name, make, reduce, workers in runs:
         cpu = time.process_time()
-        result = explore(make(b1_3), max_states=2_000_000, reduce=reduce, workers=workers)
+        result = explore(make(b1_3), max_states=2_000_000, workers=workers,
+                         reduction=Reduction(b1_3) if reduce else None)
         b1_seconds[name] = result.seconds
         extra = (f"{result.violation.invariant} in {len(result.violation.trace) - 1} steps"
                  if result.violation else "")
@@ -180,7 +182,7 @@ def main() -> int:
     size = 150_000
     one = explore(KafkaModel(KAFKA_CONFIG), max_states=size, workers=1, check_invariants=True)
     line(f"kafka current 2/2/3/crash 1, {size:,} states, w1", one)
-    por = explore(KafkaModel(KAFKA_CONFIG), max_states=size, reduce=True)
+    por = explore(KafkaModel(KAFKA_CONFIG), max_states=size, reduction=Reduction(KAFKA_CONFIG))
     line(f"kafka current 2/2/3/crash 1, {size:,} states, POR", por,
          f"speed-up {one.seconds / por.seconds:.2f}x, generated {one.generated_states:,} -> "
          f"{por.generated_states:,}")

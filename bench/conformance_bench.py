@@ -5,7 +5,7 @@ each step's answer on both and whether they agree.
 
 Apache Kafka starts first (its JVMs take the longest), then the reference cluster; both are
 asked ApiVersions, and the suite runs on each in turn at the highest version of each API that
-the suite and both targets serve (model_check/conformance.py). Each cluster is
+the suite and both targets serve (model_check/conformance/wire_suite.py). Each cluster is
 `--brokers 3 --partitions 1 --min-isr 3`, stopped with SIGTERM when its suite is done. The
 table is printed last, then the details (absolute offsets and epochs) of every step that
 differs. Exit 0 when the suite ran on every target, whatever the answers; 2 when it could not.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model_check.conformance import (  # noqa: E402
+from model_check.conformance.wire_suite import (  # noqa: E402
     API_NAMES,
     TARGETS,
     ConformanceError,

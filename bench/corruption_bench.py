@@ -3,7 +3,7 @@
     .venv/bin/python bench/corruption_bench.py [--runs 3] [--cases 10] [--random 500] [--seed 1]
 
 For each of `--runs` simulated runs (seeds from `--seed`, crash and partition nemesis), every
-kind in `model_check.corrupt.KINDS` is applied `--cases` times (each with its own rng seed),
+kind in `model_check.conformance.corrupt.KINDS` is applied `--cases` times (each with its own rng seed),
 then `--random` random field changes (1-3 leaves of random lines set to random JSON values).
 Prints per kind: cases, rejected (exit 1 or 2), accepted, tracebacks; exit 1 if any
 meaning-changing case was accepted, any control rejected, or anything raised.
@@ -26,7 +26,7 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main as isrlab_main
-from model_check.corrupt import KINDS, read_run, write_run
+from model_check.conformance.corrupt import KINDS, read_run, write_run
 
 
 def replay(files: dict, run_dir: Path) -> tuple[int | None, str]:

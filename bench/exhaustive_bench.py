@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model_check.explorer import explore  # noqa: E402
-from model_check.guided import guided_search  # noqa: E402
-from model_check.model import KafkaModel  # noqa: E402
+from model_check.explore.explorer import explore  # noqa: E402
+from model_check.explore.guided import guided_search  # noqa: E402
+from model_check.explore.model import KafkaModel  # noqa: E402
 from spec import VARIANTS, Config  # noqa: E402
 
 COMMON = dict(brokers=2, partitions=1, acks="all", max_records=1, replica_lag_time_max_ticks=1)

@@ -14,7 +14,7 @@ import argparse
 import time
 
 from impl.config import BUGS
-from model_check.mutants import DIRECTED, caught_by, directed_catch, mutant_campaign
+from model_check.conformance.mutants import DIRECTED, caught_by, directed_catch, mutant_campaign
 
 
 def main() -> None:

@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import z3  # noqa: E402
 
-from model_check import symbolic as sym  # noqa: E402
-from model_check.explorer import explore  # noqa: E402
-from model_check.model import KafkaModel  # noqa: E402
-from model_check.prove import TARGETS, bmc, induction  # noqa: E402
-from model_check.symbolic_lemmas import (  # noqa: E402
+from model_check.explore.explorer import explore  # noqa: E402
+from model_check.explore.model import KafkaModel  # noqa: E402
+from model_check.prove import symbolic as sym  # noqa: E402
+from model_check.prove.engine import TARGETS, bmc, induction  # noqa: E402
+from model_check.prove.lemmas import (  # noqa: E402
     DELIVERED_LAYER,
     SNAPSHOT_LAYER,
     STRUCTURE,

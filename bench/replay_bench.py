@@ -15,7 +15,7 @@ import time
 
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
-from model_check.replay import load_texts, replay_run
+from model_check.conformance.replay import load_texts, replay_run
 
 FAULTS = ("crash", "partition", "pause")
 

@@ -7,5 +7,5 @@
 - `impl.trace`: the NDJSON trace writer (format and schema in `vocab.trace`) (docs/traces.md).
 
 `impl` never imports `spec`: the two are independent descriptions of the protocol, and trace
-replay (`model_check.replay`) checks one against the other.
+replay (`model_check.conformance.replay`) checks one against the other.
 """

@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis (pyspark_harness.main.run) and return its exit code."""
-    from model_check.progress import Progress
+    from model_check.explore.progress import Progress
     from pyspark_harness.main import run as analyze
 
     return analyze(args, Progress)

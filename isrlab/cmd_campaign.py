@@ -46,8 +46,8 @@ def run(args) -> int:
     if not args.duration:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
-    from model_check.campaign import CampaignError, format_summary, run_campaign
-    from model_check.progress import Progress, campaign_progress
+    from model_check.conformance.campaign import CampaignError, format_summary, run_campaign
+    from model_check.explore.progress import Progress, campaign_progress
 
     output_dir("--out", args.out)
     config = cluster_config(args)
@@ -94,13 +94,13 @@ def run(args) -> int:
 
 def run_clients(args) -> int:
     """Real Kafka clients against a cluster, one fresh cluster per seed
-    (model_check/kafka_runs.py): the reference broker's TCP cluster, or Apache Kafka with
+    (model_check/conformance/kafka_runs.py): the reference broker's TCP cluster, or Apache Kafka with
     `--target kafka`. A run fails when the reference broker's traces do not replay, or when
     a configuration that promises durability lost an acknowledged write. Each run's
     `result.json` holds its target, config, client history verdict and fault counts."""
-    from model_check.campaign import promises_durability
-    from model_check.history import check_history, load_history
-    from model_check.kafka_runs import (
+    from model_check.conformance.campaign import promises_durability
+    from model_check.conformance.history import check_history, load_history
+    from model_check.conformance.kafka_runs import (
         KafkaRunError,
         kafka_batch,
         kafka_run,

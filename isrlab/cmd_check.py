@@ -26,7 +26,7 @@ from isrlab.options import (
 
 
 def register(sub) -> None:
-    from model_check.explorer import SIM_BIASES
+    from model_check.explore.explorer import SIM_BIASES
 
     check = sub.add_parser("check", help="exhaustively check the invariants of a model",
                            description="Exit 0: all invariants hold within the bounds; 1: a "
@@ -112,14 +112,14 @@ def build_model(args: argparse.Namespace):
     from spec import INVARIANTS
 
     if args.model == "kafka":
-        from model_check.model import KafkaModel
+        from model_check.explore.model import KafkaModel
 
         if args.log_size is not None:
             raise UsageError("--log-size: only the tla-compat model has it (use --records)")
         config = kafka_config(args)
         names = invariant_names(args, list(INVARIANTS))
         return KafkaModel(config, names), config.variant.name, names
-    from model_check.tla_compat import ALL_INVARIANTS, DEFAULT_INVARIANTS, TlaCompatModel
+    from model_check.explore.tla_compat import ALL_INVARIANTS, DEFAULT_INVARIANTS, TlaCompatModel
 
     for dest, flag in _KAFKA_ONLY:
         if getattr(args, dest) is not None:
@@ -142,19 +142,25 @@ def build_model(args: argparse.Namespace):
 
 def _search(args: argparse.Namespace, model, names: list[str], run, **options):
     """`run` (explore or simulate) on `model`; the kafka model's search goes through
-    model_check.flat (the flat encoding where it covers the config) unless --spec-states, or
+    model_check.explore.flat (the flat encoding where it covers the config) unless --spec-states, or
     --por, which reads the spec's candidates."""
     if args.model != "kafka" or args.por:
         return run(model, **options)
-    from model_check.flat import search
+    from model_check.explore.flat import search
 
     return search(model.config, names, run=run, spec_states=args.spec_states, **options)
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_check.explorer import explore, simulate
-    from model_check.progress import Progress, search_progress
-    from model_check.report import counterexample_table, itf_trace, junit_xml, result_json, summary
+    from model_check.explore.explorer import explore, simulate
+    from model_check.explore.progress import Progress, search_progress
+    from model_check.explore.report import (
+        counterexample_table,
+        itf_trace,
+        junit_xml,
+        result_json,
+        summary,
+    )
 
     output_file("--itf", args.itf)
     output_file("--junit", args.junit)
@@ -163,16 +169,18 @@ def run(args: argparse.Namespace) -> int:
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
+    reduction = None
     if args.por:
-        from model_check.por import problem
+        from model_check.prove.por import Reduction, problem
 
         if args.model != "kafka" or args.guided or args.simulate:
             raise UsageError("--por: only the kafka model's breadth-first search")
         why = problem(model.config)
         if why is not None:
             raise UsageError(f"--por: {why}")
+        reduction = Reduction(model.config)
     if args.guided:
-        from model_check.guided import guided_search
+        from model_check.explore.guided import guided_search
 
         if args.model != "kafka":
             raise UsageError("--guided: only the kafka model")
@@ -188,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
             result = _search(args, model, names, explore, max_states=args.max_states,
                              max_depth=args.max_depth, workers=args.workers,
                              symmetry=not args.no_symmetry, check_invariants=bool(names),
-                             progress=search_progress(progress), reduce=args.por)
+                             progress=search_progress(progress), reduction=reduction)
     if args.itf and result.violation:
         with open(args.itf, "w", encoding="utf-8") as out:
             json.dump(itf_trace(model, result), out, indent=1)
@@ -196,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         with open(args.junit, "w", encoding="utf-8") as out:
             out.write(junit_xml(model, variant, result, names))
     if (args.html or args.mermaid) and result.violation:
-        from model_check.spacetime import timeline, to_html, to_mermaid
+        from model_check.explore.spacetime import timeline, to_html, to_mermaid
 
         view = timeline(model, result, f"{variant}: {result.violation.invariant} after "
                         f"{len(result.violation.trace) - 1} steps")

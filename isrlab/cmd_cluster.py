@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
 def losses_note(run_dir: Path) -> str | None:
     """The line that says which acknowledged writes the run lost and whether the guarantee
     excuses them (replaying the run to learn which it does); None when none were lost."""
-    from model_check.losses import run_losses
-    from model_check.replay import TraceError, load_run, replay_run
+    from model_check.conformance.losses import run_losses
+    from model_check.conformance.replay import TraceError, load_run, replay_run
 
     try:
         run = load_run([run_dir])

@@ -7,7 +7,7 @@ and the exploration bounds given. Directed runs drive every root-to-leaf path of
 tree (or `--paths K` of them, drawn with `--seed`); campaigns run `--runs R` simulator runs of
 `--duration` under `--nemesis`. For each: the graph states and action names reached, the
 states not reached grouped by the action that leads to them, the steps the broker could not
-follow, and how many runs reached each invariant-relevant feature (model_check/coverage.py).
+follow, and how many runs reached each invariant-relevant feature (model_check/conformance/coverage.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from impl.config import ClusterConfig, ClusterConfigError
     from isrlab.options import UsageError
-    from model_check import coverage
+    from model_check.conformance import coverage
 
     try:
         cluster = ClusterConfig(brokers=args.brokers, variant=args.variant, acks=args.acks,

@@ -48,10 +48,10 @@ def _banner(text: str) -> None:
 
 
 def _spec_part() -> None:
-    from model_check.flat import search
-    from model_check.model import KafkaModel
-    from model_check.report import counterexample_table, summary
-    from model_check.scenario import run_file
+    from model_check.explore.flat import search
+    from model_check.explore.model import KafkaModel
+    from model_check.explore.report import counterexample_table, summary
+    from model_check.explore.scenario import run_file
     from spec import VARIANTS, Config
 
     _banner("1/4  The spec: B1 in a transcript, and the explorer on hw-truncation vs current")
@@ -75,8 +75,8 @@ def _spec_part() -> None:
 def _campaign_part() -> Path:
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from model_check.campaign import format_summary, run_campaign
-    from model_check.progress import Progress, campaign_progress
+    from model_check.conformance.campaign import format_summary, run_campaign
+    from model_check.explore.progress import Progress, campaign_progress
 
     _banner(f"2/4  Reference broker: {RUNS} simulated runs x {len(CONFIGS)} configurations, "
             "each replayed against the spec")
@@ -92,7 +92,7 @@ def _campaign_part() -> Path:
             result = run_campaign(config, options, RUNS, corpus / name, keep="all",
                                   progress=campaign_progress(progress))
         print(format_summary(result))
-    from model_check.policies import POLICIES
+    from model_check.conformance.policies import POLICIES
 
     print(f"\n  every ISR replica killed ({','.join(POLICY_FAULTS)}), {POLICY_RUNS} runs per "
           f"election policy:", flush=True)
@@ -113,7 +113,7 @@ def _campaign_part() -> Path:
 def _mutant_part() -> None:
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from model_check.campaign import run_campaign
+    from model_check.conformance.campaign import run_campaign
 
     _banner("3/4  A seeded bug (followers truncate to their HW), caught by trace replay")
     config = ClusterConfig(bugs=frozenset({"truncate-to-hw"}))
@@ -139,7 +139,7 @@ def _spark_part(corpus: Path) -> int:
         return 1
     report = OUT / "report"
     dirs = [str(corpus / name) for name, _, _ in CONFIGS]
-    from model_check.progress import Progress
+    from model_check.explore.progress import Progress
 
     code = analyze([*dirs, "--runs-from", "campaign", "--out", str(report),
                     "--master", "local[2]"], progress=Progress)

@@ -3,7 +3,7 @@ broker (the simulator's cores, driven step by step) and check what the broker di
 
 For each spec action of the counterexample the driver finds the implementation input that
 makes the broker take it (a message delivered, a timer, a crash, a flush, a write), using the
-replay's refinement mapping as the judge (model_check/drive.py). It prints the inputs, how many
+replay's refinement mapping as the judge (model_check/conformance/drive.py). It prints the inputs, how many
 spec actions the broker followed, and where it could not follow, the spec action with the spec
 state and the broker's replicas side by side. The driven run is then checked as any run is:
 its traces replayed against the spec, its client history checked (lost acknowledged writes).
@@ -82,7 +82,7 @@ class Driven:
     """A directed run and its checks."""
 
     config: object  # the broker's ClusterConfig
-    result: object  # model_check.drive.DriveResult
+    result: object  # model_check.conformance.drive.DriveResult
     replay: object  # ReplayResult
     history: object  # HistoryResult
     out: Path
@@ -107,7 +107,7 @@ class Driven:
                 "history": self.history.to_json(), "run": str(self.out)}
 
     def render(self, source: str, verbose: bool) -> str:
-        from model_check.replay import format_result
+        from model_check.conformance.replay import format_result
 
         c, r = self.config, self.result
         bugs = f" with the planted bug {', '.join(sorted(c.bugs))}" if c.bugs else ""
@@ -147,10 +147,10 @@ def drive(spec_config: dict, schedule: list, variant: str | None = None,
           acks: str | None = None, clean: bool = False, elr: bool = False,
           out: str | None = None) -> Driven:
     """Impose `schedule` on the broker for `spec_config`, finish the run, write it, check it."""
-    from model_check.campaign import final_logs
-    from model_check.drive import Driver
-    from model_check.history import check_history
-    from model_check.replay import load_texts, replay_run
+    from model_check.conformance.campaign import final_logs
+    from model_check.conformance.drive import Driver
+    from model_check.conformance.history import check_history
+    from model_check.conformance.replay import load_texts, replay_run
 
     config = cluster_config(spec_config, variant, acks, clean, elr)
     driver = Driver(config)
@@ -167,8 +167,8 @@ def drive(spec_config: dict, schedule: list, variant: str | None = None,
 
 
 def run(args) -> int:
-    from model_check.drive import load_schedule
-    from model_check.scenario import ScenarioError
+    from model_check.conformance.drive import load_schedule
+    from model_check.explore.scenario import ScenarioError
 
     try:
         spec_config, schedule = load_schedule(Path(args.counterexample))

@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_check.fuzz import fuzz
+    from model_check.explore.fuzz import fuzz
     from spec import INVARIANTS
 
     output_file("--out", args.out)

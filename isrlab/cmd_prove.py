@@ -1,4 +1,4 @@
-"""`isrlab prove`: bounded model checking and inductive proofs with Z3 (model_check.prove).
+"""`isrlab prove`: bounded model checking and inductive proofs with Z3 (model_check.prove.engine).
 
 Exit codes: 0 proved (or no violation within K steps), 1 a violation or a CTI classified
 reachable, 2 bad usage, 3 unknown or a CTI classified unreachable (the output says which).
@@ -91,7 +91,7 @@ def register(sub) -> None:
 
 
 def _config(args: argparse.Namespace):
-    from model_check.model import core_problem
+    from model_check.explore.model import core_problem
     from spec import Config
 
     defaults = BMC_DEFAULTS if args.bmc is not None else INDUCTION_DEFAULTS
@@ -105,9 +105,9 @@ def _config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Run BMC or induction; print a summary or one JSON object; return the exit code."""
-    from model_check import prove
-    from model_check.symbolic import VIOLATIONS, NotRepresentable
-    from model_check.symbolic_lemmas import LAYERS, LEMMAS, proof_lemmas
+    from model_check.prove import engine as prove
+    from model_check.prove.lemmas import LAYERS, LEMMAS, proof_lemmas
+    from model_check.prove.symbolic import VIOLATIONS, NotRepresentable
     from spec import INVARIANTS
 
     if args.bmc is None and not args.induction:
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bmc is not None:
             outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
         elif inferred:
-            from model_check import houdini
+            from model_check.prove import houdini
 
             outcome, search = houdini.prove(
                 config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
@@ -171,7 +171,7 @@ def _progress(message: str) -> None:
 
 def _lemmas_file(path: str, brokers: int):
     """The candidates a --lemmas-file names; one error line when it is not such a file."""
-    from model_check import houdini
+    from model_check.prove import houdini
 
     try:
         with open(path, encoding="utf-8") as f:

@@ -24,7 +24,7 @@ def _kafka_run(path: str) -> bool:
 
 def run(args) -> int:
     from isrlab.options import UsageError, output_file
-    from model_check.replay import TraceError, format_result, replay_paths
+    from model_check.conformance.replay import TraceError, format_result, replay_paths
 
     window = None
     try:
@@ -72,8 +72,8 @@ def _window(text: str) -> tuple[int, int]:
 
 def _write_html(args, result, window) -> None:
     """The run's lines in `window` (ms), or around the divergence, as a space-time view."""
-    from model_check.replay import load_run, merge
-    from model_check.spacetime import run_timeline, to_html
+    from model_check.conformance.replay import load_run, merge
+    from model_check.explore.spacetime import run_timeline, to_html
 
     order = [e for e in merge(load_run(args.traces)) if e.kind != "header"]
     d = result.divergence

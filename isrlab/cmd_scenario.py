@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_check.scenario import ScenarioError, diff, run_file
+    from model_check.explore.scenario import ScenarioError, diff, run_file
 
     status = 0
     for path in args.files:

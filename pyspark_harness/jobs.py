@@ -5,7 +5,7 @@ DataFrame; nothing here writes, collects or prints, so the same jobs run in the 
 report and on a cluster. Times are the trace's `time_ms` (the simulator's virtual clock; in
 tcp mode each node's own clock). What each job counts, precisely:
 
-Client anomalies, per partition of a run (from `history` lines), as model_check/history.py
+Client anomalies, per partition of a run (from `history` lines), as model_check/conformance/history.py
 defines them when it has no final logs (same names, same questions):
   The final state at an offset is the value the latest `ok` read with a record there returned
   (the larger value breaks a tie at one time_ms). A `lost-write` is an acknowledged write at
@@ -43,7 +43,7 @@ fields, never outcome text.
 Distributed replay: `distributed_replay(events, fn)` groups the event lines by run inside
 Spark and calls `fn(run_id, events)` once per run on the executors, with the events as dicts
 in causal order (`vocab.trace.causal_merge`, as replay merges); what `fn` checks is up to it
-(the spec replay, model_check.replay).
+(the spec replay, model_check.conformance.replay).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", action="store_true",
                         help="replay every run against the spec inside Spark")
     parser.add_argument("--replay-fn", metavar="MODULE:FUNCTION",
-                        default="model_check.replay:replay_events",
+                        default="model_check.conformance.replay:replay_events",
                         help="the replay function, FUNCTION(run_id, events) -> dict(verdict, "
                         "events, detail) (default %(default)s)")
     parser.add_argument("--no-raw", action="store_true",

@@ -1,6 +1,6 @@
 """A Spark job's progress: its status tracker polled in a thread while the job runs.
 
-The display itself is the caller's (`isrlab analyze` passes `model_check.progress.Progress`):
+The display itself is the caller's (`isrlab analyze` passes `model_check.explore.progress.Progress`):
 this package imports nothing of the others."""
 
 from __future__ import annotations

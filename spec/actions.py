@@ -584,11 +584,11 @@ def _advance_high_watermark(config: Config, replica: Replica, broker: int) -> Re
     Under `hw_requires_min_isr` the HW does not move while the ISR is below min ISR; KIP-966
     requires that rule, so ELR turns it on in every variant.
     """
-    hw = _next_high_watermark(config, replica, broker, replica.remote_log_end_offset)
+    hw = next_high_watermark(config, replica, broker, replica.remote_log_end_offset)
     return replica if hw == replica.high_watermark else replace(replica, high_watermark=hw)
 
 
-def _next_high_watermark(config: Config, replica: Replica, broker: int,
+def next_high_watermark(config: Config, replica: Replica, broker: int,
                          remote: tuple[int, ...]) -> int:
     """The HW `_advance_high_watermark` gives `replica`, with `remote` as the followers' LEOs
     (a fetch changes them and the HW in one copy of the replica)."""
@@ -778,7 +778,7 @@ def _kip966_change(config: Config, registered: tuple[int, ...], partition: int,
     return new, how
 
 
-def _truncate_to_epoch_answer(
+def truncate_to_epoch_answer(
     replica: Replica, leader_epoch: int, leader_end: int
 ) -> tuple[Replica, bool]:
     """KIP-279 follower rule on a (leader epoch, end offset) answer: (new replica, done?)."""
@@ -1178,7 +1178,7 @@ def _leader_handle_fetch(config: Config, s: Cluster, a: LeaderHandleFetch):
     remote = tuple(remote)
     r = replace(r, remote_log_end_offset=remote, remote_broker_epoch=tuple(broker_epochs),
                 lag_ticks=tuple(lag),
-                high_watermark=_next_high_watermark(config, r, a.broker, remote))
+                high_watermark=next_high_watermark(config, r, a.broker, remote))
     records = r.log[offset:]
     response = FetchResponse(a.broker, r.leader_epoch, "records", records=records,
                              high_watermark=high_watermark, fetch_offset=offset)
@@ -1248,13 +1248,13 @@ def _follower_handle_fetch_response(config: Config, s: Cluster, a: FollowerHandl
         elif response.epoch == UNKNOWN:
             r = replace(r.truncated_to(r.high_watermark), truncation_pending=False)
         else:
-            r, finished = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
+            r, finished = truncate_to_epoch_answer(r, response.epoch, response.end_offset)
             r = replace(r, truncation_pending=not finished and bool(r.log))
         code = Code.TRUNCATED_ROUND_DUE if r.truncation_pending else Code.TRUNCATED
         return done(r, Outcome(code, before=before, after=r.log_end_offset))
     if response.kind == "diverging":
         before = r.log_end_offset
-        r, _ = _truncate_to_epoch_answer(r, response.epoch, response.end_offset)
+        r, _ = truncate_to_epoch_answer(r, response.epoch, response.end_offset)
         return done(r, Outcome(Code.DIVERGED, before=before, after=r.log_end_offset))
     if r.truncation_pending:
         return dropped(Outcome(Code.DROPPED_TRUNCATION_PENDING))
@@ -1680,6 +1680,12 @@ def _checked_handler(t: type[Action]):
 
 
 _CHECKED_HANDLERS = {t: _checked_handler(t) for t in ACTION_TYPES}
+
+
+def apply_candidate(config: Config, state: Cluster, action: Action) -> Cluster:
+    """The state after `action`, one of `candidates(config, state)`: in range by construction,
+    so without step()'s argument checks. Raises NotEnabled when its guard does not hold."""
+    return _HANDLERS[type(action)](config, state, action)[0]
 
 
 def step(config: Config, state: Cluster, action: Action) -> Cluster:

@@ -26,7 +26,7 @@ from spec.config import Config
 from spec.state import NO_LEADER, Cluster
 
 
-def _log_has(log, offset: int, value: int) -> bool:
+def log_has(log, offset: int, value: int) -> bool:
     return offset < len(log) and log[offset].value == value
 
 
@@ -114,7 +114,7 @@ def AckedWritesDurable(config: Config, s: Cluster) -> str | None:
         if leader == NO_LEADER:
             continue
         log = s.replica(w.partition, leader).log
-        if not _log_has(log, w.offset, w.value):
+        if not log_has(log, w.offset, w.value):
             have = str(log[w.offset]) if w.offset < len(log) else "nothing"
             return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} "
                     f"(acks={config.acks}) lost: leader {leader} has {have}")
@@ -149,7 +149,7 @@ def AckedWritesDurableKip966(config: Config, s: Cluster) -> str | None:
         if leader == NO_LEADER:
             continue
         log = s.replica(w.partition, leader).log
-        if not _log_has(log, w.offset, w.value):
+        if not log_has(log, w.offset, w.value):
             have = str(log[w.offset]) if w.offset < len(log) else "nothing"
             return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} lost: leader "
                     f"{leader} has {have}; {losers} replica(s) lost it in crashes, fewer than "
@@ -175,7 +175,7 @@ def LeaderCandidatesComplete(config: Config, s: Cluster) -> str | None:
                 continue
             log = s.replica(p, b).log
             for w, _ in due:
-                if w.partition == p and not _log_has(log, w.offset, w.value):
+                if w.partition == p and not log_has(log, w.offset, w.value):
                     role = "ISR" if b in ps.isr else "ELR"
                     return (f"p{p}: {role} member {b} lacks acknowledged v{w.value} at offset "
                             f"{w.offset}")
@@ -217,7 +217,7 @@ def ConsumerNeverSeesUncommitted(config: Config, s: Cluster) -> str | None:
         if leader == NO_LEADER:
             continue
         log = s.replica(c.partition, leader).log
-        if not _log_has(log, c.offset, c.value):
+        if not log_has(log, c.offset, c.value):
             have = str(log[c.offset]) if c.offset < len(log) else "nothing"
             return (f"p{c.partition}: consumer read v{c.value} at offset {c.offset}, "
                     f"leader {leader} now has {have}")

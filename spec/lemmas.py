@@ -6,7 +6,7 @@ from a state satisfying I' lands in one satisfying I' (I alone usually is not: a
 satisfies I but is unreachable can step into a violation). Each lemma here is a plain
 predicate over spec states, `name(config, state) -> str | None` like `spec.invariants`
 (None when it holds, else where it fails), checked on every reachable state by the tests, and
-mirrored in Z3 by `model_check.symbolic_lemmas` under the same name.
+mirrored in Z3 by `model_check.prove.lemmas` under the same name.
 
 What is here: the well-formedness and monotonicity layer the proof attempts rest on, the
 values layer (values, responses, down and unregistered brokers) and the first lemmas of the
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spec.actions import _truncate_to_epoch_answer
+from spec.actions import truncate_to_epoch_answer
 from spec.config import Config
-from spec.invariants import _log_has
+from spec.invariants import log_has
 from spec.state import (
     NO_LEADER,
     UNKNOWN,
@@ -856,7 +856,7 @@ def PurgatoryInLog(config: Config, s: Cluster) -> str | None:
         if r.purgatory and r.leader != b:
             return f"broker {b} parks writes without leading"
         for w in r.purgatory:
-            if not _log_has(r.log, w.offset, w.value):
+            if not log_has(r.log, w.offset, w.value):
                 have = str(r.log[w.offset]) if w.offset < len(r.log) else "nothing"
                 return f"broker {b} parks v{w.value} at {w.offset}, its log has {have}"
     return None
@@ -933,7 +933,7 @@ def FollowedLeaderHoldsDelivered(config: Config, s: Cluster) -> str | None:
         if lr.leader != b or lr.leader_epoch != rf.leader_epoch:
             continue
         for w in _delivered(config, s):
-            if not _log_has(lr.log, w.offset, w.value):
+            if not log_has(lr.log, w.offset, w.value):
                 return (f"leader {b}, which ISR member {f} follows, lacks delivered "
                         f"v{w.value} at {w.offset}")
     return None
@@ -992,13 +992,13 @@ def HighWatermarkAtReach(config: Config, s: Cluster) -> str | None:
     (LoneLeaderKeepsPartition), and what it records for a follower that has since lost its
     tail is already below its HW, where losing it is excused.
     """
-    from spec.actions import _next_high_watermark
+    from spec.actions import next_high_watermark
 
     for b, r in enumerate(s.replicas[0]):
         if not (s.alive[b] and r.leader == b and r.isr):
             continue
         # The HW the leader's next advance would give it (spec.actions), over what it records.
-        reach = _next_high_watermark(config, r, b, r.remote_log_end_offset)
+        reach = next_high_watermark(config, r, b, r.remote_log_end_offset)
         if r.high_watermark < reach:
             return f"leader {b} has HW {r.high_watermark}, below {reach} over its ISR view"
     return None
@@ -1206,7 +1206,7 @@ def run_start(before: Cluster, after: Cluster, run: int) -> int:
     """The ghost `run` (the leader epoch since which every epoch has named the controller's
     leader) after a step from `before` to `after`: a new leader epoch with another leader
     starts a new run. The concrete state does not keep it; a search that does carries it
-    along each path (`model_check.model.RunGhostModel`)."""
+    along each path (`model_check.explore.model.RunGhostModel`)."""
     old, new = before.controller.partitions[0], after.controller.partitions[0]
     if new.leader_epoch != old.leader_epoch and new.leader != old.leader:
         return new.leader_epoch
@@ -1461,7 +1461,7 @@ def _isr_cuts(config: Config, s: Cluster):
         m = _takes(config, s, f, "diverging")
         if m is not None:
             row = s.replicas[0][f]
-            yield f, _truncate_to_epoch_answer(row, m.epoch, m.end_offset)[0].log_end_offset
+            yield f, truncate_to_epoch_answer(row, m.epoch, m.end_offset)[0].log_end_offset
 
 
 def DivergingAnswersSpareCommitted(config: Config, s: Cluster) -> str | None:

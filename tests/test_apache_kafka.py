@@ -20,8 +20,8 @@ import pytest
 from apache_kafka.cluster import KafkaCluster, KafkaClusterError, KafkaSettings
 from apache_kafka.install import KAFKA_VERSION, POM, InstallError, cache_dir, classpath
 from apache_kafka.netns import Network, namespaces, root_links, sweep
-from model_check.history import check_history, load_history
-from model_check.kafka_runs import kafka_batch, kafka_run, read_back_logs
+from model_check.conformance.history import check_history, load_history
+from model_check.conformance.kafka_runs import kafka_batch, kafka_run, read_back_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root "

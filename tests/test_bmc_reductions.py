@@ -24,10 +24,9 @@ import random
 import pytest
 import z3
 
-from model_check import symbolic as sym
-from model_check.houdini import breadth_first
-from model_check.model import state_to_json
-from model_check.prove import (
+from model_check.explore.model import state_to_json
+from model_check.prove import symbolic as sym
+from model_check.prove.engine import (
     _BitVectors,
     _int_bounds,
     _IntModel,
@@ -36,6 +35,7 @@ from model_check.prove import (
     int_range,
     kind_ranges,
 )
+from model_check.prove.houdini import breadth_first
 from spec import VARIANTS, Config, initial_state, step
 from spec.actions import NotEnabled, successors
 

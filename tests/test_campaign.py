@@ -11,8 +11,8 @@ import pytest
 from impl.config import BUGS, ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main
-from model_check.campaign import promises_durability, run_campaign
-from model_check.mutants import (
+from model_check.conformance.campaign import promises_durability, run_campaign
+from model_check.conformance.mutants import (
     DIRECTED,
     MUTANT_SETTINGS,
     caught_by,
@@ -133,7 +133,7 @@ def test_a_failing_run_keeps_its_traces_and_exits_1(tmp_path, capsys):
 def test_every_seeded_bug_is_caught_within_200_runs(bug):
     assert bug in MUTANT_SETTINGS
     if bug in DIRECTED:
-        # Random runs do not reach this one (model_check/mutants.py): the directed run of the
+        # Random runs do not reach this one (model_check/conformance/mutants.py): the directed run of the
         # spec's counterexample does, and replay against the variant refuses the expansion.
         runs, how = directed_catch(bug)
         assert runs == 1 and "spec refuses LeaderExpandIsr" in how, how

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from isrlab.cli import main
-from model_check.explorer import collision_probability, explore, simulate
-from model_check.model import KafkaModel
-from model_check.replay import spec_config
-from model_check.tla_compat import TlaCompatModel
+from model_check.conformance.replay import spec_config
+from model_check.explore.explorer import collision_probability, explore, simulate
+from model_check.explore.model import KafkaModel
+from model_check.explore.tla_compat import TlaCompatModel
 from spec import VARIANTS, Config, initial_state, step
 from spec.config import Variant
 from spec.invariants import violations
@@ -190,7 +190,7 @@ def test_two_workers_give_identical_results(variant):
 
 
 def test_claims_tell_a_new_state_from_one_claimed_already():
-    from model_check.explorer import _Claims
+    from model_check.explore.explorer import _Claims
 
     claims = _Claims(bits=4)
     mine = np.array([3, 19, 35, -7], dtype=np.int64)  # 3, 19 and 35 start at the same slot
@@ -209,7 +209,7 @@ def test_claims_from_several_processes_leave_every_new_state_a_holder():
     # table (collisions, slot reuse), level by level: each new state is NEW to at least one.
     import multiprocessing
 
-    from model_check.explorer import _Claims
+    from model_check.explore.explorer import _Claims
 
     levels, per, workers = 30, 120, 4
     fps = np.random.default_rng(5).choice(np.arange(-10 ** 6, 10 ** 6, dtype=np.int64),
@@ -250,7 +250,7 @@ def test_claims_from_several_processes_leave_every_new_state_a_holder():
 
 
 def test_shares_follow_speed_but_never_starve_a_worker():
-    from model_check.explorer import _shares
+    from model_check.explore.explorer import _shares
 
     assert _shares(10, [1.0, 1.0, 1.0]) == [4, 3, 3]
     assert _shares(900, [2.0, 1.0]) == [600, 300]
@@ -263,7 +263,7 @@ def test_a_state_two_workers_find_in_one_level_is_built_by_one():
     # Two expanders sharing claims, as forked workers do, expand the same states: the second
     # reports every successor with its parent and index (the coordinator keeps the smallest)
     # but holds none, so none is built or checked twice.
-    from model_check.explorer import _Claims, _Expander, _merge_level, _Tree
+    from model_check.explore.explorer import _Claims, _Expander, _merge_level, _Tree
 
     config = Config(variant=VARIANTS["current"], brokers=2, max_records=1, max_leader_epochs=2)
     model = KafkaModel(config)
@@ -284,10 +284,10 @@ def test_a_state_two_workers_find_in_one_level_is_built_by_one():
 
 
 def test_the_compiled_expander_is_this_explorer_py_and_searches_the_same(monkeypatch, tmp_path):
-    from model_check import compiled, explorer
+    from model_check.explore import compiled, explorer
 
     module = compiled.load_explorer()
-    assert module is not None, "model_check._explorer_c is absent or stale: `make install`"
+    assert module is not None, "model_check.explore._explorer_c is absent or stale: `make install`"
     assert explorer._Expander is module._Expander is not explorer.PythonExpander
     config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
                     max_leader_epochs=2, max_crashes=1)
@@ -306,7 +306,7 @@ def test_the_compiled_expander_is_this_explorer_py_and_searches_the_same(monkeyp
 
 
 def test_auto_workers_fork_at_a_large_level_and_search_the_same(monkeypatch):
-    from model_check import explorer
+    from model_check.explore import explorer
 
     monkeypatch.setattr(explorer, "AUTO_WORKERS", 2)
     monkeypatch.setattr(explorer, "AUTO_LEVEL", 200)
@@ -371,7 +371,7 @@ def test_each_state_s_parent_is_its_smallest_position_and_index(model, workers, 
     # the one expanding by position gives.
     import numpy as np
 
-    from model_check import explorer
+    from model_check.explore import explorer
 
     trees = []
 

@@ -1,4 +1,4 @@
-"""The client-level conformance suite (model_check/conformance.py): what the reference broker
+"""The client-level conformance suite (model_check/conformance/wire_suite.py): what the reference broker
 answers each step, that a broker answering otherwise is reported, and the two door changes
 the suite found against Apache Kafka (an acks=0 refusal closes the connection; ListOffsets
 earliest carries the first record's epoch). bench/conformance_bench.py sets the same steps
@@ -13,7 +13,7 @@ from impl.kafka.codec import parse_request
 from impl.kafka.door import KafkaDoor, earliest_epoch
 from impl.protocol.broker import BrokerCore
 from impl.protocol.meta import MetaCore
-from model_check.conformance import (
+from model_check.conformance.wire_suite import (
     FETCH,
     GROUPS,
     PRODUCE,

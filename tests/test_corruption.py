@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main
-from model_check.corrupt import KINDS, Files, read_run, write_run
+from model_check.conformance.corrupt import KINDS, Files, read_run, write_run
 
 pytestmark = pytest.mark.xdist_group("test_corruption")  # one worker builds its shared fixtures
 

@@ -1,4 +1,4 @@
-"""Coverage both ways (model_check/coverage.py, `isrlab coverage`): the spec graph's states and
+"""Coverage both ways (model_check/conformance/coverage.py, `isrlab coverage`): the spec graph's states and
 actions that directed runs and random campaigns make the reference broker reach."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from impl.config import ClusterConfig
 from isrlab.cli import main
-from model_check import coverage
-from model_check.drive import Driver
+from model_check.conformance import coverage
+from model_check.conformance.drive import Driver
 from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import step

@@ -1,4 +1,4 @@
-"""`isrlab drive`: spec schedules imposed on the reference broker (model_check/drive.py).
+"""`isrlab drive`: spec schedules imposed on the reference broker (model_check/conformance/drive.py).
 
 Each catalogue bug the broker can follow is driven through the broker of the buggy setting,
 where the client history shows the loss, and through the fixed one, where the same schedule is

@@ -1,8 +1,8 @@
-"""The flat encoding (model_check.flat) against the reference spec: on walks of several
+"""The flat encoding (model_check.explore.flat) against the reference spec: on walks of several
 configs, every state has the same enabled actions in the same order, the same next states and
 the same invariant verdicts; whole searches give the same counts; a mutant of the flat
 handlers or invariants is caught by the same comparison. The walks and whole searches are
-made with the module as Python and as compiled by Cython (`model_check.compiled`, which
+made with the module as Python and as compiled by Cython (`model_check.explore.compiled`, which
 `make install` builds), which the explorer runs."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model_check import compiled, flat
-from model_check.explorer import explore
-from model_check.flat import FlatKafka, FlatKafkaModel, decode, encode, problem
-from model_check.model import KafkaModel
+from model_check.explore import compiled, flat
+from model_check.explore.explorer import explore
+from model_check.explore.flat import FlatKafka, FlatKafkaModel, decode, encode, problem
+from model_check.explore.model import KafkaModel
 from spec import INVARIANTS, VARIANTS, Config, initial_state
 from spec.actions import successors
 from spec.state import Record, Replica, replace
@@ -59,7 +59,7 @@ def _built():
 
 @pytest.fixture(params=["python", "compiled"])
 def module(request):
-    """model_check.flat as Python, or as compiled from the same source."""
+    """model_check.explore.flat as Python, or as compiled from the same source."""
     return flat if request.param == "python" else _built()
 
 
@@ -254,7 +254,7 @@ def test_an_edited_flat_py_is_not_run_from_an_older_build(tmp_path, monkeypatch,
 def test_the_build_command_refuses_an_unknown_flag(capsys):
     assert compiled.main(["--fast"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "usage: python -m model_check.compiled" in err
+    assert err.count("\n") == 1 and "usage: python -m model_check.explore.compiled" in err
 
 
 def test_without_a_build_the_search_runs_python(monkeypatch, capsys):
@@ -323,7 +323,7 @@ def test_same_counterexample_in_every_process(tmp_path):
     import subprocess
     import sys
 
-    code = ("from model_check.flat import FlatKafkaModel; from model_check.explorer import "
+    code = ("from model_check.explore.flat import FlatKafkaModel; from model_check.explore.explorer import "
             "explore; from spec import Config, VARIANTS; v = explore(FlatKafkaModel(Config("
             "variant=VARIANTS['hw-truncation'], brokers=2, max_records=2, max_leader_epochs=3"
             "))).violation; print([str(a) for a, _ in v.trace[1:]])")
@@ -370,13 +370,13 @@ def _flat_replica(r: Replica) -> tuple:
 @settings(max_examples=300, deadline=None)
 @given(_replicas(), st.integers(-1, 7), st.integers(-1, 7))
 def test_epoch_helpers_answer_as_the_spec(r, epoch, end):
-    from spec.actions import _truncate_to_epoch_answer
+    from spec.actions import truncate_to_epoch_answer
 
     # (The epoch-cache answers and assign_epoch are spec/state.py's own functions, called
     # by both encodings: only the tuple-side truncations are compared.)
     fr = _flat_replica(r)
     assert flat._truncated(fr, max(end, 0)) == _flat_replica(r.truncated_to(max(end, 0)))
-    ref, done = _truncate_to_epoch_answer(r, epoch, max(end, 0))
+    ref, done = truncate_to_epoch_answer(r, epoch, max(end, 0))
     got, finished = flat._truncate_to_epoch_answer(fr, epoch, max(end, 0))
     assert (got, finished) == (_flat_replica(ref), done)
 

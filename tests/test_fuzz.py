@@ -1,4 +1,4 @@
-"""The Hypothesis state machine generated from the spec (model_check.fuzz).
+"""The Hypothesis state machine generated from the spec (model_check.explore.fuzz).
 
 It must pass on `current` (small and large configs), and must find the known HW-truncation
 loss (B1, KAFKA-1211) on `hw-truncation`, as a transcript that `isrlab scenario` replays.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
-from model_check.fuzz import (
+from model_check.explore.fuzz import (
     FuzzResult,
     command_line,
     config_for_fuzz,
@@ -20,7 +20,7 @@ from model_check.fuzz import (
     transcript,
     transcript_expressible,
 )
-from model_check.scenario import parse, run_file, run_text
+from model_check.explore.scenario import parse, run_file, run_text
 from spec import ACTION_TYPES, INVARIANTS, VARIANTS, Config
 from spec.actions import LeaderShrinkIsr, ProducerSend, Tick
 

@@ -1,11 +1,11 @@
-"""Guided search (model_check/guided.py): it covers the same states as BFS when it runs to the
+"""Guided search (model_check/explore/guided.py): it covers the same states as BFS when it runs to the
 end, its counterexamples are real paths of the spec, and the features are what take it deep."""
 
 from __future__ import annotations
 
-from model_check.explorer import explore
-from model_check.guided import guided_search
-from model_check.model import KafkaModel
+from model_check.explore.explorer import explore
+from model_check.explore.guided import guided_search
+from model_check.explore.model import KafkaModel
 from spec import VARIANTS, Config, initial_state, step
 from spec.invariants import INVARIANTS
 

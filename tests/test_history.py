@@ -11,7 +11,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from model_check.history import (
+from model_check.conformance.history import (
     KINDS,
     Anomaly,
     Event,
@@ -579,7 +579,7 @@ def test_swapping_the_ack_offsets_of_two_sequential_writes_is_a_reordering(run, 
     ('{"kind":"history","x":"' + "y" * (2 << 20) + '"}', "line over 1048576 characters"),
 ])
 def test_a_hostile_line_is_a_history_error_naming_it(tmp_path, line, reason):
-    from model_check.history import HistoryError, load_history
+    from model_check.conformance.history import HistoryError, load_history
 
     header = json.dumps({"kind": "header", "format": FORMAT, "node": "producer", "run": "r",
                          "seed": 1, "mode": "sim", "commit": "c",

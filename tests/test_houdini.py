@@ -1,4 +1,4 @@
-"""Lemma inference (`model_check.houdini`): each candidate's two forms agree, the reachable-state
+"""Lemma inference (`model_check.prove.houdini`): each candidate's two forms agree, the reachable-state
 filter drops candidates that some run breaks, and the solver drops what is not inductive."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import z3
 
-from model_check import houdini as H
-from model_check import symbolic as sym
+from model_check.prove import houdini as H
+from model_check.prove import symbolic as sym
 from spec import Config
 
 CONFIG = Config(brokers=3)
@@ -66,7 +66,7 @@ def test_the_solver_drops_a_candidate_that_a_step_breaks_and_keeps_one_it_cannot
     epoch staying at or below the controller's. (Nor can it break `hw <= leo` when the leader's
     remote LEOs are not known to be at most its own: a lemma is inductive only relative to
     others, which the search finds together.)"""
-    from model_check.symbolic_lemmas import STRUCTURE
+    from model_check.prove.lemmas import STRUCTURE
 
     cands = {c.name: c for c in H.candidates(3)}
     ind = H._Induction(CONFIG, [], list(STRUCTURE), cache_slots=3, timeout_ms=20_000)

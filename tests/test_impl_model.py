@@ -15,7 +15,7 @@ deadline order; crash a broker (kill -9: the unflushed tail is lost, with a torn
 chosen size) and restart it; flush a broker; produce a write; let the consumer poll now.
 
 After every rule the new trace lines go through the replay's refinement mapping
-(`model_check.replay.IncrementalReplay`) into the spec; the machine fails at the first
+(`model_check.conformance.replay.IncrementalReplay`) into the spec; the machine fails at the first
 divergence, and on the safe config (acks=all, min.insync.replicas=2, clean election, `current`)
 when any spec invariant fails in the replayed state.
 
@@ -50,8 +50,8 @@ from hypothesis.stateful import (
 
 from impl.config import ClusterConfig
 from impl.sim import header_config
-from model_check.drive import DrivenCluster
-from model_check.replay import IncrementalReplay, ReplayResult, format_result
+from model_check.conformance.drive import DrivenCluster
+from model_check.conformance.replay import IncrementalReplay, ReplayResult, format_result
 
 REGRESSIONS = Path(__file__).parent / "testdata" / "impl_model_regressions"
 SAFE = ClusterConfig()  # 3 brokers, acks=all, min.insync.replicas=2, clean election, current

@@ -1,6 +1,6 @@
 """Real Kafka clients (kafka-python, confluent-kafka, aiokafka) against the TCP cluster: each
 produces and reads back, the brokers' traces replay against the spec, and the clients'
-histories are checked (model_check/kafka_runs.py)."""
+histories are checked (model_check/conformance/kafka_runs.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import time
 import pytest
 
 from impl.kafka.clients import CLIENTS
-from model_check.kafka_runs import kafka_run
-from model_check.replay import load_run, replay_run
+from model_check.conformance.kafka_runs import kafka_run
+from model_check.conformance.replay import load_run, replay_run
 
 # Real processes on real sockets with timeouts: run alone, not beside a second test worker
 # (make test runs these after the parallel part).

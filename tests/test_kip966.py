@@ -14,9 +14,9 @@ from impl.config import ClusterConfig
 from impl.protocol import meta
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main
-from model_check.campaign import run_campaign
-from model_check.policies import POLICIES, policy_of, timeline
-from model_check.replay import format_result, load_texts, replay_run
+from model_check.conformance.campaign import run_campaign
+from model_check.conformance.policies import POLICIES, policy_of, timeline
+from model_check.conformance.replay import format_result, load_texts, replay_run
 
 ELR = ClusterConfig(eligible_leader_replicas_enable=True)
 # One isr-kill in 30 s: followers cut off one by one, then the lone ISR member loses power.

@@ -204,3 +204,153 @@ def test_apache_kafka_is_judged_from_the_outside():
     assert len(paths) >= 3
     for path in paths:
         assert project_imports(path) <= {"apache_kafka", "vocab"}, path
+
+
+# model_check: three rooms by what a check runs against ------------------------------------------
+
+SOURCES = ("vocab", "spec", "impl", "model_check", "pyspark_harness", "isrlab", "apache_kafka",
+           "bench")
+# What each subpackage of model_check may import of the project (itself included).
+MODEL_CHECK_RULES = {
+    "model_check.explore": {"spec", "vocab", "model_check.explore"},
+    "model_check.prove": {"spec", "vocab", "model_check.explore", "model_check.prove"},
+    "model_check.conformance": {"spec", "impl", "vocab", "pyspark_harness",
+                                "model_check.explore", "model_check.conformance"},
+}
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules(root: Path = ROOT, top: tuple[str, ...] = SOURCES) -> dict[str, Path]:
+    return {module_name(p, root): p for d in top for p in sorted((root / d).rglob("*.py"))}
+
+
+def import_edges(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules a file imports, wherever the import stands (in a function too):
+    `from a.b import c` names a.b.c when that is a module, else a.b."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in modules:
+                    found.add(full)
+                elif node.module in modules:
+                    found.add(node.module)
+    return found
+
+
+def import_graph(root: Path = ROOT, top: tuple[str, ...] = SOURCES) -> dict[str, set[str]]:
+    modules = project_modules(root, top)
+    graph = {name: import_edges(path, modules) - {name} for name, path in modules.items()}
+    for name in graph:  # a package's __init__ re-exporting its modules is not a cycle
+        graph[name] = {m for m in graph[name] if not name.startswith(m + ".")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    # Imports placed inside functions count: a cycle hidden there is still a cycle.
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_can_fail(tmp_path):
+    pkg = tmp_path / "model_check" / "explore"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from model_check.explore.b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from model_check.explore import a\n")
+    (pkg / "c.py").write_text("import model_check.explore.a\n")
+    assert cycles(import_graph(tmp_path, ("model_check",))) == [
+        ["model_check.explore.a", "model_check.explore.b"]]
+
+
+def owner(module: str) -> str:
+    """The room a module belongs to: a model_check subpackage, else its top-level package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "model_check" else parts[0]
+
+
+def test_model_check_is_three_subpackages_with_their_import_rules():
+    top = sorted(p.name for p in (ROOT / "model_check").iterdir()
+                 if p.suffix == ".py" or (p.is_dir() and p.name != "__pycache__"))
+    assert top == ["__init__.py", "conformance", "explore", "prove"]
+    graph = import_graph()
+    broken = {m: sorted(owner(d) for d in deps if owner(d) not in MODEL_CHECK_RULES[owner(m)])
+              for m, deps in graph.items() if owner(m) in MODEL_CHECK_RULES}
+    assert {m: d for m, d in broken.items() if d} == {}
+    # Only the campaign hands its corpus to Spark.
+    spark = sorted(m for m, deps in graph.items()
+                   if m.startswith("model_check") and any(owner(d) == "pyspark_harness"
+                                                          for d in deps))
+    assert spark == ["model_check.conformance.campaign"]
+    # Nothing outside model_check.conformance (the command line and benches aside) reads both
+    # descriptions of the protocol.
+    both = sorted(m for m, deps in graph.items()
+                  if {"spec", "impl"} <= {owner(d) for d in deps}
+                  and owner(m) not in ("model_check.conformance", "isrlab", "bench"))
+    assert both == []
+
+
+def test_each_model_check_subpackage_opens_with_a_theory_of_operation():
+    for name in MODEL_CHECK_RULES:
+        path = ROOT / name.replace(".", "/") / "__init__.py"
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        assert len(doc.split()) >= 80, f"{path}: a short docstring"
+
+
+def test_the_import_rules_can_fail():
+    graph = {"model_check.explore.model": {"model_check.prove.por", "spec.state"}}
+    assert sorted(owner(d) for d in graph["model_check.explore.model"]
+                  if owner(d) not in MODEL_CHECK_RULES["model_check.explore"]) == [
+        "model_check.prove"]
+
+
+def test_no_room_holds_a_quarter_of_the_code():
+    lines: dict[str, int] = {}
+    for name, path in project_modules().items():
+        room = owner(name)
+        lines[room] = lines.get(room, 0) + len(path.read_text(encoding="utf-8").splitlines())
+    total = sum(lines.values())
+    assert {room: n for room, n in lines.items() if n >= total / 4} == {}
+
+
+def test_no_module_imports_a_private_name_of_another():
+    offenders = {str(p.relative_to(ROOT)): private_imports(p)
+                 for p in project_modules().values()}
+    assert {name: found for name, found in offenders.items() if found} == {}

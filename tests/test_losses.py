@@ -10,8 +10,8 @@ import pytest
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cmd_cluster import losses_note
-from model_check.campaign import CampaignResult, format_summary, run_one
-from model_check.losses import run_losses
+from model_check.conformance.campaign import CampaignResult, format_summary, run_one
+from model_check.conformance.losses import run_losses
 
 pytestmark = pytest.mark.xdist_group("test_losses")  # one worker builds its shared fixtures
 

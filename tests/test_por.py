@@ -1,4 +1,4 @@
-"""Partial-order reduction (model_check.por): the reduced search finds exactly the states of
+"""Partial-order reduction (model_check.prove.por): the reduced search finds exactly the states of
 the full one, each at the same depth, and the full search's counterexample state at the same
 length; a wrong independence relation is caught by the same comparison, and a step's instance
 is the one the Z3 encoding names."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from model_check import symbolic as sym
-from model_check.explorer import explore
-from model_check.houdini import random_walks
-from model_check.model import KafkaModel
-from model_check.por import Reduction, problem
+from model_check.explore.explorer import explore
+from model_check.explore.model import KafkaModel, RunGhostModel
+from model_check.prove import symbolic as sym
+from model_check.prove.houdini import random_walks
+from model_check.prove.por import Reduction, problem
 from spec import INVARIANTS, VARIANTS, Config, initial_state, step
 from spec.actions import successors
 
@@ -37,10 +37,10 @@ def _levels(model: KafkaModel, reduce: bool, depth: int | None = None,
     def seen(p: dict) -> None:
         levels.append(p["distinct"])
 
-    if reduction is not None:
-        model.reduction = lambda: reduction  # a mutant relation, for this search only
-    result = explore(model, reduce=reduce, progress=seen, check_invariants=False,
-                     max_depth=depth)
+    if reduce and reduction is None:
+        reduction = Reduction(model.config)
+    result = explore(model, reduction=reduction if reduce else None, progress=seen,
+                     check_invariants=False, max_depth=depth)
     return result.result, levels, result.generated_states
 
 
@@ -59,7 +59,8 @@ def test_the_reduced_search_finds_every_state_at_its_depth(name):
     if name in TWO_WORKERS:
         # A state two workers both reach must keep only what both rule out: the coordinator
         # ANDs their masks. Counts per depth equal the full search's, as with one worker.
-        two = explore(KafkaModel(config), reduce=True, workers=2, check_invariants=False,
+        two = explore(KafkaModel(config), reduction=Reduction(config), workers=2,
+                      check_invariants=False,
                       max_depth=depth)
         assert two.distinct_states == full[1][-1]
         assert two.generated_states < 0.85 * full[2]
@@ -86,7 +87,7 @@ def test_the_reduced_search_gives_a_shortest_counterexample_that_replays():
     config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
                     max_leader_epochs=2, max_crashes=1)
     full = explore(KafkaModel(config))
-    reduced = explore(KafkaModel(config), reduce=True)
+    reduced = explore(KafkaModel(config), reduction=Reduction(config))
     assert full.result == reduced.result == "violation"
     assert reduced.violation.invariant == full.violation.invariant == "NoCommittedDataLoss"
     assert len(reduced.violation.trace) == len(full.violation.trace)
@@ -131,14 +132,22 @@ def test_configs_the_encoding_lacks_are_refused(changes, word):
     config = Config(brokers=3, **changes)
     assert word in problem(config)
     with pytest.raises(ValueError, match="partial-order reduction"):
-        explore(KafkaModel(config), reduce=True, max_states=10)
+        Reduction(config)
+
+
+def test_a_reduction_is_refused_for_another_model_or_config():
+    config = CONFIGS["current-2"][0]
+    with pytest.raises(ValueError, match="another config"):
+        explore(KafkaModel(config.replace(max_crashes=0)), reduction=Reduction(config))
+    with pytest.raises(ValueError, match="has none"):
+        explore(RunGhostModel(config), reduction=Reduction(config))
 
 
 def test_two_workers_report_the_same_counterexample():
     config = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1,
                     max_leader_epochs=2, max_crashes=1)
-    one = explore(KafkaModel(config), reduce=True)
-    two = explore(KafkaModel(config), reduce=True, workers=2)
+    one = explore(KafkaModel(config), reduction=Reduction(config))
+    two = explore(KafkaModel(config), reduction=Reduction(config), workers=2)
     assert [label for label, _ in two.violation.trace] == [label for label, _ in one.violation.trace]
     assert two.violation.trace[-1][1] == one.violation.trace[-1][1]
 
@@ -151,7 +160,7 @@ def test_the_coordinator_ands_the_masks_of_a_state_two_workers_found():
 
     import numpy as np
 
-    from model_check.explorer import _merge_level, _Tree
+    from model_check.explore.explorer import _merge_level, _Tree
 
     tree = _Tree()
     tree.add_level([7], [-1], [0])

@@ -6,7 +6,7 @@ import io
 import json
 
 from isrlab.cli import main
-from model_check.progress import Progress, campaign_progress, search_progress
+from model_check.explore.progress import Progress, campaign_progress, search_progress
 
 
 class _Outcome:

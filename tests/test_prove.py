@@ -13,9 +13,9 @@ import pytest
 
 import spec.actions as actions
 from isrlab.cli import main
-from model_check.explorer import explore
-from model_check.model import KafkaModel
-from model_check.prove import bmc, induction, replay, summary, violation
+from model_check.explore.explorer import explore
+from model_check.explore.model import KafkaModel
+from model_check.prove.engine import bmc, induction, replay, summary, violation
 from spec import VARIANTS, Config, initial_state, step
 from spec.invariants import violations
 from spec.lemmas import LEMMAS
@@ -88,7 +88,7 @@ def test_bmc_reports_no_violation_below_the_shortest_depth():
 
 
 def test_replay_rejects_a_trace_the_spec_does_not_produce(b10_found):
-    from model_check.prove import ReplayMismatch, Step
+    from model_check.prove.engine import ReplayMismatch, Step
 
     found = b10_found
     forged = list(found.trace)
@@ -127,8 +127,8 @@ def test_induction_reports_a_verdict_for_every_action_instance():
     # `current`, 2 brokers, unbounded: which steps the targets + lemmas are already inductive
     # for. Pinned so that a change to the encoding, the spec or a lemma shows up here (3
     # brokers, 31 of 64, is printed by bench/prove_bench.py).
-    from model_check.prove import TARGETS
-    from model_check.symbolic_lemmas import STRUCTURE
+    from model_check.prove.engine import TARGETS
+    from model_check.prove.lemmas import STRUCTURE
 
     config = Config(brokers=2, variant=VARIANTS["current"])
     outcome = induction(config, list(TARGETS), list(STRUCTURE), classify=False)
@@ -230,8 +230,8 @@ def _z3_breaks(config):
     some witness) in `state`'s representation, with the ghost `c_run` at `run` if given."""
     import z3
 
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import LEMMAS as SYMBOLIC
 
     shape = sym.make_shape(config, bounded=False, cache_slots=3)
     x, t = sym.fresh_state(shape, "x."), z3.Int("t")
@@ -661,7 +661,7 @@ def test_the_answer_lemmas_can_fail_in_both_forms():
     # (0,1); in the diverging cases it leads epoch 1 over (0,1) (1,2) and follower 1, at
     # epoch 1 too, holds (0,1) (0,3) and is answered: epoch 0 ends at 1.
 
-    from model_check.symbolic_lemmas import ANSWERS
+    from model_check.prove.lemmas import ANSWERS
     from spec.lemmas import (
         AnswersWithinView,
         DivergingAnswersFitFollower,
@@ -768,9 +768,9 @@ def test_the_snapshot_lemmas_can_fail():
     # with HW 2 and answers follower 1, which holds (0,1), with (0,2) from offset 1.
     import z3
 
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
-    from model_check.symbolic_lemmas import SNAPSHOTS
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import LEMMAS as SYMBOLIC
+    from model_check.prove.lemmas import SNAPSHOTS
     from spec.lemmas import CacheMatchesLog
     from spec.state import FetchResponse, Record, replace
 
@@ -847,9 +847,9 @@ def test_the_run_lemma_holds_where_the_ghost_is_carried(monkeypatch):
     # holds on the first 60,000 of them; asked of every follower, current or not (a mutant
     # without the ISR or broker-epoch condition), it is false: a follower that crashed and
     # registered again leaves a stale record behind.
-    import model_check.model
+    import model_check.explore.model
     import spec.lemmas as spec_lemmas
-    from model_check.model import RunGhostModel
+    from model_check.explore.model import RunGhostModel
 
     config = _run_lemma_config()
 
@@ -877,7 +877,7 @@ def test_the_run_lemma_holds_where_the_ghost_is_carried(monkeypatch):
     assert "whose view is of epoch -1" in unsessioned.violation.detail
     # With the ghost never restarted, a run spans leaders, and another leader's records and
     # empty epochs fall inside it, and so do the answers it gave before it truncated.
-    monkeypatch.setattr(model_check.model, "run_start", lambda before, after, run: 0)
+    monkeypatch.setattr(model_check.explore.model, "run_start", lambda before, after, run: 0)
     for name, says in (("RunLeaderHoldsItsEpochs", "which leader"),
                        ("RunEpochsLedByLeader", "on is led by"),
                        ("RunAnswersFromLeader", "holds records leader 0")):
@@ -938,8 +938,8 @@ def test_the_run_ghost_is_inductive_with_the_history_layer(monkeypatch):
     # layer it is checked by being proved: every action instance preserves it. A controller
     # that never starts a new run (the ghost kept when another broker takes the lead) breaks
     # it at each of its steps that can change the leader.
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import HISTORY
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import HISTORY
 
     outcome = induction(Config(brokers=2), ["HistoryRun"], list(HISTORY), classify=False)
     assert outcome.result == "proved" and len(outcome.actions) == 38
@@ -956,7 +956,7 @@ def test_a_new_leader_epoch_names_a_new_leader():
     # by being proved. Where the controller also raises the epoch when it shrinks the ISR
     # (`current` with that rule of older variants on, as ZooKeeper-era Kafka did), the leader
     # stays into the next epoch and the lemma breaks at the failure steps that shrink it.
-    from model_check.symbolic_lemmas import HISTORY
+    from model_check.prove.lemmas import HISTORY
 
     outcome = induction(Config(brokers=2), ["NewEpochNewLeader"], list(HISTORY), classify=False)
     assert outcome.result == "proved" and len(outcome.actions) == 38
@@ -976,8 +976,8 @@ def test_a_reelected_leader_needs_the_run_ghost_or_a_new_leader_per_epoch(monkey
     # backed, NewEpochNewLeader that a leader is never told of the very next epoch (the fix
     # resets a leader told of a later one). Without the fix the CTI is B11
     # (docs/protocol.md): a leader that missed another's epoch keeps them.
-    from model_check.prove import TARGETS
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove.engine import TARGETS
+    from model_check.prove.lemmas import proof_lemmas
 
     fixed = Config(brokers=2, variant=_run_lemma_config().variant)
     lemmas = proof_lemmas(list(TARGETS), fixed)
@@ -1004,14 +1004,14 @@ def _only(monkeypatch, *names: str, brokers: tuple | None = None) -> None:
 
 def _keep(monkeypatch, wanted) -> None:
     """Restrict induction to the action instances `wanted` accepts."""
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
 
     table = sym.action_table
     monkeypatch.setattr(sym, "action_table", lambda shape: [i for i in table(shape) if wanted(i)])
 
 
 def _values_lemmas() -> list[str]:
-    from model_check.symbolic_lemmas import HISTORY, STRUCTURE, VALUES
+    from model_check.prove.lemmas import HISTORY, STRUCTURE, VALUES
 
     return [*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *VALUES]
 
@@ -1028,7 +1028,7 @@ def test_a_restart_is_inductive_for_the_data_invariants(monkeypatch):
 
 
 def _down_lemmas(with_down: bool) -> list[str]:
-    from model_check.symbolic_lemmas import HISTORY, STRUCTURE
+    from model_check.prove.lemmas import HISTORY, STRUCTURE
 
     return [*STRUCTURE, *HISTORY, "HistoryLeaderInIsr", *(["DownBrokerReset"] * with_down)]
 
@@ -1048,7 +1048,7 @@ def test_a_restart_needs_the_down_broker_lemma(monkeypatch):
 def test_the_proof_fails_on_a_crash_that_keeps_the_view(monkeypatch):
     # A mutant encoding: a crash keeps the broker's view (leader, epochs, ISR). The crash
     # step, inductive with the real crash, must fail naming DownBrokerReset.
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
 
     _only(monkeypatch, "BrokerCrash")
     outcome = induction(Config(brokers=2), PROVED, _down_lemmas(True), classify=False)
@@ -1058,7 +1058,7 @@ def test_the_proof_fails_on_a_crash_that_keeps_the_view(monkeypatch):
     def keeps_view(shape, s, a, b):
         guard, t = original(shape, s, a, b)
         r, kept = t.replicas[b], s.replicas[b]
-        return guard, sym._r(t, b, sym.dataclasses.replace(
+        return guard, sym.replaced_replica(t, b, sym.dataclasses.replace(
             r, leader=kept.leader, leader_epoch=kept.leader_epoch,
             partition_epoch=kept.partition_epoch, isr=kept.isr))
 
@@ -1099,7 +1099,7 @@ def test_cli_bmc_violation_exits_1_with_a_replayable_trace(capsys):
     trace = data["violation"]["trace"]
     assert trace[0]["action"] is None and len(trace) == 5
     assert all({"name", "answer", "seconds"} <= set(q) for q in data["queries"])
-    from model_check.model import state_to_json
+    from model_check.explore.model import state_to_json
 
     assert state_to_json(replay_json(config, trace)) == trace[-1]["state"]
 
@@ -1143,7 +1143,7 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
     # The default lemmas cost 60-100 s a run: hw-truncation and the guard mutant show that
     # they leave the proof failing; kip-101 and kip-320 reach the same classification
     # without them (bench/prove_bench.py --buggy runs all four with them).
-    from model_check.prove import PROBE_BOUNDS, TARGETS
+    from model_check.prove.engine import PROBE_BOUNDS, TARGETS
 
     rule = ["--without", without] if without else []
     code, data = run_json(capsys, "--variant", variant, *rule, "--induction", "--brokers", "2",
@@ -1155,7 +1155,7 @@ def test_cli_induction_on_a_buggy_variant_exits_1_with_a_real_run(capsys, varian
     chosen = VARIANTS[variant].with_rules(**{without: False}) if without else VARIANTS[variant]
     config = Config(variant=chosen, brokers=2).replace(**PROBE_BOUNDS)
     state = replay_json(config, cti["trace"])
-    from model_check.model import state_to_json
+    from model_check.explore.model import state_to_json
 
     assert state_to_json(state) == cti["post"] == cti["trace"][-1]["state"]
     assert [name for name, _ in violations(config, state)][:1] == ["NoCommittedDataLoss"]
@@ -1219,9 +1219,9 @@ def test_the_snapshot_layer_makes_a_follower_taking_an_answer_inductive(monkeypa
     # (docs/prove.md, "Snapshots"; the whole table is in bench/prove_bench.py). Without
     # SnapshotPrefix (the follower's log below the fetch offset is what the leader answered
     # from) the records case has CTIs again.
-    from model_check import symbolic as sym
-    from model_check.prove import TARGETS
-    from model_check.symbolic_lemmas import SNAPSHOT_LAYER, proof_lemmas
+    from model_check.prove import symbolic as sym
+    from model_check.prove.engine import TARGETS
+    from model_check.prove.lemmas import SNAPSHOT_LAYER, proof_lemmas
 
     table = sym.action_table
     monkeypatch.setattr(sym, "action_table", lambda shape: [
@@ -1267,8 +1267,8 @@ def test_cli_bad_usage_exits_2_with_one_line(capsys, argv):
 def test_cli_add_lemma_adds_to_the_default_set(monkeypatch):
     # What --add-lemma hands the induction: the default set, then the answers layer (once,
     # in its order) and a named lemma; --lemma replaces the default, --add-lemma still adds.
-    import model_check.prove
-    from model_check.symbolic_lemmas import ANSWERS, proof_lemmas
+    import model_check.prove.engine
+    from model_check.prove.lemmas import ANSWERS, proof_lemmas
 
     asked = []
 
@@ -1279,14 +1279,14 @@ def test_cli_add_lemma_adds_to_the_default_set(monkeypatch):
         asked.append(lemmas)
         raise Asked
 
-    monkeypatch.setattr(model_check.prove, "induction", induction)
+    monkeypatch.setattr(model_check.prove.engine, "induction", induction)
     common = ["prove", "--variant", "current", "--induction", "--brokers", "2"]
     for extra in (["--add-lemma", "answers", "--add-lemma", "EncodingWellFormed",
                    "--add-lemma", "answers"],
                   ["--lemma", "WellFormed", "--add-lemma", "AnswersWithinView"]):
         with pytest.raises(Asked):
             main([*common, *extra])
-    default = proof_lemmas(list(model_check.prove.TARGETS), Config(brokers=2))
+    default = proof_lemmas(list(model_check.prove.engine.TARGETS), Config(brokers=2))
     assert "EncodingWellFormed" in default and not set(ANSWERS) & set(default)
     assert asked == [[*default, *ANSWERS], ["WellFormed", "AnswersWithinView"]]
 
@@ -1305,7 +1305,7 @@ def verdicts_of(outcome):
 def test_cli_proves_three_invariants_for_current(capsys):
     # Unbounded offsets and epochs, 3 brokers; the lemmas are the history layer their proofs
     # need (chosen when none are named), and each lemma is proved with them.
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove.lemmas import proof_lemmas
 
     argv = [x for name in PROVED for x in ("--invariant", name)]
     code, data = run_json(capsys, "--variant", "current", "--induction", *argv)
@@ -1326,7 +1326,7 @@ def test_cli_proves_three_invariants_for_current(capsys):
     ("current", True),
 ])
 def test_the_same_proof_goes_through_for_every_variant(variant, unclean):
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove.lemmas import proof_lemmas
 
     config = Config(brokers=2, variant=VARIANTS[variant], unclean_leader_election_enable=unclean)
     outcome = induction(config, PROVED, proof_lemmas(PROVED), classify=False)
@@ -1335,7 +1335,7 @@ def test_the_same_proof_goes_through_for_every_variant(variant, unclean):
 
 
 def test_an_induction_over_some_instances_is_never_a_proof():
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove.lemmas import proof_lemmas
 
     config = Config(brokers=2)
     some = induction(config, PROVED, proof_lemmas(PROVED), classify=False,
@@ -1362,7 +1362,7 @@ def test_hw_below_log_end_alone_is_not_inductive():
 def test_the_proof_needs_the_pair_lemma():
     # Without HistoryFunctional (one leader per recorded epoch, a two-witness lemma) the
     # rest is not inductive: the lemmas carry weight.
-    from model_check.symbolic_lemmas import HISTORY
+    from model_check.prove.lemmas import HISTORY
 
     lemmas = [x for x in HISTORY if x != "HistoryFunctional"]
     outcome = induction(Config(brokers=2), ["SingleLeaderPerEpoch"], lemmas, classify=False)
@@ -1375,8 +1375,8 @@ def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
     # epoch (Kafka always bumps it). The proof must fail there, naming the broken lemma.
     import z3
 
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import HISTORY
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import HISTORY
 
     def keeps_epoch(shape, s, a):
         guard = z3.And(s.c_leader != sym.NO_LEADER, s.c_leader != 0, s.c_isr[0],
@@ -1400,8 +1400,8 @@ def test_the_proof_fails_on_a_controller_that_reuses_an_epoch(monkeypatch):
 
 def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
     # A mutant encoding: the leader's ISR shrink also takes the leader out of the ISR.
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import proof_lemmas
 
     original = sym._commit_isr
 
@@ -1421,8 +1421,8 @@ def test_the_proof_fails_on_a_shrink_that_drops_the_leader(monkeypatch):
 
 def test_the_proof_fails_on_a_leader_that_leaves_its_own_log_out_of_hw(monkeypatch):
     # A mutant encoding: the HW advance takes the minimum over the other ISR members only.
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import proof_lemmas
 
     def others_only(shape, r, b):
         isr = sym._put(r.isr, b, sym.z3.BoolVal(False))
@@ -1464,9 +1464,9 @@ def test_a_small_cti_breaks_no_formula_anywhere_in_its_pre_state(monkeypatch):
     # it would pick); with the witnesses cut to 0..1 one can (sat). The search finds a CTI.
     import z3
 
-    from model_check import prove
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import LEMMAS
+    from model_check.prove import engine as prove
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import LEMMAS
 
     table = {**sym.VIOLATIONS, **LEMMAS}
     targets, goal = _data_goal()
@@ -1509,8 +1509,8 @@ def test_the_data_layer_is_assumed_only_where_it_holds():
     # taken out or an unclean election they are false (committed writes are lost), so the
     # default for the data invariants leaves them out there. The proved invariants' lemmas
     # never include them.
-    from model_check.prove import TARGETS
-    from model_check.symbolic_lemmas import DATA_LEMMAS, proof_lemmas
+    from model_check.prove.engine import TARGETS
+    from model_check.prove.lemmas import DATA_LEMMAS, proof_lemmas
 
     current = Config(brokers=2, variant=VARIANTS["current"])
     elsewhere = [Config(brokers=2, variant=VARIANTS["kip-320"]),
@@ -1539,9 +1539,9 @@ def test_a_small_cti_the_unbounded_step_does_not_confirm_is_dropped(monkeypatch)
 
     import z3
 
-    from model_check import prove
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove import engine as prove
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import proof_lemmas
 
     _only(monkeypatch, "BrokerFlush")
     relation, refine = sym.relation, prove._refine
@@ -1586,9 +1586,9 @@ def test_a_small_cti_the_unbounded_step_rejects_is_excluded_and_the_search_asked
     # try the verdict is `unknown` at once, not after a minute.
     import z3
 
-    from model_check import prove
-    from model_check import symbolic as sym
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove import engine as prove
+    from model_check.prove import symbolic as sym
+    from model_check.prove.lemmas import proof_lemmas
 
     _keep(monkeypatch, lambda i: (i.name, i.brokers) == ("FollowerHandleFetchResponse", (1,)))
     confirm = prove._confirm
@@ -1604,8 +1604,8 @@ def test_a_small_cti_the_unbounded_step_rejects_is_excluded_and_the_search_asked
         return None if len(seen) == 1 else confirm(small, *args)
 
     def values(small):
-        return [str(small.model.eval(sym._z(x), model_completion=True))
-                for x in sym._leaves(small.pre) + sym._leaves(small.args)]
+        return [str(small.model.eval(sym.as_term(x), model_completion=True))
+                for x in sym.leaves_of(small.pre) + sym.leaves_of(small.args)]
 
     search, excluded = prove._small_cti, []
 
@@ -1648,7 +1648,7 @@ def test_a_query_stops_on_z3s_count_of_its_work_not_on_the_clock():
 
     import z3
 
-    from model_check import prove
+    from model_check.prove import engine as prove
 
     def count(solver) -> int:
         stats = solver.statistics()
@@ -1676,10 +1676,10 @@ def test_the_z3_lemmas_hold_on_represented_reachable_states():
     # fetch offset) that `represent` does not build, so they are left out.
     import z3
 
-    from model_check import symbolic as sym
-    from model_check.houdini import random_walks, reachable_states
-    from model_check.symbolic_lemmas import HISTORY, SNAPSHOT_GHOSTS
-    from model_check.symbolic_lemmas import LEMMAS as SYMBOLIC
+    from model_check.prove import symbolic as sym
+    from model_check.prove.houdini import random_walks, reachable_states
+    from model_check.prove.lemmas import HISTORY, SNAPSHOT_GHOSTS
+    from model_check.prove.lemmas import LEMMAS as SYMBOLIC
 
     config = _config("current", brokers=3)
     states = reachable_states(config, 3000)[::150] + random_walks(config, 20, 60, 1)[::5]
@@ -1761,8 +1761,8 @@ def test_the_cases_a_step_is_asked_in_cover_it():
     # cover every state (a case list missing one fails here).
     import z3
 
-    from model_check import symbolic as sym
-    from model_check.prove import _cases
+    from model_check.prove import symbolic as sym
+    from model_check.prove.engine import _cases
 
     shape = sym.make_shape(_config("current"), bounded=False, cache_slots=3)
     pre, post = sym.fresh_state(shape, "pre."), sym.fresh_state(shape, "post.")
@@ -1789,7 +1789,7 @@ def _kip966(min_isr: int, **changes) -> Config:
 
 
 def _kip966_induction(config, dropped=()):
-    from model_check.symbolic_lemmas import proof_lemmas
+    from model_check.prove.lemmas import proof_lemmas
 
     lemmas = [x for x in proof_lemmas(KIP966_TARGETS, config) if x not in dropped]
     return induction(config, KIP966_TARGETS, lemmas, classify=False)
@@ -1817,7 +1817,7 @@ def test_the_kip966_proof_fails_for_a_controller_that_keeps_a_rejoined_member_el
         monkeypatch):
     # A mutant controller: an ELR member the leader adds back to the ISR stays in the ELR.
     # The bookkeeping is then false, and the proof says where: at the ISR expansions.
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
 
     real = sym.kip966_change
 
@@ -1838,7 +1838,7 @@ def test_the_kip966_proof_fails_for_a_controller_that_keeps_a_rejoined_member_el
 
 
 def test_the_lone_eligible_replica_lemma_fails_in_both_forms_and_holds_where_reached():
-    from model_check.houdini import reachable_states
+    from model_check.prove.houdini import reachable_states
     from spec.lemmas import LoneEligibleReplica
     from spec.state import replace
 
@@ -1921,7 +1921,7 @@ def _unflushed_crash():
 def test_the_relation_records_what_a_crash_loses_and_a_mutant_that_forgets_fails():
     import z3
 
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
     from spec.state import replace
 
     config, before, after = _unflushed_crash()
@@ -1958,7 +1958,7 @@ def test_kip966s_promise_reads_the_ghost_in_both_forms():
     # no longer once min ISR brokers lost it.
     import z3
 
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
     from spec.invariants import AckedWritesDurableKip966, LeaderCandidatesComplete
     from spec.state import Acked, replace
 
@@ -2056,7 +2056,7 @@ DELIVERED_TARGETS = ["NoCommittedDataLoss", "LogMatching", "HighWatermarkBelowLo
 def _delivered_induction(dropped=(), without=None, only=None, **changes):
     """The delivered layer's induction of B11's fix at 2 brokers; `without` takes a guard out
     and keeps the lemmas."""
-    from model_check.symbolic_lemmas import DELIVERED_LAYER, SNAPSHOT_LAYER, proof_lemmas
+    from model_check.prove.lemmas import DELIVERED_LAYER, SNAPSHOT_LAYER, proof_lemmas
 
     fixed = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
     config = Config(variant=fixed, brokers=2, **changes)
@@ -2090,7 +2090,7 @@ def test_kafka_7128s_guard_carries_the_delivered_layer_at_isr_expansion():
     # the delivered layer, at B5's min ISR 2. Which of its lemmas the second CTI names
     # depends on the model Z3 gives (DeliveredOnIsr alone, DivergingAnswersSpareDelivered
     # after the rest of the suite has run).
-    from model_check.symbolic_lemmas import DELIVERED_LAYER
+    from model_check.prove.lemmas import DELIVERED_LAYER
 
     steps = ["LeaderExpandIsr[0, 1]", "LeaderExpandIsr[1, 0]"]
     kept = _delivered_induction(only=["LeaderExpandIsr"], min_insync_replicas=2)
@@ -2106,7 +2106,7 @@ def test_kafka_7128s_guard_carries_the_delivered_layer_at_isr_expansion():
 def test_the_delivered_proof_fails_for_a_leader_that_acknowledges_early(monkeypatch):
     # A mutant encoding: the leader acknowledges a write before its HW has passed it. The
     # acknowledgement then breaks the delivered writes' lemmas, named.
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
 
     original = sym.LeaderAckProduce
 

@@ -105,7 +105,7 @@ class Case:
     mutant: str | None = None  # a key of MUTANTS: spec helpers patched for this run
     max_depth: int | None = None
     max_states: int = 100_000
-    # The long exhaustive absences search flat states (model_check.flat, which
+    # The long exhaustive absences search flat states (model_check.explore.flat, which
     # tests/test_flat.py holds to the spec's states, actions and verdicts): about 3x faster.
     flat: bool = False
 
@@ -406,8 +406,8 @@ def _patched(mutant: str | None):
 
 
 def _run_case(name: str) -> dict:
-    from model_check.explorer import explore
-    from model_check.model import KafkaModel
+    from model_check.explore.explorer import explore
+    from model_check.explore.model import KafkaModel
 
     case = CASES[name]
     config = case.config()
@@ -420,7 +420,7 @@ def _run_case(name: str) -> dict:
             return [state]
 
     if case.flat:
-        from model_check.flat import search
+        from model_check.explore.flat import search
 
         assert not case.prefix and case.mutant is None
         result = search(config, case.invariants, max_states=case.max_states,

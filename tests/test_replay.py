@@ -13,8 +13,14 @@ import pytest
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, header_config, simulate
 from isrlab.cli import main
-from model_check.drive import DrivenCluster
-from model_check.replay import IncrementalReplay, TraceError, load_run, merge, replay_paths
+from model_check.conformance.drive import DrivenCluster
+from model_check.conformance.replay import (
+    IncrementalReplay,
+    TraceError,
+    load_run,
+    merge,
+    replay_paths,
+)
 from vocab.trace import FORMAT
 
 pytestmark = pytest.mark.xdist_group("test_replay")  # one worker builds its shared fixtures
@@ -82,7 +88,7 @@ def test_a_changed_high_watermark_is_a_divergence_naming_the_field(run_dir, tmp_
     assert [f for f, _, _ in d.differences] == ["high_watermark"]
     (_, spec, impl), = d.differences
     assert impl == spec + 1
-    assert len(d.recent) == 8 and "seed 27" in __import__("model_check.replay", fromlist=["x"]
+    assert len(d.recent) == 8 and "seed 27" in __import__("model_check.conformance.replay", fromlist=["x"]
                                                            ).format_result(result)
 
 
@@ -172,7 +178,7 @@ def test_a_missing_append_is_a_gap_and_renumbered_a_divergence(run_dir, tmp_path
 
 
 def test_a_seeded_bug_is_a_divergence():
-    from model_check.replay import load_texts, replay_run
+    from model_check.conformance.replay import load_texts, replay_run
 
     result = simulate(ClusterConfig(bugs=frozenset({"hw-counts-non-isr"})),
                       SimOptions(seed=3, duration_ms=10_000, nemesis=FAULTS))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from isrlab.cli import main
-from model_check.scenario import ScenarioError, parse, run_file, run_text
+from model_check.explore.scenario import ScenarioError, parse, run_file, run_text
 
 TESTDATA = Path(__file__).parent / "testdata"
 # Globbed at collection time: transcripts added later are picked up on the next run.

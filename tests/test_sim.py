@@ -31,8 +31,8 @@ from impl.protocol.messages import (
 from impl.protocol.meta import MetaCore
 from impl.sim import SimOptions, simulate
 from impl.storage import MemoryDisk
-from model_check.history import check_history
-from model_check.replay import load_texts, replay_run
+from model_check.conformance.history import check_history
+from model_check.conformance.replay import load_texts, replay_run
 from vocab.actions import ActionName
 from vocab.outcomes import Code, render
 

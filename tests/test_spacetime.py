@@ -9,10 +9,10 @@ import subprocess
 import pytest
 
 from isrlab.cli import main
-from model_check.explorer import explore
-from model_check.model import KafkaModel
-from model_check.spacetime import timeline, to_html, to_mermaid
-from model_check.tla_compat import TlaCompatModel
+from model_check.explore.explorer import explore
+from model_check.explore.model import KafkaModel
+from model_check.explore.spacetime import timeline, to_html, to_mermaid
+from model_check.explore.tla_compat import TlaCompatModel
 from spec import VARIANTS, Config
 
 B1 = Config(variant=VARIANTS["hw-truncation"], brokers=2, max_records=1, max_leader_epochs=2,

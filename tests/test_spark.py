@@ -25,7 +25,7 @@ if shutil.which("java") is None:
 from pyspark.sql import functions as F  # noqa: E402
 
 from isrlab.cli import main as isrlab  # noqa: E402
-from model_check.replay import load_run, merge  # noqa: E402
+from model_check.conformance.replay import load_run, merge  # noqa: E402
 from pyspark_harness import jobs as J  # noqa: E402
 from pyspark_harness.ingest import InputError, find_trace_files, parse_lines  # noqa: E402
 from vocab.actions import ActionName as A  # noqa: E402
@@ -241,8 +241,8 @@ def test_nesting_is_measured_only_on_lines_the_parser_rejects(spark, lines, tmp_
 def test_poll_order_anomalies_agree_with_the_history_checker(spark, lines, tmp_path):
     # A real consumer's reads of one run, corrupted: one read dropped (the next one skips
     # offsets), one read given again later (the consumer goes back), one read's records put
-    # out of order. Spark and model_check.history must count the same poll anomalies.
-    from model_check.history import check_history
+    # out of order. Spark and model_check.conformance.history must count the same poll anomalies.
+    from model_check.conformance.history import check_history
 
     run = [{k: v for k, v in b.items() if k != "_where"} for b in lines["seed-14"]]
     header = next(b for b in run if b["kind"] == "header" and b["node"] == "consumer")
@@ -537,8 +537,8 @@ def losses(spark, tmp_path_factory):
     trace lines alone show them, loss notes by run, {policy: lost writes})."""
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from model_check.campaign import run_campaign, run_one
-    from model_check.policies import POLICIES
+    from model_check.conformance.campaign import run_campaign, run_one
+    from model_check.conformance.policies import POLICIES
 
     root = tmp_path_factory.mktemp("losses")
     # The followers cut off, then the leader crashes unflushed (as in tests/test_losses.py).
@@ -625,7 +625,7 @@ def test_a_campaign_on_spark_gives_the_local_pool_s_results(spark, tmp_path):
 
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
-    from model_check.campaign import run_campaign
+    from model_check.conformance.campaign import run_campaign
 
     config = ClusterConfig(acks="1")
     options = SimOptions(seed=40, duration_ms=4_000, nemesis=("crash", "partition"))
@@ -766,7 +766,7 @@ def test_replay_from_columns_gives_the_verdicts_of_the_raw_lines(spark, tmp_path
     diverges at the same line for the same reason."""
     from impl.config import ClusterConfig
     from impl.sim import SimOptions, simulate
-    from model_check.replay import replay_events
+    from model_check.conformance.replay import replay_events
     from pyspark_harness.ingest import ingest
 
     corpus = tmp_path / "corpus"

@@ -1,4 +1,4 @@
-"""Differential test: the Z3 transition relation (model_check.symbolic) against spec.step.
+"""Differential test: the Z3 transition relation (model_check.prove.symbolic) against spec.step.
 
 Three directions, so the two descriptions cannot drift apart silently:
 - accept: for a state s reached by a random walk and every enabled action a, the relation of
@@ -32,8 +32,8 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model_check import symbolic as sym
-from model_check.prove import _int_bounds, _step_relation, int_range, kind_ranges
+from model_check.prove import symbolic as sym
+from model_check.prove.engine import _int_bounds, _step_relation, int_range, kind_ranges
 from spec import VARIANTS, Config, initial_state
 from spec.actions import successors
 

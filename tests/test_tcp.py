@@ -29,8 +29,8 @@ from impl.tcp.framing import (
     encode_message,
 )
 from impl.tcp.supervisor import Processes, control, node_command, pick_ports
-from model_check.history import check_history, load_history
-from model_check.replay import format_result, replay_paths
+from model_check.conformance.history import check_history, load_history
+from model_check.conformance.replay import format_result, replay_paths
 
 # Real processes on real sockets with timeouts: run alone, not beside a second test worker
 # (make test runs these after the parallel part).

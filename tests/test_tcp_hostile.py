@@ -373,7 +373,7 @@ def _connect_when_listening(port: int, deadline: float) -> socket.socket:
 
 
 def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
-    from model_check.replay import replay_paths
+    from model_check.conformance.replay import replay_paths
 
     run_dir = tmp_path / "run"
     proc = _isrlab("cluster", "tcp", "--seed", "4", "--duration", "4",

@@ -23,7 +23,7 @@ counterexample length is a number of steps. TLC's "states generated" counts a tr
 per true disjunct of a non-exclusive disjunction; the model's `reference_successors` does the
 same, so the generated counts are compared through it.
 
-The BFS helper below stands in for `model_check.explorer.explore` until the tests switch to it.
+The BFS helper below stands in for `model_check.explore.explorer.explore` until the tests switch to it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from itertools import permutations
 
 import pytest
 
-from model_check.explorer import explore
-from model_check.tla_compat import (
+from model_check.explore.explorer import explore
+from model_check.explore.tla_compat import (
     ACTIONS,
     NONE,
     QuorumState,
@@ -97,7 +97,7 @@ FAST_VERDICT = [k for k in TLC_VERDICT if not (k[1] == A and TLC_VERDICT[k] is N
 
 
 def bfs(model, check: bool = True, symmetry: bool = False, keep: bool = False):
-    """Counts and verdict from the project's explorer (`model_check.explorer.explore`); with
+    """Counts and verdict from the project's explorer (`model_check.explore.explorer.explore`); with
     `keep`, a plain level-by-level BFS that also lists every reachable state."""
     if not keep:
         result = explore(model, symmetry=symmetry, check_invariants=check)

@@ -773,7 +773,7 @@ FIXED = VARIANTS["current"].with_rules(missed_epoch_resets_followers=True)
 def transcript_run(path: Path, variant=None, **changes):
     """A transcript's commands run on `variant` (None: the transcript's own) and its config
     with `changes`: (config, [(command, output, state after)])."""
-    from model_check import scenario
+    from model_check.explore import scenario
 
     if variant is not None:
         changes["variant"] = variant
@@ -843,7 +843,7 @@ def test_b11_the_fix_forgets_the_followers_and_loses_nothing():
 def test_b11_the_flat_encoding_takes_the_same_steps(variant):
     from test_flat import compare_state
 
-    from model_check.flat import FlatKafka
+    from model_check.explore.flat import FlatKafka
 
     config, out = b11_run(variant)
     states = [state for _, _, state in out]
@@ -861,11 +861,11 @@ def test_b11_the_flat_encoding_takes_the_same_steps(variant):
 
 
 def z3_relates(config, pre_state, action, post_state) -> bool:
-    """Whether the Z3 relation of `action`'s instance (model_check.symbolic, at `config`)
+    """Whether the Z3 relation of `action`'s instance (model_check.prove.symbolic, at `config`)
     relates the two concrete states, with the action's arguments pinned."""
     import z3
 
-    from model_check import symbolic as sym
+    from model_check.prove import symbolic as sym
 
     shape = sym.make_shape(config)
     inst = sym.instance_for(sym.action_table(shape), action, pre_state)
@@ -969,7 +969,7 @@ def test_a_fetch_carrying_its_last_records_epoch_would_lose_a_committed_record(m
 def test_the_flat_encoding_and_the_z3_relation_shed_as_the_spec_does():
     from test_flat import compare_state
 
-    from model_check.flat import FlatKafka
+    from model_check.explore.flat import FlatKafka
 
     config, out = transcript_run(EMPTY_EPOCH)
     steps, after = shedding_steps(config, out)
@@ -1115,7 +1115,7 @@ def test_b12_with_the_zookeeper_era_epoch_bump():
 def test_b12_the_flat_encoding_and_the_z3_relation_take_the_same_steps():
     from test_flat import compare_state
 
-    from model_check.flat import FlatKafka
+    from model_check.explore.flat import FlatKafka
 
     config, out = transcript_run(B12)
     states = [state for _, _, state in out]

@@ -1,13 +1,13 @@
 """Client anomaly kinds, named as Jepsen's Kafka workload names them, and when Kafka allows each.
 
-The history checker (`model_check.history`), the campaign summary and the Spark jobs all count
+The history checker (`model_check.conformance.history`), the campaign summary and the Spark jobs all count
 these kinds under these names. Whether a kind is a bug depends on the run's configuration:
 Kafka promises an acknowledged write survives only under acks=all with clean elections and
 (as it does not fsync each write) while not every replica holding it crashes at once. A kind
 is *expected* for a configuration when Kafka's contract allows it there, and *bad* otherwise
 (a bug, or a variant with a known bug).
 
-The kinds (model_check/history.py gives the exact definitions, docs/spark.md a table):
+The kinds (model_check/conformance/history.py gives the exact definitions, docs/spark.md a table):
 - `lost-write`: an acknowledged write is not at its offset in the final state.
 - `duplicate`: one value at two or more offsets of a partition.
 - `nonmonotonic-send`: a producer's later write was acknowledged below an earlier one.

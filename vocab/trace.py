@@ -1,6 +1,6 @@
 """The trace format: its name, its line schema, the message-id codec and the causal merge.
 
-Every writer (impl/trace.py) and reader (model_check.replay, model_check.history, the Spark
+Every writer (impl/trace.py) and reader (model_check.conformance.replay, model_check.conformance.history, the Spark
 harness) takes from here the format's name, the fields and types of each kind of line, the
 spelling of message ids and the order in which one run's per-node lines are merged, so the two
 sides cannot drift apart. docs/traces.md describes the format for people; a test checks its

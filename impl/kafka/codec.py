@@ -65,12 +65,12 @@ def _request_class(api_key: int, version: int):
 
 
 @cache
-def _reader(cls):
+def reader_of(cls):
     return entity_reader(cls)
 
 
 @cache
-def _writer(cls):
+def writer_of(cls):
     return entity_writer(cls)
 
 
@@ -91,8 +91,8 @@ def parse_request(frame: bytes) -> Request:
                          api_key, api_version, correlation_id)
     cls = _request_class(api_key, api_version)
     try:
-        header, size = _reader(cls.__header_schema__)(frame, 0)
-        body, used = _reader(cls)(frame, size)
+        header, size = reader_of(cls.__header_schema__)(frame, 0)
+        body, used = reader_of(cls)(frame, size)
     except Exception as error:  # kio raises several types for malformed bytes
         raise BadRequest(f"malformed {NAMES[api_key]} v{api_version}: {error}",
                          api_key, api_version, correlation_id) from None
@@ -156,8 +156,8 @@ def encode_response(request: Request, data: dict) -> bytes:
         header_cls = ResponseHeader
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
-    _writer(header_cls)(out, header_cls(correlation_id=i32(request.correlation_id)))
-    _writer(cls)(out, build(cls, data))
+    writer_of(header_cls)(out, header_cls(correlation_id=i32(request.correlation_id)))
+    writer_of(cls)(out, build(cls, data))
     frame = out.getbuffer()
     struct.pack_into(">i", frame, 0, len(frame) - 4)
     return bytes(frame)

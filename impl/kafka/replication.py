@@ -36,7 +36,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
 
 from impl.kafka import batches
-from impl.kafka.codec import _reader, _writer, build
+from impl.kafka.codec import build, reader_of, writer_of
 from impl.protocol.messages import UNKNOWN, Fetch, FetchResponse, OffsetsForLeaderEpoch
 from vocab.outcomes import KAFKA_ERROR_NUMBERS, KafkaError
 
@@ -110,8 +110,8 @@ def encode(src: str, mid: str, time_ms: int, m) -> bytes:
     out = io.BytesIO()
     out.write(_ENVELOPE.pack(MARK, len(head)))
     out.write(head)
-    _writer(type(header))(out, header)
-    _writer(cls)(out, build(cls, body))
+    writer_of(type(header))(out, header)
+    writer_of(cls)(out, build(cls, body))
     return out.getvalue()
 
 
@@ -159,9 +159,9 @@ def _decode_request(body: bytes, start: int):
         raise ReplicationWireError(f"replication request API {api_key} v{version} is not used "
                                    f"between brokers (Fetch v{FETCH_VERSION}, "
                                    f"OffsetForLeaderEpoch v{EPOCH_VERSION})")
-    header, used = _reader(cls.__header_schema__)(body, start)
+    header, used = reader_of(cls.__header_schema__)(body, start)
     seq = int(header.correlation_id)
-    request, size = _reader(cls)(body, start + used)
+    request, size = reader_of(cls)(body, start + used)
     _whole(body, start + used + size)
     (topic,) = _one(request.topics, "topic")
     (partition,) = _one(topic.partitions, "partition")
@@ -195,9 +195,9 @@ def _decode_response(envelope: dict, body: bytes, start: int) -> FetchResponse:
         cls = _FetchResponse
     else:
         raise ReplicationWireError(f"replication envelope: unknown kind {kind!r}")
-    header, used = _reader(cls.__header_schema__)(body, start)
+    header, used = reader_of(cls.__header_schema__)(body, start)
     seq = int(header.correlation_id)
-    response, size = _reader(cls)(body, start + used)
+    response, size = reader_of(cls)(body, start + used)
     _whole(body, start + used + size)
     if cls is _EpochResponse:
         (topic,) = _one(response.topics, "topic")

@@ -206,7 +206,7 @@ class Node:
             elif kind is Recall:
                 # Written to the socket already: the old leader may still read and answer
                 # it (the simulator drops it). Replay steps that late answer on the old
-                # leader as well (model_check/replay.py, abandoned fetches).
+                # leader as well (model_check/conformance/replay.py, abandoned fetches).
                 pass
             elif kind is DiskAppend:
                 if (append is not None and append[0] == effect.partition

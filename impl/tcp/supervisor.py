@@ -307,7 +307,7 @@ class Cluster:
         """What a Kafka client workload needs to write its history beside the traces
         (impl/kafka/clients.py)."""
         # Each broker's pid, as `isrlab cluster kafka` lists its nodes, so that a client-level
-        # suite can stop or kill a broker itself (model_check/conformance.py).
+        # suite can stop or kill a broker itself (model_check/conformance/wire_suite.py).
         nodes = [{"id": b, "port": self.ports[f"kafka-{node}"],
                   "pid": self.procs.procs[node].pid if node in self.procs.procs else None}
                  for b, node in enumerate(self.brokers)]

@@ -1,6 +1,6 @@
 """Directed runs: a schedule of spec actions drives the implementation's cores, step by step.
 
-Replay (model_check/replay.py) checks one direction: whatever the broker did must be a spec
+Replay (model_check/conformance/replay.py) checks one direction: whatever the broker did must be a spec
 behaviour. A directed run checks the other: a path the spec can take (a counterexample, an
 explorer path, a scenario) is imposed on the real sans-I/O cores, and the run's trace and client
 histories show what the implementation does there (Mocket, EuroSys 2023, does the same for
@@ -32,8 +32,8 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, Simulation, header_config
 from impl.trace import NodeTrace
-from model_check.replay import IncrementalReplay
-from model_check.scenario import parse
+from model_check.conformance.replay import IncrementalReplay
+from model_check.explore.scenario import parse
 from spec.invariants import violations
 from vocab.config import BUG_RULES
 
@@ -267,7 +267,7 @@ class Driver:
         self.taken: list = _Lines()  # spec actions are immutable
         rp = self.replay.replayer
         rp.taken = self.taken
-        if collect_states:  # every spec state the replay reaches (model_check/coverage.py)
+        if collect_states:  # every spec state the replay reaches (model_check/conformance/coverage.py)
             rp.visited = _Seen({rp.state})
         self.fed = 0
 

@@ -175,11 +175,11 @@ class SState:
     lost: tuple = ()
 
 
-def _leaves(x) -> list:
+def leaves_of(x) -> list:
     if dataclasses.is_dataclass(x):
-        return [leaf for f in dataclasses.fields(x) for leaf in _leaves(getattr(x, f.name))]
+        return [leaf for f in dataclasses.fields(x) for leaf in leaves_of(getattr(x, f.name))]
     if isinstance(x, tuple):
-        return [leaf for item in x for leaf in _leaves(item)]
+        return [leaf for item in x for leaf in leaves_of(item)]
     return [x]
 
 
@@ -209,7 +209,7 @@ class FArr:
         return out
 
     def __eq__(self, other):  # type: ignore[override]
-        return And([_eq(x, y) for x, y in zip(_leaves(self), _leaves(other), strict=True)])
+        return And([eq_terms(x, y) for x, y in zip(leaves_of(self), leaves_of(other), strict=True)])
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -230,13 +230,13 @@ def _store(arr, index, value):
     if k is not None:
         if not 0 <= k < len(arr.cells):
             raise NotRepresentable(f"index {k} outside the {len(arr.cells)} bounded cells")
-        return FArr(_put(arr.cells, k, _z(value)), arr.default)
+        return FArr(_put(arr.cells, k, as_term(value)), arr.default)
     return FArr(tuple(z3.If(index == i, value, c) for i, c in enumerate(arr.cells)), arr.default)
 
 
 def _k(like, value):
     """The constant array `value`, shaped like `like` (a Z3 array or an FArr)."""
-    value = _z(value)
+    value = as_term(value)
     if isinstance(like, FArr):
         return FArr((value,) * len(like.cells), value)
     return z3.K(INT, value)
@@ -252,7 +252,7 @@ def _zip_map(fn: Callable, a, b):
     return fn(a, b)
 
 
-def _z(x):
+def as_term(x):
     """A Z3 term for a leaf (builders may write plain Python bools and ints)."""
     if isinstance(x, bool):
         return _TRUE if x else _FALSE
@@ -269,12 +269,12 @@ _TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
 _INTS: dict[int, z3.ArithRef] = {}
 
 
-def _eq(x, y) -> z3.BoolRef:
+def eq_terms(x, y) -> z3.BoolRef:
     """`x == y` for two leaves of one sort, without z3's Python-side coercion (which is most of
     `represent`'s time)."""
     if isinstance(x, FArr):
         return x == y
-    x, y = _z(x), _z(y)
+    x, y = as_term(x), as_term(y)
     ctx = x.ctx
     return z3.BoolRef(z3.Z3_mk_eq(ctx.ref(), x.as_ast(), y.as_ast()), ctx)
 
@@ -308,13 +308,13 @@ def Or(*args) -> z3.BoolRef:
 
 def state_eq(a: SState, b: SState) -> z3.BoolRef:
     """Every field of `a` equals the same field of `b` (leaves that are the same term drop out)."""
-    pairs = ((_z(x), _z(y)) for x, y in zip(_leaves(a), _leaves(b), strict=True))
-    return And([_eq(x, y) for x, y in pairs if not x.eq(y)])
+    pairs = ((as_term(x), as_term(y)) for x, y in zip(leaves_of(a), leaves_of(b), strict=True))
+    return And([eq_terms(x, y) for x, y in pairs if not x.eq(y)])
 
 
 def ite(c, a, b):
     """Field-wise If over two states (or parts) of the same shape."""
-    return _zip_map(lambda x, y: _z(x) if _z(x).eq(_z(y)) else z3.If(c, _z(x), _z(y)), a, b)
+    return _zip_map(lambda x, y: as_term(x) if as_term(x).eq(as_term(y)) else z3.If(c, as_term(x), as_term(y)), a, b)
 
 
 class Vars:
@@ -437,7 +437,7 @@ def fresh_state(shape: Shape, prefix: str) -> SState:
 # Small helpers over symbolic values
 
 
-def _r(s: SState, b: int, r: SReplica) -> SState:
+def replaced_replica(s: SState, b: int, r: SReplica) -> SState:
     return dataclasses.replace(s, replicas=s.replicas[:b] + (r,) + s.replicas[b + 1:])
 
 
@@ -445,7 +445,7 @@ def _slot(s: SState, f: int, m: SSlot) -> SState:
     return dataclasses.replace(s, fetches=s.fetches[:f] + (m,) + s.fetches[f + 1:])
 
 
-def _at(items: tuple, index):
+def at_index(items: tuple, index):
     """items[index] for a symbolic index (the last item when out of range)."""
     out = items[-1]
     for i in range(len(items) - 2, -1, -1):
@@ -457,7 +457,7 @@ def _put(items: tuple, i: int, value) -> tuple:
     return items[:i] + (value,) + items[i + 1:]
 
 
-def _count(bools) -> z3.ArithRef:
+def count_true(bools) -> z3.ArithRef:
     return z3.Sum([z3.If(b, 1, 0) for b in bools])
 
 
@@ -470,7 +470,7 @@ def _none_slot(m: SSlot) -> SSlot:
 
 
 def latest_epoch(r: SReplica):
-    return z3.If(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1), UNKNOWN)
+    return z3.If(r.cache_len > 0, at_index(r.cache_epoch, r.cache_len - 1), UNKNOWN)
 
 
 def end_offset_for_epoch(r: SReplica, epoch) -> tuple:
@@ -482,7 +482,7 @@ def end_offset_for_epoch(r: SReplica, epoch) -> tuple:
         hit = And(i < r.cache_len, r.cache_epoch[i] > epoch)
         prev = epoch if i == 0 else r.cache_epoch[i - 1]
         res_e, res_o = z3.If(hit, prev, res_e), z3.If(hit, r.cache_start[i], res_o)
-    latest = And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch)
+    latest = And(r.cache_len > 0, at_index(r.cache_epoch, r.cache_len - 1) == epoch)
     res_e, res_o = z3.If(latest, epoch, res_e), z3.If(latest, r.log_len, res_o)
     undefined = Or(epoch == UNKNOWN, r.cache_len == 0)
     return z3.If(undefined, UNKNOWN, res_e), z3.If(undefined, UNKNOWN, res_o)
@@ -494,7 +494,7 @@ def start_offset_after_epoch(r: SReplica, epoch):
     res = z3.IntVal(UNKNOWN)
     for i in range(c - 1, -1, -1):
         res = z3.If(And(i < r.cache_len, r.cache_epoch[i] > epoch), r.cache_start[i], res)
-    res = z3.If(_at(r.cache_epoch, r.cache_len - 1) == epoch, r.log_len, res)
+    res = z3.If(at_index(r.cache_epoch, r.cache_len - 1) == epoch, r.log_len, res)
     return z3.If(Or(r.cache_len == 0, epoch < r.cache_epoch[0]), UNKNOWN, res)
 
 
@@ -509,8 +509,8 @@ def epoch_start_offset(r: SReplica, epoch):
 def assign_epoch(r: SReplica, epoch, start) -> tuple[z3.BoolRef, SReplica]:
     """spec.state.assign_epoch on the slots: (fits?, replica with the new cache)."""
     c = len(r.cache_epoch)
-    keep_same = And(r.cache_len > 0, _at(r.cache_epoch, r.cache_len - 1) == epoch,
-                       start >= _at(r.cache_start, r.cache_len - 1))
+    keep_same = And(r.cache_len > 0, at_index(r.cache_epoch, r.cache_len - 1) == epoch,
+                       start >= at_index(r.cache_start, r.cache_len - 1))
     # Entries are removed from the end while epoch >= `epoch` or start >= `start`: what stays
     # is everything up to the last entry that passes neither test.
     k = z3.IntVal(0)
@@ -525,7 +525,7 @@ def assign_epoch(r: SReplica, epoch, start) -> tuple[z3.BoolRef, SReplica]:
 
 def truncated_to(r: SReplica, offset) -> SReplica:
     """Replica.truncated_to: the cache keeps its (increasing-start) prefix below `offset`."""
-    kept = _count([And(i < r.cache_len, r.cache_start[i] < offset)
+    kept = count_true([And(i < r.cache_len, r.cache_start[i] < offset)
                    for i in range(len(r.cache_start))])
     cut = dataclasses.replace(
         r, log_len=offset, high_watermark=_min(r.high_watermark, offset),
@@ -570,7 +570,7 @@ def advance_high_watermark(shape: Shape, r: SReplica, b: int) -> SReplica:
     some, low = _member_min(r.isr, values)
     move = And(r.leader == b, some, low > r.high_watermark)
     if shape.config.variant.hw_requires_min_isr or shape.config.eligible_leader_replicas_enable:
-        move = And(move, _count(r.isr) >= shape.config.min_insync_replicas)
+        move = And(move, count_true(r.isr) >= shape.config.min_insync_replicas)
     return dataclasses.replace(r, high_watermark=z3.If(move, low, r.high_watermark))
 
 
@@ -628,7 +628,7 @@ def kip966_change(shape: Shape, s: SState, registered: tuple, isr: tuple, elect_
     n, cfg = shape.n, shape.config
     # _kip966_elr: below min ISR the old ISR and ELR, less the new ISR and a broker back from
     # an unclean shutdown, are eligible; the rest of them (and the old last known) are known.
-    below = _count(isr) < cfg.min_insync_replicas
+    below = count_true(isr) < cfg.min_insync_replicas
     was = [Or(s.c_elr[x], s.c_isr[x]) for x in range(n)]
     elr = tuple(And(below, was[x], z3.Not(isr[x]), z3.BoolVal(x != unclean_shutdown))
                 for x in range(n))
@@ -644,11 +644,11 @@ def kip966_change(shape: Shape, s: SState, registered: tuple, isr: tuple, elect_
         keep = Or([And(s.c_leader == x, valid[x]) for x in range(n)])
         some = Or(valid)
         first = _first(valid)
-        from_elr = And(z3.Not(keep), some, _at(elr, first))
+        from_elr = And(z3.Not(keep), some, at_index(elr, first))
         last = z3.BoolVal(False)
         if cfg.last_known_leader_election_enable:
             last = And(z3.Not(keep), z3.Not(some), empty, z3.Not(Or(elr)),
-                       _count(s.c_lkelr) == 1)
+                       count_true(s.c_lkelr) == 1)
         unclean = z3.BoolVal(False)
         live = tuple(r != UNKNOWN for r in registered)
         if cfg.unclean_leader_election_enable:
@@ -778,7 +778,7 @@ def ControllerHandleBrokerFailure(shape: Shape, s: SState, a: StepArgs, b: int):
         pe = s.c_pe + 1
         u = _send_lai(shape, _kip966_move(t, pe, change), pe, leader, epoch, new_isr)
         return And(guard), excuse(shape, s, ite(changed, u, t))
-    shrink = And(s.c_isr[b], _count(s.c_isr) > 1)
+    shrink = And(s.c_isr[b], count_true(s.c_isr) > 1)
     isr = tuple(And(s.c_isr[x], z3.Not(And(shrink, x == b))) for x in range(shape.n))
     found, e_leader, e_isr, unclean = elect(shape, t.registered, isr)
     leads = s.c_leader == b
@@ -866,7 +866,7 @@ def BecomeLeader(shape: Shape, s: SState, a: StepArgs, b: int):
     if not shape.config.leader_keeps_last_fetch:
         t = ite(new_leadership, _slot(t, b, _none_slot(t.fetches[b])), t)
     guard = And(guard, z3.Implies(z3.Not(same_epoch), fits))
-    return guard, _r(t, b, advance_high_watermark(shape, new_r, b))
+    return guard, replaced_replica(t, b, advance_high_watermark(shape, new_r, b))
 
 
 def BecomeFollower(shape: Shape, s: SState, a: StepArgs, b: int):
@@ -887,7 +887,7 @@ def BecomeFollower(shape: Shape, s: SState, a: StepArgs, b: int):
     elif rule in ("epoch-end", "epoch-end-279"):
         nr = dataclasses.replace(nr, truncation_pending=z3.If(
             new_leadership, r.log_len > 0, r.truncation_pending))
-    return guard, _r(t, b, nr)
+    return guard, replaced_replica(t, b, nr)
 
 
 def ProducerSend(shape: Shape, s: SState, a: StepArgs):
@@ -925,13 +925,13 @@ def LeaderAppend(shape: Shape, s: SState, a: StepArgs, b: int):
         appended = dataclasses.replace(
             appended, purgatory=_store(r.purgatory, offset, True),
             purgatory_value=_store(r.purgatory_value, offset, a.value))
-    u = _r(t, b, advance_high_watermark(shape, appended, b))
+    u = replaced_replica(t, b, advance_high_watermark(shape, appended, b))
     u = dataclasses.replace(u, value_offset=_store(s.value_offset, a.value, offset))
     if cfg.acks == "1":
         u = dataclasses.replace(u, acked=_store(s.acked, a.value, True))
     refused = r.leader != b
     if cfg.acks == "all":
-        refused = Or(refused, _count(r.isr) < cfg.min_insync_replicas)
+        refused = Or(refused, count_true(r.isr) < cfg.min_insync_replicas)
     return And(guard, z3.Implies(z3.Not(refused), fits)), ite(refused, t, u)
 
 
@@ -939,9 +939,9 @@ def LeaderAckProduce(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     guard = And(r.purgatory[a.offset], s.alive[b], r.leader == b,
                    r.high_watermark > a.offset)
-    t = _r(s, b, dataclasses.replace(r, purgatory=_store(r.purgatory, a.offset, False)))
+    t = replaced_replica(s, b, dataclasses.replace(r, purgatory=_store(r.purgatory, a.offset, False)))
     acked = _store(s.acked, r.purgatory_value[a.offset], True)
-    too_few = _count(r.isr) < shape.config.min_insync_replicas
+    too_few = count_true(r.isr) < shape.config.min_insync_replicas
     return guard, dataclasses.replace(t, acked=ite(too_few, s.acked, acked))
 
 
@@ -985,7 +985,7 @@ def LeaderHandleFetch(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
         remote_be=_put(r.remote_be, f, m.broker_epoch),
         lag=_put(r.lag, f, z3.If(caught_up, 0, r.lag[f])))
     nr = advance_high_watermark(shape, nr, b)
-    records = _r(_slot(s, f, _response(
+    records = replaced_replica(_slot(s, f, _response(
         m, kind=RESP_RECORDS, leader=b, leader_epoch=r.leader_epoch,
         rec_count=r.log_len - offset, rec_epoch=r.log_epoch, rec_value=r.log_value,
         high_watermark=r.high_watermark, fetch_offset=offset)), b, nr)
@@ -1016,7 +1016,7 @@ def _commit_isr(shape: Shape, s: SState, b: int, isr: tuple) -> SState:
     # wrote it to the store itself), so a view's partition epoch always names an entry.
     t = _record(t, pe, s.c_leader, s.c_epoch, isr)
     nr = dataclasses.replace(r, isr=isr, partition_epoch=pe)
-    return _r(t, b, advance_high_watermark(shape, nr, b))
+    return replaced_replica(t, b, advance_high_watermark(shape, nr, b))
 
 
 def LeaderShrinkIsr(shape: Shape, s: SState, a: StepArgs, b: int, f: int):
@@ -1048,7 +1048,7 @@ def FollowerSendFetch(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     m = s.fetches[b]
     guard = And(s.alive[b], r.leader != NO_LEADER, r.leader != b,
-                   _at(s.alive, r.leader), m.kind == NONE)
+                   at_index(s.alive, r.leader), m.kind == NONE)
     epoch_request = dataclasses.replace(
         m, kind=z3.IntVal(EPOCH_REQ), leader=r.leader, epoch=latest_epoch(r),
         current_leader_epoch=r.leader_epoch)
@@ -1059,7 +1059,7 @@ def FollowerSendFetch(shape: Shape, s: SState, a: StepArgs, b: int):
     return guard, _slot(s, b, ite(r.truncation_pending, epoch_request, fetch))
 
 
-def _truncate_to_epoch_answer(r: SReplica, leader_epoch, leader_end) -> tuple:
+def truncate_to_epoch_answer(r: SReplica, leader_epoch, leader_end) -> tuple:
     """spec.actions._truncate_to_epoch_answer: (replica, done?)."""
     own_e, own_end = end_offset_for_epoch(r, leader_epoch)
     out = truncated_to(r, _min(leader_end, own_end))
@@ -1089,7 +1089,7 @@ def _append_records(shape: Shape, r: SReplica, m: SSlot, a: StepArgs):
         inside = And(lo < bs[j], bs[j] < end, ep[bs[j]] > ep[bs[j] - 1],
                         ep[bs[j] - 1] == ep[lo])
         wit.append(z3.Implies(j < k, inside))
-    last = _at((start,) + bs, k)
+    last = at_index((start,) + bs, k)
     wit.append(z3.Implies(m.rec_count > 0, ep[end - 1] == ep[last]))
     x = z3.Int("append_x")
     log = dataclasses.replace(
@@ -1121,7 +1121,7 @@ def FollowerHandleFetchResponse(shape: Shape, s: SState, a: StepArgs, b: int):
     t = _slot(s, b, _none_slot(m))
 
     def done(nr: SReplica) -> SState:
-        return _r(t, b, nr)
+        return replaced_replica(t, b, nr)
 
     drop = Or(m.leader != r.leader,
                  (m.leader_epoch != r.leader_epoch) if variant.fencing else z3.BoolVal(False))
@@ -1131,13 +1131,13 @@ def FollowerHandleFetchResponse(shape: Shape, s: SState, a: StepArgs, b: int):
         end = z3.If(m.end_offset != UNKNOWN, m.end_offset, r.high_watermark)
         epoch_done = dataclasses.replace(truncated_to(r, end), truncation_pending=False)
     else:
-        answered, finished = _truncate_to_epoch_answer(r, m.epoch, m.end_offset)
+        answered, finished = truncate_to_epoch_answer(r, m.epoch, m.end_offset)
         answered = dataclasses.replace(
             answered, truncation_pending=And(z3.Not(finished), answered.log_len > 0))
         by_hw = dataclasses.replace(truncated_to(r, r.high_watermark), truncation_pending=False)
         epoch_done = ite(m.epoch == UNKNOWN, by_hw, answered)
     epoch_state = ite(r.truncation_pending, done(epoch_done), t)
-    diverged = done(_truncate_to_epoch_answer(r, m.epoch, m.end_offset)[0])
+    diverged = done(truncate_to_epoch_answer(r, m.epoch, m.end_offset)[0])
     fits, appended = _append_records(shape, r, m, a)
     appended = dataclasses.replace(
         appended, high_watermark=_min(m.high_watermark, appended.log_len))
@@ -1156,7 +1156,7 @@ def BrokerFlush(shape: Shape, s: SState, a: StepArgs, b: int):
     r = s.replicas[b]
     guard = And(s.alive[b], r.flushed_offset < r.log_len,
                    _bound(shape, s.crashes < shape.config.max_crashes))
-    return guard, _r(s, b, dataclasses.replace(r, flushed_offset=r.log_len))
+    return guard, replaced_replica(s, b, dataclasses.replace(r, flushed_offset=r.log_len))
 
 
 def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
@@ -1168,7 +1168,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
     if shape.config.recovery_truncates_epoch_cache:
         # Recovery drops cache entries at or past the recovered log end (a prefix: starts
         # increase).
-        r = dataclasses.replace(r, cache_len=_count(
+        r = dataclasses.replace(r, cache_len=count_true(
             [And(i < r.cache_len, r.cache_start[i] < r.log_len) for i in range(shape.cache_slots)]))
     r = _reset_view(dataclasses.replace(
         r, leader=z3.IntVal(NO_LEADER), leader_epoch=z3.IntVal(UNKNOWN),
@@ -1179,7 +1179,7 @@ def BrokerCrash(shape: Shape, s: SState, a: StepArgs, b: int):
         for f, m in enumerate(s.fetches))
     v = z3.Int("crash_v")
     t = dataclasses.replace(
-        _r(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
+        replaced_replica(s, b, r), alive=_put(s.alive, b, z3.BoolVal(False)), crashes=s.crashes + 1,
         fetches=slots, lai=_put(s.lai, b, _k(s.lai[b], False)),
         produce=_map_array(shape, s.produce, v, z3.If(s.produce[v] == b, UNKNOWN, s.produce[v])))
     if shape.config.kip966_promises:
@@ -1223,7 +1223,7 @@ def Tick(shape: Shape, s: SState, a: StepArgs):
         aging = And(s.alive[b], r.leader == b, r.side)
         lag = tuple(r.lag[f] if f == b else z3.If(aging, _min(r.lag[f] + 1, cap), r.lag[f])
                     for f in range(shape.n))
-        t = _r(t, b, dataclasses.replace(r, lag=lag))
+        t = replaced_replica(t, b, dataclasses.replace(r, lag=lag))
     guard = _bound(shape, s.ticks < shape.config.max_ticks)
     return guard, dataclasses.replace(t, ticks=s.ticks + 1)
 
@@ -1414,33 +1414,33 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
             raise NotRepresentable(f"value {value} at offsets {offsets[value]} and {offset}")
 
     def ints(xs, ys):
-        cs.extend(_eq(x, y) for x, y in zip(xs, ys, strict=True))
+        cs.extend(eq_terms(x, y) for x, y in zip(xs, ys, strict=True))
 
     def log_at(e_arr, v_arr, start, records):
         for i, rec in enumerate(records):
-            cs.extend([_eq(e_arr[start + i], rec.epoch), _eq(v_arr[start + i], rec.value)])
+            cs.extend([eq_terms(e_arr[start + i], rec.epoch), eq_terms(v_arr[start + i], rec.value)])
             locate(rec.value, start + i)
 
     for b, r in enumerate(c.replicas[0]):
         sr = s.replicas[b]
         if len(r.epoch_cache) > shape.cache_slots:
             raise NotRepresentable(f"broker {b}: {len(r.epoch_cache)} cache entries")
-        cs += [_eq(sr.log_len, len(r.log)), _eq(sr.high_watermark, r.high_watermark),
-               _eq(sr.flushed_offset, r.flushed_offset), _eq(sr.cache_len, len(r.epoch_cache)),
-               _eq(sr.leader, r.leader), _eq(sr.leader_epoch, r.leader_epoch),
-               _eq(sr.partition_epoch, r.partition_epoch),
-               _eq(sr.truncation_pending, r.truncation_pending)]
+        cs += [eq_terms(sr.log_len, len(r.log)), eq_terms(sr.high_watermark, r.high_watermark),
+               eq_terms(sr.flushed_offset, r.flushed_offset), eq_terms(sr.cache_len, len(r.epoch_cache)),
+               eq_terms(sr.leader, r.leader), eq_terms(sr.leader_epoch, r.leader_epoch),
+               eq_terms(sr.partition_epoch, r.partition_epoch),
+               eq_terms(sr.truncation_pending, r.truncation_pending)]
         log_at(sr.log_epoch, sr.log_value, 0, r.log)
         for i, (e, o) in enumerate(r.epoch_cache):
-            cs += [_eq(sr.cache_epoch[i], e), _eq(sr.cache_start[i], o)]
-        cs += [_eq(sr.isr[x], x in r.isr) for x in range(n)]
+            cs += [eq_terms(sr.cache_epoch[i], e), eq_terms(sr.cache_start[i], o)]
+        cs += [eq_terms(sr.isr[x], x in r.isr) for x in range(n)]
         if list(r.isr) != sorted(set(r.isr)):
             raise NotRepresentable("an ISR view out of order")
         side = bool(r.remote_log_end_offset)
         if not (len(r.remote_log_end_offset) == len(r.remote_broker_epoch) == len(r.lag_ticks)
                 == (n if side else 0)):
             raise NotRepresentable("partial leader-side state")
-        cs.append(_eq(sr.side, side))
+        cs.append(eq_terms(sr.side, side))
         if side:
             ints(sr.remote_leo, r.remote_log_end_offset)
             ints(sr.remote_be, r.remote_broker_epoch)
@@ -1451,23 +1451,23 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
             raise NotRepresentable("purgatory out of offset order")
         for w in r.purgatory:
             pending = _store(pending, w.offset, True)
-            cs.append(_eq(sr.purgatory_value[w.offset], w.value))
+            cs.append(eq_terms(sr.purgatory_value[w.offset], w.value))
             locate(w.value, w.offset)
-        cs.append(_eq(sr.purgatory, pending))
+        cs.append(eq_terms(sr.purgatory, pending))
     ctrl = c.controller
     ps = ctrl.partitions[0]
     if list(ps.isr) != sorted(set(ps.isr)):
         raise NotRepresentable("controller ISR out of order")
-    cs += [_eq(s.c_leader, ps.leader), _eq(s.c_epoch, ps.leader_epoch),
-           _eq(s.c_pe, ps.partition_epoch),
-           _eq(s.unclean_elections, ctrl.unclean_elections)]
-    cs += [_eq(s.c_isr[x], x in ps.isr) for x in range(n)]
+    cs += [eq_terms(s.c_leader, ps.leader), eq_terms(s.c_epoch, ps.leader_epoch),
+           eq_terms(s.c_pe, ps.partition_epoch),
+           eq_terms(s.unclean_elections, ctrl.unclean_elections)]
+    cs += [eq_terms(s.c_isr[x], x in ps.isr) for x in range(n)]
     if list(ps.elr) != sorted(set(ps.elr)) or list(ps.last_known_elr) != sorted(
             set(ps.last_known_elr)):
         raise NotRepresentable("controller ELR out of order")
-    cs += [_eq(s.c_elr[x], x in ps.elr) for x in range(n)]
-    cs += [_eq(s.c_lkelr[x], x in ps.last_known_elr) for x in range(n)]
-    cs += [_eq(s.alive[b], c.alive[b]) for b in range(n)]
+    cs += [eq_terms(s.c_elr[x], x in ps.elr) for x in range(n)]
+    cs += [eq_terms(s.c_lkelr[x], x in ps.last_known_elr) for x in range(n)]
+    cs += [eq_terms(s.alive[b], c.alive[b]) for b in range(n)]
     ints(s.broker_epochs, c.broker_epochs)
     ints(s.registered, ctrl.registered)
     content: dict[int, tuple] = {}
@@ -1481,15 +1481,15 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     for pe, (leader, epoch, isr) in content.items():
         if list(isr) != sorted(set(isr)):
             raise NotRepresentable("LeaderAndIsr ISR out of order")
-        cs += [_eq(s.hist_leader[pe], leader), _eq(s.hist_epoch[pe], epoch)]
-        cs += [_eq(s.hist_isr[x][pe], x in isr) for x in range(n)]
-    cs += [_eq(s.lai[b], flight[b]) for b in range(n)]
+        cs += [eq_terms(s.hist_leader[pe], leader), eq_terms(s.hist_epoch[pe], epoch)]
+        cs += [eq_terms(s.hist_isr[x][pe], x in isr) for x in range(n)]
+    cs += [eq_terms(s.lai[b], flight[b]) for b in range(n)]
     for f, m in enumerate(c.fetches[0]):
         cs += _represent_slot(s.fetches[f], m, locate)
     produce = _k(s.produce, UNKNOWN)
     for req in c.produce_requests:
         produce = _store(produce, req.value, req.broker)
-    cs.append(_eq(s.produce, produce))
+    cs.append(eq_terms(s.produce, produce))
     for name, items in (("acked", c.acked), ("consumed", c.consumed)):
         arr = _k(getattr(s, name), False)
         values = set()
@@ -1503,42 +1503,42 @@ def represent(shape: Shape, c: Cluster, s: SState) -> z3.BoolRef:
     excused = _k(s.excused, False)
     for v in c.excused:
         excused = _store(excused, v, True)
-    cs.append(_eq(s.excused, excused))
+    cs.append(eq_terms(s.excused, excused))
     if shape.config.kip966_promises:
         lost = [_k(x, False) for x in s.lost]
         for value, b in c.crash_losses:
             lost[b] = _store(lost[b], value, True)
-        cs += [_eq(x, y) for x, y in zip(s.lost, lost, strict=True)]
+        cs += [eq_terms(x, y) for x, y in zip(s.lost, lost, strict=True)]
     elif c.crash_losses:
         raise NotRepresentable("crash losses counted where the spec counts none")
     for value, offset in offsets.items():
-        cs.append(_eq(s.value_offset[value], offset))
-    cs += [_eq(s.next_value, c.next_value), _eq(s.crashes, c.crashes),
-           _eq(s.expiries, c.expiries), _eq(s.drops, c.drops), _eq(s.ticks, c.ticks)]
+        cs.append(eq_terms(s.value_offset[value], offset))
+    cs += [eq_terms(s.next_value, c.next_value), eq_terms(s.crashes, c.crashes),
+           eq_terms(s.expiries, c.expiries), eq_terms(s.drops, c.drops), eq_terms(s.ticks, c.ticks)]
     return And(cs)
 
 
 def _represent_slot(m: SSlot, x, locate) -> list:
     if x is None:
-        return [_eq(m.kind, NONE)]
+        return [eq_terms(m.kind, NONE)]
     if isinstance(x, FetchRequest):
-        return [_eq(m.kind, FETCH), _eq(m.leader, x.leader), _eq(m.fetch_offset, x.fetch_offset),
-                _eq(m.last_fetched_epoch, x.last_fetched_epoch),
-                _eq(m.current_leader_epoch, x.current_leader_epoch),
-                _eq(m.broker_epoch, x.broker_epoch)]
+        return [eq_terms(m.kind, FETCH), eq_terms(m.leader, x.leader), eq_terms(m.fetch_offset, x.fetch_offset),
+                eq_terms(m.last_fetched_epoch, x.last_fetched_epoch),
+                eq_terms(m.current_leader_epoch, x.current_leader_epoch),
+                eq_terms(m.broker_epoch, x.broker_epoch)]
     if isinstance(x, EpochRequest):
-        return [_eq(m.kind, EPOCH_REQ), _eq(m.leader, x.leader), _eq(m.epoch, x.epoch),
-                _eq(m.current_leader_epoch, x.current_leader_epoch)]
+        return [eq_terms(m.kind, EPOCH_REQ), eq_terms(m.leader, x.leader), eq_terms(m.epoch, x.epoch),
+                eq_terms(m.current_leader_epoch, x.current_leader_epoch)]
     kind = {v: k for k, v in RESPONSE_KINDS.items()}[x.kind]
     if x.error not in ERRORS:
         raise NotRepresentable(f"error code {x.error}")
-    cs = [_eq(m.kind, kind), _eq(m.leader, x.leader), _eq(m.leader_epoch, x.leader_epoch),
-          _eq(m.high_watermark, x.high_watermark), _eq(m.fetch_offset, x.fetch_offset),
-          _eq(m.epoch, x.epoch), _eq(m.end_offset, x.end_offset), _eq(m.error, ERRORS[x.error]),
-          _eq(m.rec_count, len(x.records))]
+    cs = [eq_terms(m.kind, kind), eq_terms(m.leader, x.leader), eq_terms(m.leader_epoch, x.leader_epoch),
+          eq_terms(m.high_watermark, x.high_watermark), eq_terms(m.fetch_offset, x.fetch_offset),
+          eq_terms(m.epoch, x.epoch), eq_terms(m.end_offset, x.end_offset), eq_terms(m.error, ERRORS[x.error]),
+          eq_terms(m.rec_count, len(x.records))]
     for i, rec in enumerate(x.records):
-        cs += [_eq(m.rec_epoch[x.fetch_offset + i], rec.epoch),
-               _eq(m.rec_value[x.fetch_offset + i], rec.value)]
+        cs += [eq_terms(m.rec_epoch[x.fetch_offset + i], rec.epoch),
+               eq_terms(m.rec_value[x.fetch_offset + i], rec.value)]
         locate(rec.value, x.fetch_offset + i)
     return cs
 
@@ -1665,7 +1665,7 @@ def _decode_slot(m: SSlot, iv):
 # ForAll w. Not(violation(s, w)). BMC asserts the violation itself, quantifier-free.
 
 
-def _true_leader(s: SState, b: int) -> z3.BoolRef:
+def is_true_leader(s: SState, b: int) -> z3.BoolRef:
     r = s.replicas[b]
     return And(s.c_leader == b, s.alive[b], r.leader == b, r.leader_epoch == s.c_epoch)
 
@@ -1676,7 +1676,7 @@ def v_HighWatermarkBelowLogEnd(shape: Shape, s: SState, w) -> z3.BoolRef:
 
 def v_LeaderInIsr(shape: Shape, s: SState, w) -> z3.BoolRef:
     n = shape.n
-    out = [And(s.c_leader != NO_LEADER, z3.Not(_at(s.c_isr, s.c_leader)))]
+    out = [And(s.c_leader != NO_LEADER, z3.Not(at_index(s.c_isr, s.c_leader)))]
     out += [And(s.alive[b], s.replicas[b].leader == b, z3.Not(s.replicas[b].isr[b]))
             for b in range(n)]
     return Or(out)
@@ -1695,7 +1695,7 @@ def v_NoCommittedDataLoss(shape: Shape, s: SState, w) -> z3.BoolRef:
         for m in range(shape.n):
             if m == leader:
                 continue
-            out.append(And(_true_leader(s, leader), s.c_isr[m], s.alive[m], 0 <= w,
+            out.append(And(is_true_leader(s, leader), s.c_isr[m], s.alive[m], 0 <= w,
                               w < lr.high_watermark, record_differs(lr, s.replicas[m], w)))
     return Or(out)
 
@@ -1711,7 +1711,7 @@ def v_LogMatching(shape: Shape, s: SState, w) -> z3.BoolRef:
     return Or(out)
 
 
-def _holds(s: SState, b: int, w) -> z3.BoolRef:
+def holds_value(s: SState, b: int, w) -> z3.BoolRef:
     """Broker b's log has value w at its offset."""
     r, o = s.replicas[b], s.value_offset[w]
     return And(0 <= o, o < r.log_len, r.log_value[o] == w)
@@ -1719,7 +1719,7 @@ def _holds(s: SState, b: int, w) -> z3.BoolRef:
 
 def _leader_lacks(shape: Shape, s: SState, w) -> z3.BoolRef:
     """The true leader's log does not have value w at its offset."""
-    return Or([And(_true_leader(s, b), z3.Not(_holds(s, b, w))) for b in range(shape.n)])
+    return Or([And(is_true_leader(s, b), z3.Not(holds_value(s, b, w))) for b in range(shape.n)])
 
 
 def _lost_from_leader(shape: Shape, s: SState, w, ghost) -> z3.BoolRef:
@@ -1747,7 +1747,7 @@ def v_AckedWritesDurableKip966(shape: Shape, s: SState, w) -> z3.BoolRef:
 
 def v_LeaderCandidatesComplete(shape: Shape, s: SState, w) -> z3.BoolRef:
     return And(_due(shape, s, w), Or([
-        And(Or(s.c_isr[b], s.c_elr[b]), s.alive[b], z3.Not(_holds(s, b, w)))
+        And(Or(s.c_isr[b], s.c_elr[b]), s.alive[b], z3.Not(holds_value(s, b, w)))
         for b in range(shape.n)]))
 
 
@@ -1781,7 +1781,7 @@ def v_EligibleReplicasWellFormed(shape: Shape, s: SState, w) -> z3.BoolRef:
     or one outside the partition's replicas, every broker's here)."""
     n = shape.n
     out = [And(s.c_elr[x], s.c_isr[x]) for x in range(n)]
-    out.append(And(Or(s.c_elr), _count(s.c_isr) >= shape.config.min_insync_replicas))
+    out.append(And(Or(s.c_elr), count_true(s.c_isr) >= shape.config.min_insync_replicas))
     if not shape.config.eligible_leader_replicas_enable:
         out += [*s.c_elr, *s.c_lkelr]
     return Or(out)

@@ -1,7 +1,7 @@
 """The interface the explorer searches: any transition system with named actions and invariants.
 
 Two models implement it: `KafkaModel` (the spec in `spec/`, the default) and the tla-compat
-model (`model_check.tla_compat`), a re-expression of hachikuji/kafka-specification.
+model (`model_check.explore.tla_compat`), a re-expression of hachikuji/kafka-specification.
 
 A model is deliberately small (stateright's shape): initial states, successors with their
 action labels, named invariants, and ways to show a state and an action to a person or a tool.
@@ -58,14 +58,14 @@ class Model(Protocol):
     # a state that breaks none costs one call; `holds_from(before, state) -> bool`, the same
     # of a successor of `before`, in which every invariant holds, answered from what the step
     # changed; `compact(before, state)`, an equal state made of parts shared with earlier
-    # ones (`before` None: a state with no predecessor). model_check.flat has all three.
+    # ones (`before` None: a state with no predecessor). model_check.explore.flat has all three.
 
 
 def core_problem(config: Config, kip966: bool = False) -> str | None:
     """What puts `config` outside the core model, or None: one partition replicated on every
     broker, one controller that never fails, no KIP-966 (unless `kip966`), synchronous ISR
-    changes. The flat encoding (model_check.flat) and the partial-order reduction cover
-    exactly the core; the Z3 encoding (model_check.symbolic, `isrlab prove`) the core and
+    changes. The flat encoding (model_check.explore.flat) and the partial-order reduction cover
+    exactly the core; the Z3 encoding (model_check.prove.symbolic, `isrlab prove`) the core and
     KIP-966."""
     if config.partitions != 1:
         return "more than one partition"
@@ -84,6 +84,9 @@ class KafkaModel:
     """The default model: `spec` under one `Config`."""
 
     name = "kafka"
+    # Its states are spec Clusters under `config`: a partial-order reduction of the same config
+    # (model_check.prove.por.Reduction) may be handed to the explorer with it.
+    reducible = True
 
     def __init__(self, config: Config, invariants: Iterable[str] | None = None):
         self.config = config
@@ -127,12 +130,6 @@ class KafkaModel:
     def canonical(self, state):
         return state
 
-    def reduction(self):
-        """The partial-order reduction for this config (model_check.por); ValueError if none."""
-        from model_check.por import Reduction
-
-        return Reduction(self.config)
-
     def config_json(self) -> dict[str, Any]:
         # Every field, the model switches and variant rules included: a reader of the report
         # sees exactly which model was checked (replay checks runs against the same one).
@@ -162,8 +159,8 @@ class RunGhostModel(KafkaModel):
     def to_json(self, state) -> dict[str, Any]:
         return {"cluster": state_to_json(state[0]), "run": state[1]}
 
-    def reduction(self):
-        raise ValueError("the run ghost model has no partial-order reduction")
+    # Its states are (cluster, run) pairs, which a partial-order reduction does not step.
+    reducible = False
 
 
 def state_to_json(value: Any) -> Any:

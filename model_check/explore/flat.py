@@ -50,7 +50,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from model_check.model import core_problem
+from model_check.explore.model import core_problem
 from spec.actions import (
     BecomeFollower,
     BecomeLeader,
@@ -1175,7 +1175,7 @@ class FlatKafkaModel:
     name = "kafka"
 
     def __init__(self, config: Config, invariants=None):
-        from model_check.model import KafkaModel
+        from model_check.explore.model import KafkaModel
 
         self.reference = KafkaModel(config, invariants)
         self.config = config
@@ -1286,12 +1286,12 @@ def search(config: Config, invariants=None, *, run=None, spec_states: bool = Fal
     flat encoding where it covers `config` and `spec_states` is off, else on the spec's own
     states. Either gives the same counts and counterexample; the result's counterexample
     holds `Cluster`s either way (reports, replays and drives read those), and its `encoding`
-    says which was searched. The flat encoding runs compiled where `model_check.compiled`
+    says which was searched. The flat encoding runs compiled where `model_check.explore.compiled`
     has built it from this file as it is (`compiled` off: as Python), which the result's
     `compiled` says."""
-    from model_check.compiled import load as load_compiled
-    from model_check.explorer import explore
-    from model_check.model import KafkaModel
+    from model_check.explore.compiled import load as load_compiled
+    from model_check.explore.explorer import explore
+    from model_check.explore.model import KafkaModel
 
     run = run or explore
     if spec_states or problem(config) is not None:

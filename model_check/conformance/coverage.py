@@ -4,7 +4,7 @@ spec's paths drive it (directed runs) and when random faults do (campaigns).
 The yardstick is the spec's state graph of one small configuration, explored breadth-first to
 a depth: its states, and the actions that fire in it. Directed runs drive a covering set of
 paths (every root-to-leaf path of the breadth-first tree, so together they pass through every
-state of the graph) through `model_check.drive`; campaigns run the seeded simulator. Either
+state of the graph) through `model_check.conformance.drive`; campaigns run the seeded simulator. Either
 way the replay of the run records every spec state it reaches, and a state of the graph counts
 as reached when the replay passes through exactly that state. Spec states carry the spec's own
 value numbering (the replay renames the broker's values), so the two sides compare as values.
@@ -12,26 +12,26 @@ value numbering (the replay renames the broker's values), so the two sides compa
 The graph is explored with the replay's own config (the run's protocol settings) plus the
 exploration bounds, so a path of the graph is a path replay can take.
 
-`FEATURES` names states that matter to the invariants (a window in which a known bug can
-happen); the report counts how many runs reach each, so nemesis settings can be chosen by
-coverage rather than by guess.
+`spec.features.FEATURES` names states that matter to the invariants (a window in which a known
+bug can happen); the report counts how many runs reach each, so nemesis settings can be chosen
+by coverage rather than by guess.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, Simulation
 from impl.trace import header_config
-from model_check.drive import Driver
-from model_check.replay import load_texts, replay_run, spec_config
+from model_check.conformance.drive import Driver
+from model_check.conformance.replay import load_texts, replay_run, spec_config
 from spec import Config, initial_state
 from spec.actions import successors
-from spec.state import NO_LEADER, Cluster
+from spec.features import FEATURES
+from spec.state import Cluster
 
 # Graph -------------------------------------------------------------------------------------
 
@@ -83,61 +83,6 @@ def explore(config: Config, depth: int) -> Graph:
                     nxt.append(after)
         frontier = nxt
     return Graph(config, depth, depth_of, parent, actions)
-
-
-# Features ----------------------------------------------------------------------------------
-
-
-def _true_leader(s: Cluster, p: int):
-    leader = s.controller.partitions[p].leader
-    return None if leader == NO_LEADER else s.replica(p, leader)
-
-
-def _any(s: Cluster, test: Callable[[Cluster, int], bool]) -> bool:
-    return any(test(s, p) for p in range(len(s.replicas)))
-
-
-def _stale_follower_hw(s: Cluster, p: int) -> bool:
-    lead = _true_leader(s, p)
-    return lead is not None and any(
-        s.alive[b] and r.leader not in (NO_LEADER, b) and r.high_watermark < lead.high_watermark
-        for b, r in enumerate(s.replicas[p]))
-
-
-def _isr_member_behind_hw(s: Cluster, p: int) -> bool:
-    lead = _true_leader(s, p)
-    return lead is not None and any(
-        s.alive[b] and len(s.replica(p, b).log) < lead.high_watermark
-        for b in s.controller.partitions[p].isr)
-
-
-def _two_leaders(s: Cluster, p: int) -> bool:
-    return sum(1 for b, r in enumerate(s.replicas[p]) if s.alive[b] and r.leader == b) > 1
-
-
-def _divergent_logs(s: Cluster, p: int) -> bool:
-    logs = [r.log for b, r in enumerate(s.replicas[p]) if s.alive[b]]
-    return any(x[i] != y[i] for x in logs for y in logs for i in range(min(len(x), len(y))))
-
-
-def _unflushed_committed(s: Cluster, p: int) -> bool:
-    return any(s.alive[b] and r.flushed_offset < r.high_watermark
-               for b, r in enumerate(s.replicas[p]))
-
-
-FEATURES: dict[str, Callable[[Cluster], bool]] = {
-    "acknowledged write": lambda s: bool(s.acked),
-    "a follower's HW behind the leader's (B1's window)": lambda s: _any(s, _stale_follower_hw),
-    "an ISR member without every committed record (B5, B7)":
-        lambda s: _any(s, _isr_member_behind_hw),
-    "committed records unflushed on a live replica (B2, B8)":
-        lambda s: _any(s, _unflushed_committed),
-    "two live brokers lead one partition (B10's zombie)": lambda s: _any(s, _two_leaders),
-    "live logs differ at an offset (B2, B4)": lambda s: _any(s, _divergent_logs),
-    "partition offline": lambda s: any(ps.leader == NO_LEADER for ps in s.controller.partitions),
-    "ISR of one": lambda s: any(len(ps.isr) == 1 for ps in s.controller.partitions),
-    "a write lost in a crash": lambda s: bool(s.crash_losses),
-}
 
 
 # Coverage ----------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ from typing import Any
 
 import msgspec
 
-from model_check.gcpause import without_gc
+from model_check.explore.gcpause import without_gc
 from vocab import anomalies as K
 from vocab.anomalies import KINDS
 from vocab.trace import LineError, causal_merge, check

@@ -29,13 +29,11 @@ collide and one would go unexplored. The chance is about n^2 / 2^65 for n distin
 
 from __future__ import annotations
 
-import ctypes
 import heapq
 import mmap
 import multiprocessing
 import os
 import random
-import signal
 import time
 from array import array
 from collections import Counter
@@ -47,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from model_check.gcpause import gc_paused
-from model_check.model import Model
+from model_check.explore.gcpause import gc_paused
+from model_check.explore.model import Model
+from model_check.explore.progress import die_with_parent
 
 
 @dataclass
@@ -72,12 +71,12 @@ class Result:
     collision_probability: float = 0.0
     symmetry: bool = False
     workers: int = 1
-    reduction: bool = False  # partial-order reduction (model_check.por)
+    reduction: bool = False  # partial-order reduction (model_check.prove.por)
     seed: int | None = None
     traces: int = 0
     stored_bytes: int = 0  # the visited set and the parent tree (an exhaustive search's)
     encoding: str = "spec"  # the states searched: the spec's dataclasses, or "flat"
-    compiled: bool = False  # the flat encoding run compiled (model_check.compiled)
+    compiled: bool = False  # the flat encoding run compiled (model_check.explore.compiled)
 
     @property
     def states_per_second(self) -> float:
@@ -278,7 +277,7 @@ class _Expander:
         self.model = model
         self.symmetry = symmetry
         self.check = check
-        # Partial-order reduction (model_check.por): per state of the next level, the
+        # Partial-order reduction (model_check.prove.por): per state of the next level, the
         # instances every step into it rules out, as a bit mask.
         self.reduction = reduction
         self.ruled_out: dict[int, int] = {}
@@ -559,18 +558,6 @@ class _Expander:
         return generated
 
 
-def die_with_parent(parent: int | None = None) -> None:
-    """Make this (forked or spawned worker) process die when its parent does: Linux's
-    PR_SET_PDEATHSIG, and a check that the parent did not die before it was set."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return  # not Linux: workers then end when their pipe breaks
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
-
-
 def _worker_main(conn, model, symmetry, check, parent, reduction=None, claims=None,
                  expander=None):
     """A forked worker's loop; `expander`: the in-process one it was forked from mid-search
@@ -799,12 +786,13 @@ def explore(
     symmetry: bool | None = None,
     check_invariants: bool = True,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    reduce: bool = False,
+    reduction=None,
 ) -> Result:
-    """Breadth-first search of every reachable state; see the module docstring. `reduce`:
-    partial-order reduction (model_check.por): the same states, fewer transitions computed;
-    with several workers the coordinator intersects the masks of a state more than one
-    found. Raises ValueError when the model or config does not allow it. `workers="auto"`:
+    """Breadth-first search of every reachable state; see the module docstring. `reduction`:
+    a partial-order reduction of the model's config (model_check.prove.por.Reduction, made by
+    the caller): the same states, fewer transitions computed; with several workers the
+    coordinator intersects the masks of a state more than one found. Raises ValueError when
+    the model does not allow it. `workers="auto"`:
     one process until a level to expand holds AUTO_LEVEL states, then AUTO_WORKERS forked
     from it (one process throughout under the reduction)."""
     started = time.perf_counter()
@@ -813,16 +801,15 @@ def explore(
     auto = workers == "auto"
     if auto:
         workers = 1
-        auto = AUTO_WORKERS > 1 and not reduce
+        auto = AUTO_WORKERS > 1 and reduction is None
     workers = max(1, workers)
-    reduction = None
-    if reduce:
+    if reduction is not None:
         if use_symmetry:
             raise ValueError("partial-order reduction runs without symmetry")
-        make = getattr(model, "reduction", None)
-        if make is None:
+        if not getattr(model, "reducible", False):
             raise ValueError(f"partial-order reduction: the {model.name} model has none")
-        reduction = make()
+        if getattr(model, "config", None) != reduction.config:
+            raise ValueError("partial-order reduction: made for another config than the model's")
         if workers > 1 and reduction.size > 64:
             raise ValueError("partial-order reduction with several workers: at most 64 action "
                              f"instances (this config has {reduction.size}); use one worker")
@@ -1006,16 +993,16 @@ PythonExpander = _Expander
 
 
 def _use_compiled() -> None:
-    """Expand with the compiled copy of `_Expander` where `model_check.compiled` built it from
+    """Expand with the compiled copy of `_Expander` where `model_check.explore.compiled` built it from
     this file as it is now (the forked workers and the in-process expander both look the
     class up here)."""
     global _Expander
-    from model_check import compiled
+    from model_check.explore import compiled
 
     module = compiled.load_explorer()
     if module is not None:
         _Expander = module._Expander
 
 
-if __name__ == "model_check.explorer":  # not in the compiled copy itself
+if __name__ == "model_check.explore.explorer":  # not in the compiled copy itself
     _use_compiled()

@@ -3,12 +3,12 @@ themselves, not second copies.
 
 The explorer spends most of its time in the flat encoding's successor function and
 invariants, Python code on tuples. Cython compiles that same source, unchanged, to a C
-extension (`model_check._flat_c`), which runs it with the interpreter's dispatch taken out:
+extension (`model_check.explore._flat_c`), which runs it with the interpreter's dispatch taken out:
 the same states, fingerprints, labels and verdicts in a fifth to a third less time
 (`bench/check_bench.py --side-by-side` prints both). The explorer's own loop over each
 state's successors (`explorer._Expander`) is compiled the same way from explorer.py
-(`model_check._explorer_c`): a twentieth less time with two workers. `make install` builds
-both (`python -m model_check.compiled`); each is used only when it was built from the file on
+(`model_check.explore._explorer_c`): a twentieth less time with two workers. `make install` builds
+both (`python -m model_check.explore.compiled`); each is used only when it was built from the file on
 disk as it is, and the pure module otherwise (no compiler, or the file edited since).
 `tests/test_flat.py` runs its comparisons with the spec on both encodings, and
 `tests/test_check.py` compares the two expanders.
@@ -28,9 +28,9 @@ from types import ModuleType
 SOURCE = Path(__file__).with_name("flat.py")
 # Cython's declarations for it (C integers for the field positions); part of the digest.
 DECLARATIONS = Path(__file__).with_name("flat.pxd")
-MODULE = "model_check._flat_c"
+MODULE = "model_check.explore._flat_c"
 EXPLORER_SOURCE = Path(__file__).with_name("explorer.py")
-EXPLORER_MODULE = "model_check._explorer_c"
+EXPLORER_MODULE = "model_check.explore._explorer_c"
 # -O1: a quarter of the compile time of Python's default -O3 -g (about 20 s against 86 s on
 # this project's machine), and 2% more instructions than -O2 on the explorer's first 50,000
 # states (callgrind), within the timing noise.
@@ -79,8 +79,8 @@ def load_explorer() -> ModuleType | None:
 
 
 def build(quiet: bool = True) -> list[Path]:
-    """Compile flat.py into model_check/_flat_c.<abi>.so and explorer.py into
-    model_check/_explorer_c.<abi>.so; return their paths. Each module records the digest of
+    """Compile flat.py into model_check/explore/_flat_c.<abi>.so and explorer.py into
+    model_check/explore/_explorer_c.<abi>.so; return their paths. Each module records the digest of
     the source it was built from (`BUILT_FROM`), so an edited file is never run from an old
     build."""
     from Cython.Build import cythonize
@@ -88,8 +88,9 @@ def build(quiet: bool = True) -> list[Path]:
 
     with tempfile.TemporaryDirectory(prefix="isrlab-cython-") as tmp:
         # In a package of its own name, where Cython finds the declarations beside it.
-        package = Path(tmp) / "model_check"
-        package.mkdir()
+        package = Path(tmp) / "model_check" / "explore"
+        package.mkdir(parents=True)
+        (package.parent / "__init__.py").write_text("")
         (package / "__init__.py").write_text("")
         extensions = []
         for module, text, made_from in ((MODULE, SOURCE.read_text(), digest()),
@@ -120,7 +121,7 @@ def build(quiet: bool = True) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv != ["--check"]:
-        print(f"usage: python -m model_check.compiled [--check]; not {' '.join(argv)!r}",
+        print(f"usage: python -m model_check.explore.compiled [--check]; not {' '.join(argv)!r}",
               file=sys.stderr)
         return 2
     if argv == ["--check"]:
@@ -131,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         targets = build()
     except Exception as error:  # noqa: BLE001 - any failure leaves the pure modules in use
         print(f"compiled flat encoding not built ({type(error).__name__}: {error}); "
-              "the explorer runs model_check/flat.py and its own loop as Python",
+              "the explorer runs model_check/explore/flat.py and its own loop as Python",
               file=sys.stderr)
         return 0
-    built = ", ".join(str(target.relative_to(SOURCE.parent.parent)) for target in targets)
+    built = ", ".join(str(target.relative_to(SOURCE.parents[2])) for target in targets)
     print(f"compiled flat encoding and explorer: {built}")
     return 0
 

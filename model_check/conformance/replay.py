@@ -45,7 +45,7 @@ from pathlib import Path
 
 import msgspec
 
-from model_check.gcpause import gc_paused
+from model_check.explore.gcpause import gc_paused
 from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome

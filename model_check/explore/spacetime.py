@@ -27,8 +27,8 @@ from collections.abc import Set
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from model_check.explorer import Result
-from model_check.model import Model, state_to_json
+from model_check.explore.explorer import Result
+from model_check.explore.model import Model, state_to_json
 
 CONTROLLER, PRODUCER, CONSUMER, NETWORK, CLOCK = "controller", "producer", "consumer", \
     "network", "clock"
@@ -380,7 +380,7 @@ def _state_fields(body: dict) -> dict[str, str]:
 
 
 def run_timeline(events: list, title: str, verdict: str = "") -> Timeline:
-    """Lines of a run (merged order; `Event`s of `model_check.replay`) as a space-time view:
+    """Lines of a run (merged order; `Event`s of `model_check.conformance.replay`) as a space-time view:
     a lane per node, messages from their send ids to their receive, nemesis faults marked,
     and per step the post-state fields that changed since that replica's previous line."""
     steps: list[Step] = []

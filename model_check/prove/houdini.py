@@ -20,7 +20,7 @@ subset of candidate lemmas that is inductive together:
    that breaks only a target is a CTI of the proof, not of the candidates.)
 
 Each candidate exists twice, as a predicate on `spec.state.Cluster` and as a violation
-formula on `model_check.symbolic.SState` (the form `symbolic.VIOLATIONS` and
+formula on `model_check.prove.symbolic.SState` (the form `symbolic.VIOLATIONS` and
 `symbolic_lemmas.LEMMAS` have), built from the same term and guard: the name says what it
 means, e.g. `leads(b0) -> rleo(b0,b1) <= leo(b1)`.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import z3
 
-from model_check import symbolic as sym
+from model_check.prove import symbolic as sym
 from spec import Config, initial_state
 from spec.actions import successors
 from spec.state import Cluster, FetchRequest, FetchResponse
@@ -157,7 +157,7 @@ def true_leader(b: int) -> Guard:
         r = _replica(s, b)
         return (_ps(s).leader == b and s.alive[b] and r.leader == b
                 and r.leader_epoch == _ps(s).leader_epoch)
-    return Guard(f"true_leader(b{b})", concrete, lambda s: sym._true_leader(s, b))
+    return Guard(f"true_leader(b{b})", concrete, lambda s: sym.is_true_leader(s, b))
 
 
 def in_isr(b: int) -> Guard:
@@ -433,8 +433,8 @@ class _Induction:
 
     def __init__(self, config: Config, targets: list[str], lemmas: list[str],
                  cache_slots: int, timeout_ms: int):
-        from model_check.prove import _instance_terms, violation
-        from model_check.symbolic_lemmas import LEMMAS
+        from model_check.prove.engine import instance_terms, violation
+        from model_check.prove.lemmas import LEMMAS
 
         self.shape = sym.make_shape(config, bounded=False, cache_slots=cache_slots)
         self.table = sym.action_table(self.shape)
@@ -442,7 +442,7 @@ class _Induction:
         self.post = sym.fresh_state(self.shape, "post.")
         self.a = sym.fresh_args(self.shape, "a.")
         self.w = z3.Int("cti_w")
-        self.terms = _instance_terms(self.pre, self.a, self.w)
+        self.terms = instance_terms(self.pre, self.a, self.w)
         self.timeout_ms = timeout_ms
         # A pair formula is assumed at its second witness `prove.W2` only (a weaker
         # instantiation of "for every pair", so still sound) and broken at (w, W2).
@@ -498,8 +498,8 @@ class _Induction:
     def small_cti(self, inst, assumed: list[Candidate], broken: list[Candidate]):
         """A model of a genuine CTI over this step's pre- and post-state, from the bounded
         search confirmed in the unbounded encoding; None if there is none."""
-        from model_check.prove import genuine_small_cti
-        from model_check.symbolic_lemmas import LEMMAS
+        from model_check.prove.engine import genuine_small_cti
+        from model_check.prove.lemmas import LEMMAS
 
         # The hand formulas by their own table (a pair formula is assumed at every pair),
         # the candidates by theirs.
@@ -515,7 +515,7 @@ class _Induction:
 
     def _ask(self, relation, assumed, broken, terms, quantified: bool,
              timeout_ms: int | None = None):
-        from model_check.prove import solver_within
+        from model_check.prove.engine import solver_within
 
         shape, pre = self.shape, self.pre
         q = z3.Int("houdini_q")
@@ -531,13 +531,13 @@ class _Induction:
         answer = solver.check()
         return (answer, solver.model() if answer == z3.sat else None)
 
-    def _broken_at(self, model, witnessed: list[Candidate]):
+    def broken_at(self, model, witnessed: list[Candidate]):
         """The witnesses at which the model's pre-state breaks a formula of `witnessed`
         ([]: none, the pre-state is genuine; None: the solver cannot tell)."""
-        from model_check.prove import _broken_at
+        from model_check.prove.engine import broken_at
 
         table = {c.name: c.violation for c in witnessed}
-        return _broken_at(self.shape, table, list(table), self.pre, model, self.timeout_ms)
+        return broken_at(self.shape, table, list(table), self.pre, model, self.timeout_ms)
 
     def broken_in_post(self, model, formulas: list[Candidate]) -> list[str]:
         return [c.name for c in formulas if z3.is_true(model.eval(
@@ -627,7 +627,7 @@ def verify(config: Config, targets: list[str], lemmas: list[str], found: list[Ca
            log: Callable[[str], None] | None = None) -> list[Verdict]:
     """Per action instance: is targets + lemmas + found inductive for it? (Each solver call
     is appended to `queries` as a `prove.Query`.)"""
-    from model_check.prove import Query
+    from model_check.prove.engine import Query
 
     ind = _Induction(config, targets, lemmas, cache_slots, timeout_ms)
     goal = ind.fixed + list(found)
@@ -656,7 +656,12 @@ def prove(config: Config, targets: list[str], lemmas: list[str],
     check targets + hand lemmas + inferred lemmas for every action instance. When some
     instance has a CTI, the explorer looks for a real violation of the targets (shown as a
     reachable CTI with its run). Returns (prove.Outcome, HoudiniResult or None)."""
-    from model_check.prove import ActionVerdict, Outcome, formula_verdicts, reachable_violation
+    from model_check.prove.engine import (
+        ActionVerdict,
+        Outcome,
+        formula_verdicts,
+        reachable_violation,
+    )
 
     start = time.perf_counter()
     search = None

@@ -1,4 +1,4 @@
-# Cython declarations for model_check/flat.py when model_check.compiled builds it; Python
+# Cython declarations for model_check/explore/flat.py when model_check.explore.compiled builds it; Python
 # never reads this file. The field positions are C integers, so that `r[LOG]` compiles to a
 # direct tuple access instead of a lookup of a global and its conversion to an index; the two
 # classes are extension types, so that `self.n` or `self.flat` is a read of a slot, not of a

@@ -6,8 +6,8 @@ import json
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from model_check.explorer import Result
-from model_check.model import Model
+from model_check.explore.explorer import Result
+from model_check.explore.model import Model
 
 
 def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def _encoding(result: Result) -> str:
         return ""
     if result.compiled:
         return ", flat encoding (compiled)"
-    from model_check import compiled
+    from model_check.explore import compiled
 
     return (f", flat encoding as Python (the compiled module is {compiled.state()}: "
             "`make install` builds it)")

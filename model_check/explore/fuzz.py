@@ -16,7 +16,7 @@ database, so the same (config, examples, steps, seed) gives the same run. A fail
 shrunk twice: by Hypothesis (fewer steps, earlier kinds, earlier enabled actions), then by
 `shrink_actions` (delta debugging on the action list itself, which Hypothesis cannot see: a
 dropped step shifts what every later draw means, but an action keeps its meaning). The result
-becomes a scenario transcript (`model_check.scenario`) that `isrlab scenario` replays; its
+becomes a scenario transcript (`model_check.explore.scenario`) that `isrlab scenario` replays; its
 last block shows `VIOLATED <name>`.
 
 A state where no action at all is enabled gets a no-op `stutter` rule, so a run that reaches a
@@ -255,7 +255,7 @@ def transcript_expressible(config: Config) -> bool:
 def transcript(config: Config, actions: list[Action] | tuple[Action, ...],
                comments: list[str] | tuple[str, ...] = ()) -> str:
     """A scenario transcript applying `actions` from the initial state, expectations filled in."""
-    from model_check.scenario import run_text
+    from model_check.explore.scenario import run_text
 
     lines = [f"# {c}" for c in comments]
     if lines:
@@ -460,7 +460,7 @@ def _final(config: Config, actions) -> Cluster:
 
 def _replays(text: str, invariant_name: str) -> bool:
     """The transcript matches its own expectations and its last block shows the violation."""
-    from model_check.scenario import parse, run_text
+    from model_check.explore.scenario import parse, run_text
 
     replay_result = run_text(text, "<fuzz>")
     last = parse(text, "<fuzz>")[-1]

@@ -5,7 +5,7 @@ The cluster is `isrlab cluster tcp --duration 0` (target `reference`) or `isrlab
 --duration 0` (target `kafka`: Apache Kafka's own jars, which write no trace to replay), a child
 process stopped with SIGTERM once the clients are done; the clients run here one after another
 (impl/kafka/clients.py), each with its own range of values. On Kafka the final state of each
-partition is what the clients read back at the end (model_check/history.py).
+partition is what the clients read back at the end (model_check/conformance/history.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from impl.kafka.clients import run_client
-from model_check.history import HistoryResult, check_history, load_history
-from model_check.replay import ReplayResult, load_run, replay_run
+from model_check.conformance.history import HistoryResult, check_history, load_history
+from model_check.conformance.replay import ReplayResult, load_run, replay_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLIENT_VALUE_BASE = 10**9  # client k writes from (k + 1) * CLIENT_VALUE_BASE
@@ -239,7 +239,7 @@ def read_back_logs(lines, process: str, partitions: int) -> dict[int, list[int]]
     end offset the client learnt (its `end` line, impl/kafka/clients.py) and whose reads hold
     every offset below it. Then a write acknowledged at or past that end is lost, not
     unverified. A partition read back only in part (its leader offline, say) is left out: its
-    final state is taken from the reads, offset by offset (model_check/history.py)."""
+    final state is taken from the reads, offset by offset (model_check/conformance/history.py)."""
     seen: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
     ends: dict[int, int] = {}
     for line in lines:

@@ -1,5 +1,6 @@
 """Progress for long commands (`check`, `campaign`, `analyze`): a live display on a terminal,
-a plain line now and then otherwise, nothing with `--json`.
+a plain line now and then otherwise, nothing with `--json`; and `die_with_parent`, which every
+pool of worker processes (the explorer's, Z3's, a campaign's) starts its workers with.
 
 On a TTY the display is rich's (one line, redrawn in place, gone when the command ends). When
 stderr is not a terminal (CI logs, a pipe) a plain line is written at most every
@@ -9,7 +10,9 @@ stderr is not a terminal (CI logs, a pipe) a plain line is written at most every
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -125,3 +128,14 @@ def campaign_progress(progress: Progress) -> Callable[[Any, int, int], None]:
 
     return show
 
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this (forked or spawned worker) process die when its parent does: Linux's
+    PR_SET_PDEATHSIG, and a check that the parent did not die before it was set."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # not Linux: workers then end when their pipe breaks
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)

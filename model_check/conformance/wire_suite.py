@@ -50,7 +50,7 @@ from kio.static.primitive import i16, i32, i64
 
 from impl.kafka import batches
 from impl.kafka.codec import build
-from model_check.kafka_runs import KafkaRunError, cluster_command, cluster_process, tail
+from model_check.conformance.kafka_runs import KafkaRunError, cluster_command, cluster_process, tail
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = 18, 23

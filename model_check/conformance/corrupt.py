@@ -6,7 +6,7 @@ pure function `(files, rng) -> files | None` (None: the run has nothing it could
 says whether it changes what the run means. Meaning-changing kinds must be rejected by
 `isrlab replay` (exit 1 or 2, one message, no traceback); controls must be accepted.
 
-    from model_check.corrupt import KINDS, read_run, write_run
+    from model_check.conformance.corrupt import KINDS, read_run, write_run
     files = read_run(run_dir)
     for kind in KINDS: bad = kind.apply(files, random.Random(seed))
 """

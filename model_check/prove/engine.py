@@ -1,4 +1,4 @@
-"""Bounded model checking and inductive proofs over the Z3 encoding (`model_check.symbolic`).
+"""Bounded model checking and inductive proofs over the Z3 encoding (`model_check.prove.symbolic`).
 
 Theory of operation.
 - BMC unrolls the transition relation from the initial state one step at a time and, at each
@@ -41,8 +41,9 @@ from typing import Any
 
 import z3
 
-from model_check import symbolic as sym
-from model_check.model import state_to_json
+from model_check.explore.model import state_to_json
+from model_check.explore.progress import die_with_parent
+from model_check.prove import symbolic as sym
 from spec import Config, initial_state, step
 from spec.actions import ACTIONS_BY_NAME
 from spec.invariants import INVARIANTS
@@ -158,16 +159,16 @@ def _step_relation(shape: sym.Shape, table, pre: sym.SState, post: sym.SState,
     f, else pre.f. Far smaller than a disjunction of whole-state equations.
     """
     guards = []
-    leaves_pre = sym._leaves(pre)
+    leaves_pre = sym.leaves_of(pre)
     chains = list(leaves_pre)
     for i, inst in enumerate(table):
         guard, succ = inst.build(shape, pre, a)
         guards.append(sym.And(selector == i, guard))
-        for j, leaf in enumerate(sym._leaves(succ)):
-            leaf = sym._z(leaf)
+        for j, leaf in enumerate(sym.leaves_of(succ)):
+            leaf = sym.as_term(leaf)
             if not leaf.eq(leaves_pre[j]):
                 chains[j] = z3.If(selector == i, leaf, chains[j])
-    frame = [sym._z(p) == c for p, c in zip(sym._leaves(post), chains, strict=True)]
+    frame = [sym.as_term(p) == c for p, c in zip(sym.leaves_of(post), chains, strict=True)]
     return sym.And(sym.Or(guards), *frame)
 
 
@@ -459,7 +460,7 @@ def _leaf_range(name: str, kinds: dict[str, tuple[int, int]], low: int,
 def _int_bounds(x, kinds: dict[str, tuple[int, int]], low: int, high: int) -> list[z3.BoolRef]:
     """Every integer leaf of `x` within its `_leaf_range`."""
     out = []
-    for leaf in sym._leaves(x):
+    for leaf in sym.leaves_of(x):
         if z3.is_int(leaf) and not z3.is_int_value(leaf):
             lo, hi = _leaf_range(str(leaf), kinds, low, high)
             out.append(sym.And(lo <= leaf, leaf <= hi))
@@ -475,7 +476,7 @@ def independent_pairs(shape: sym.Shape, table) -> frozenset[tuple[int, int]]:
     (`_normal_form`), so no shortest violation is lost and far fewer interleavings remain.
     """
     pre, a = sym.fresh_state(shape, "por."), sym.fresh_args(shape, "por_a.")
-    leaves = [sym._z(x) for x in sym._leaves(pre)]
+    leaves = [sym.as_term(x) for x in sym.leaves_of(pre)]
     reads, writes = [], []
     for inst in table:
         guard, succ = inst.build(shape, pre, a)
@@ -483,8 +484,8 @@ def independent_pairs(shape: sym.Shape, table) -> frozenset[tuple[int, int]]:
         r: set[str] = set()
         _constants(guard, seen, r)
         w: set[str] = set()
-        for old, new in zip(leaves, sym._leaves(succ), strict=True):
-            new = sym._z(new)
+        for old, new in zip(leaves, sym.leaves_of(succ), strict=True):
+            new = sym.as_term(new)
             if not new.eq(old):
                 w.add(str(old))
                 _constants(new, seen, r)
@@ -639,7 +640,7 @@ class _Unrolling:
 
 def _variables(*parts) -> list:
     """The variables of states, step arguments and selectors, in one fixed order."""
-    return [leaf for part in parts for leaf in sym._leaves(part) if z3.is_const(leaf)
+    return [leaf for part in parts for leaf in sym.leaves_of(part) if z3.is_const(leaf)
             and not z3.is_int_value(leaf) and not z3.is_true(leaf) and not z3.is_false(leaf)]
 
 
@@ -694,7 +695,6 @@ def _parallel_answers(config: Config, depth: int, names: tuple[str, ...], worker
     # spawn: a forked child would share the parent's Z3 state.
     import os
 
-    from model_check.explorer import die_with_parent
 
     pool = multiprocessing.get_context("spawn").Pool(
         workers, initializer=die_with_parent, initargs=(os.getpid(),))
@@ -750,7 +750,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     (a name, or a label such as "LeaderHandleFetch[0, 1]"): the answer is then never
     `proved`, at best `partial`.
     """
-    from model_check.symbolic_lemmas import LEMMAS
+    from model_check.prove.lemmas import LEMMAS
 
     lemmas = list(lemmas or [])
     goal = list(invariants) + lemmas
@@ -782,7 +782,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     verdicts: list[ActionVerdict] = []
     undecodable: list[str] = []
     cti = None
-    base_terms = _instance_terms(pre, a, w)
+    base_terms = instance_terms(pre, a, w)
     memo: dict = {}
     with_cti: set[str] = set()  # actions one of whose instances has a CTI
     for inst in table:
@@ -897,7 +897,7 @@ def formula_verdicts(kinds: list[tuple[str, str]], verdicts) -> list[tuple[str, 
             for name, kind in kinds]
 
 
-def _instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
+def instance_terms(pre: sym.SState, a: sym.StepArgs, w) -> list:
     """Where the pre-state's invariants are first asked to hold (see `_refine`): the post
     violation's witnesses and the first one's neighbours, the step's arguments, each log's
     end and HW, where the witness and the step's value sit, the epoch boundaries of an
@@ -932,7 +932,7 @@ def _cases(inst, pre: sym.SState, post: sym.SState) -> list[tuple[str, list]]:
 
 
 def _step_terms(inst, pre: sym.SState, a: sym.StepArgs) -> list:
-    """Where one step reads besides `_instance_terms`, pair formulas included: a leader
+    """Where one step reads besides `instance_terms`, pair formulas included: a leader
     answering a fetch compares the request's last fetched offset with the epoch boundaries
     of its cache, where EpochStartsAgree and EpochLogMatching say the two logs agree, and a
     diverging answer cuts the follower at one of them, which the leader's record of the
@@ -981,7 +981,7 @@ def _refine(shape, table_inv, goal, pre, constraints, terms, timeout_ms: int,
         if answer != z3.sat:
             return answer, None, terms
         model = solver.model()
-        found = _broken_at(shape, table_inv, goal, pre, model, timeout_ms)
+        found = broken_at(shape, table_inv, goal, pre, model, timeout_ms)
         if found is None:
             return z3.unknown, None, terms
         if not found:
@@ -1039,8 +1039,8 @@ def small_problem(config: Config, label: str, goal: list[str], cache_slots: int,
     pre, post = sym.fresh_state(shape, "small.pre."), sym.fresh_state(shape, "small.post.")
     a = sym.fresh_args(shape, "small.a.")
     top = max(shape.cells(d) for d in ("offset", "value", "pe"))
-    ints = [x for x in sym._leaves(pre) + sym._leaves(a)
-            if z3.is_int(sym._z(x)) and not z3.is_int_value(sym._z(x))]
+    ints = [x for x in sym.leaves_of(pre) + sym.leaves_of(a)
+            if z3.is_int(sym.as_term(x)) and not z3.is_int_value(sym.as_term(x))]
     witnesses = small_cti_witnesses(top)
     base = [sym.And(-1 <= x, x <= top) for x in ints]
     base += [sym.relation(shape, inst, pre, post, a)]
@@ -1094,8 +1094,8 @@ def _other_than(small: _SmallCti) -> z3.BoolRef:
 def _as_in(model, x) -> list:
     """Equations that fix every leaf of `x` (a state or a step's arguments) that is not a
     constant to its value in `model`."""
-    return [sym._eq(leaf, model.eval(sym._z(leaf), model_completion=True))
-            for leaf in sym._leaves(x) if not z3.is_int_value(sym._z(leaf))]
+    return [sym.eq_terms(leaf, model.eval(sym.as_term(leaf), model_completion=True))
+            for leaf in sym.leaves_of(x) if not z3.is_int_value(sym.as_term(leaf))]
 
 
 def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str],
@@ -1116,7 +1116,7 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
     confirm in the unbounded encoding (`_confirm`). A CTI breaking a target invariant is
     asked for first, then any.
     """
-    from model_check.symbolic_lemmas import LEMMAS
+    from model_check.prove.lemmas import LEMMAS
 
     table_inv = table_inv or {**sym.VIOLATIONS, **LEMMAS}
     broken = goal if broken is None else broken
@@ -1141,7 +1141,7 @@ def _small_cti(config: Config, label: str, invariants: list[str], goal: list[str
     return None
 
 
-def _broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | None:
+def broken_at(shape, table_inv, goal, pre, model, timeout_ms: int) -> list | None:
     """Witnesses at which the model's pre-state breaks a formula of `goal` ([] when it breaks
     none: a genuine pre-state; None when the solver cannot tell)."""
     fixed = _as_in(model, pre)
@@ -1188,7 +1188,7 @@ def _assumed(memo: dict, formula, shape, pre, ts: tuple) -> z3.BoolRef:
 
 def _instances(formula, terms: list) -> list[tuple]:
     """Where a formula is assumed to hold: at each term, or each pair of the terms from `W2`
-    on (the partition epochs `_instance_terms` lists last, and witnesses found later): all
+    on (the partition epochs `instance_terms` lists last, and witnesses found later): all
     pairs of all terms made the default targets' queries ten times slower."""
     if is_pair(formula):
         tail = terms[next(i for i, t in enumerate(terms) if t is W2):]
@@ -1203,7 +1203,7 @@ def _nicer_cti(shape, table_inv, goal, invariants, pre, post, w, step_rel, terms
     field of both states in -1..SMALL; failing that, any decodable one. None if no try
     succeeds within its short time limit (the caller keeps the first model)."""
     decodable = sym.decodable(shape, pre) + sym.decodable(shape, post)
-    small = [sym.And(-1 <= x, x <= SMALL) for x in sym._leaves(pre) + sym._leaves(post)
+    small = [sym.And(-1 <= x, x <= SMALL) for x in sym.leaves_of(pre) + sym.leaves_of(post)
              if z3.is_int(x)]
     target = sym.Or([violation(table_inv[n], shape, post, w) for n in invariants])
     for extra, what in ((decodable + small + [target], "small CTI breaking a target"),
@@ -1236,7 +1236,7 @@ def _pin(small, unbounded, model) -> list:
                 for eq in _pin(getattr(small, f.name), getattr(unbounded, f.name), model)]
     if isinstance(small, tuple):
         return [eq for x, y in zip(small, unbounded, strict=True) for eq in _pin(x, y, model)]
-    return [sym._z(unbounded) == model.eval(sym._z(small), model_completion=True)]
+    return [sym.as_term(unbounded) == model.eval(sym.as_term(small), model_completion=True)]
 
 
 def _confirm(small: _SmallCti, shape, inst, pre, post, a, w, goal, table_inv,
@@ -1299,7 +1299,7 @@ def reachable_violation(config: Config, invariants: list[str], max_states: int,
     """A shortest run to a violation of `invariants`, as a reachable Cti (its last step), and
     every search made: first at `PROBE_BOUNDS` (the config's other settings kept), then at the
     config's own bounds. Each search is appended to `queries`."""
-    from model_check.flat import search
+    from model_check.explore.flat import search
 
     names = [n for n in invariants if n in INVARIANTS]
     probe = config.replace(**PROBE_BOUNDS)

@@ -12,7 +12,7 @@ partition had no leader, how long its ISR was below min ISR, which elections hap
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vocab.outcomes import Code
 
@@ -91,14 +91,11 @@ COLUMNS = ("policy", "nemesis", "runs", "acked", "lost", "runs losing", "KIP-966
            "offline s", "under min ISR s", "elections", "unclean", "divergences")
 
 
-def policy_rows(base, options, runs: int, workers: int | None = None,
+def policy_rows(run_campaign, base, options, runs: int, workers: int | None = None,
                 nemeses: tuple[str, ...] = NEMESES, progress=None) -> list[dict]:
-    """One campaign of `runs` runs per (policy, nemesis) over `base` (a ClusterConfig); a row
-    per campaign with the table's columns (model_check.campaign summaries added up)."""
-    from dataclasses import replace
-
-    from model_check.campaign import run_campaign
-
+    """One campaign of `runs` runs per (policy, nemesis) over `base` (a ClusterConfig), each
+    run by `run_campaign` (model_check.conformance.campaign's, which itself reads this module's
+    `timeline`); a row per campaign with the table's columns (its summary added up)."""
     rows = []
     for policy, changes in POLICIES.items():
         for nemesis in nemeses:

@@ -54,9 +54,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from model_check.model import core_problem
+from model_check.explore.model import core_problem
 from spec import VARIANTS, Config
-from spec.actions import _HANDLERS, NotEnabled, candidates
+from spec.actions import NotEnabled, apply_candidate, candidates
 from spec.state import Cluster
 
 
@@ -78,8 +78,8 @@ class Reduction:
         if why is not None:
             raise ValueError(f"partial-order reduction: {why}")
         # Imported here: Z3 is needed only when the reduction is asked for.
-        from model_check import symbolic as sym
-        from model_check.prove import independent_pairs
+        from model_check.prove import symbolic as sym
+        from model_check.prove.engine import independent_pairs
 
         shape = sym.make_shape(config, bounded=True)
         table = sym.action_table(shape)
@@ -110,13 +110,13 @@ class Reduction:
 
     def successors(self, state: Cluster, ruled_out: int) -> Iterator[tuple[Any, int, int, Cluster]]:
         """(action, instance, candidate index, next state) of each enabled step not ruled out."""
-        config, instance, handlers = self.config, self.instance, _HANDLERS
+        config, instance = self.config, self.instance
         for position, action in enumerate(candidates(config, state)):
             k = instance(state, action)
             if k >= 0 and ruled_out >> k & 1:
                 continue
             try:
-                nxt = handlers[type(action)](config, state, action)[0]
+                nxt = apply_candidate(config, state, action)
             except NotEnabled:
                 continue
             yield action, k, position, nxt
@@ -125,5 +125,5 @@ class Reduction:
         """The step of `state`'s candidate number `position` (how a trace is rebuilt)."""
         for i, action in enumerate(candidates(self.config, state)):
             if i == position:
-                return action, _HANDLERS[type(action)](self.config, state, action)[0]
+                return action, apply_candidate(self.config, state, action)
         raise IndexError(f"no candidate {position}")

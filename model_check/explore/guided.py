@@ -4,7 +4,7 @@ Breadth-first search finds the shortest counterexample, but only once it has vis
 state closer to the start; random walks are cheap, but a bug that needs a precise sequence of
 faults (KIP-279's fast leader failover, B4 in docs/protocol.md) is a needle for them. This
 search takes the state with the lowest `depth - weight * features` next, where `features` counts
-the invariant-relevant conditions of model_check.coverage that hold in the state (a follower's
+the invariant-relevant conditions of model_check.conformance.coverage that hold in the state (a follower's
 HW behind its leader's, live logs that differ at an offset, committed records unflushed, ...).
 A state in which several of them hold is where the catalogue's bugs start, so the search goes
 deep there first and stays shallow elsewhere.
@@ -21,10 +21,10 @@ import itertools
 import time
 from collections import Counter
 
-from model_check.coverage import FEATURES
-from model_check.explorer import Result, Violation, collision_probability, first_violation
-from model_check.gcpause import gc_paused
-from model_check.model import KafkaModel
+from model_check.explore.explorer import Result, Violation, collision_probability, first_violation
+from model_check.explore.gcpause import gc_paused
+from model_check.explore.model import KafkaModel
+from spec.features import FEATURES
 
 DEFAULT_WEIGHT = 3  # one feature is worth three steps of depth
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import z3
 
-from model_check import symbolic as sym
+from model_check.prove import symbolic as sym
 from spec.state import NO_LEADER, UNKNOWN
 
 
@@ -82,7 +82,7 @@ def v_EpochCacheMonotone(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
         out += [sym.And(i < r.cache_len, sym.Or(r.cache_epoch[i] < 0, r.cache_start[i] < 0))
                 for i in range(shape.cache_slots)]
         out.append(sym.And(r.cache_len > 0,
-                          sym._at(r.cache_start, r.cache_len - 1) > r.log_len))
+                          sym.at_index(r.cache_start, r.cache_len - 1) > r.log_len))
     return sym.Or(out)
 
 
@@ -133,7 +133,7 @@ def _holds_value(s: sym.SState, v) -> list:
     o = s.value_offset[v]
     out = []
     for b, r in enumerate(s.replicas):
-        out += [sym._holds(s, b, v), sym.And(r.purgatory[o], r.purgatory_value[o] == v)]
+        out += [sym.holds_value(s, b, v), sym.And(r.purgatory[o], r.purgatory_value[o] == v)]
     for m in s.fetches:
         out.append(sym.And(_covers(m, o), m.rec_value[o] == v))
     return out
@@ -190,7 +190,7 @@ def v_RecordsInRange(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 
 def v_IsrWithinLeaderView(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
-    return sym.Or([sym.And(sym._true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
+    return sym.Or([sym.And(sym.is_true_leader(s, b), s.c_isr[x], z3.Not(r.isr[x]))
                   for b, r in enumerate(s.replicas) for x in range(shape.n)])
 
 
@@ -247,7 +247,7 @@ def v_CommittedWithinLeaderReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolR
 def _past_leader_reach(s: sym.SState, b: int, o) -> z3.BoolRef:
     """`b` is the true leader and offset `o` is at or past its HW and its epoch's start."""
     lr = s.replicas[b]
-    return sym.And(sym._true_leader(s, b), o >= lr.high_watermark,
+    return sym.And(sym.is_true_leader(s, b), o >= lr.high_watermark,
                    o >= sym.epoch_start_offset(lr, lr.leader_epoch))
 
 
@@ -451,7 +451,7 @@ def v_IsrNeverEmpty(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 def v_LoneEligibleReplica(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     if shape.config.min_insync_replicas != 1:
         return z3.BoolVal(False)
-    return sym._count(s.c_elr) > 1
+    return sym.count_true(s.c_elr) > 1
 
 
 def v_HighWatermarkAtReach(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
@@ -615,7 +615,7 @@ def v_RemoteLeoBacked(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
             if f == b:
                 continue
             k = r.remote_leo[f]
-            follows = sym.And(s.alive[f], _current_follower(s, r, f), sym._true_leader(s, b))
+            follows = sym.And(s.alive[f], _current_follower(s, r, f), sym.is_true_leader(s, b))
             out += [sym.And(leads, k != UNKNOWN, k > r.log_len),
                     sym.And(leads, k != UNKNOWN, follows, _unbacked(r, rf, k, w))]
     return sym.Or(out)
@@ -658,7 +658,7 @@ def _delivered(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 def v_DeliveredOnIsr(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is a value; ValuesKeepTheirEpoch makes holding the value holding the record."""
-    lacking = _member_where(shape, s, lambda m, rm: z3.Not(sym._holds(s, m, w)))
+    lacking = _member_where(shape, s, lambda m, rm: z3.Not(sym.holds_value(s, m, w)))
     return sym.And(_delivered(shape, s, w), lacking)
 
 
@@ -810,7 +810,7 @@ def _isr_cuts(shape: sym.Shape, s: sym.SState) -> list:
     answer in flight to it; the log end it would cut to)."""
     out = []
     for f, (rf, m) in enumerate(zip(s.replicas, s.fetches, strict=True)):
-        cut = sym._truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
+        cut = sym.truncate_to_epoch_answer(rf, m.epoch, m.end_offset)[0].log_len
         out.append(((_applies(shape, s, f, sym.RESP_DIVERGING), s.c_isr[f]), cut))
     return out
 
@@ -837,7 +837,7 @@ def v_FollowedLeaderHoldsDelivered(shape: sym.Shape, s: sym.SState, w) -> z3.Boo
             if b != f:
                 out.append(sym.And(s.c_isr[f], s.alive[f], s.alive[b], rf.leader == b,
                                    lr.leader == b, lr.leader_epoch == rf.leader_epoch,
-                                   z3.Not(sym._holds(s, b, w))))
+                                   z3.Not(sym.holds_value(s, b, w))))
     return sym.And(_delivered(shape, s, w), sym.Or(out))
 
 
@@ -860,7 +860,7 @@ def _heard(s: sym.SState, b: int, f: int, leads=None) -> z3.BoolRef:
     """`b` is the true leader (or `leads` holds) and has recorded a LEO for `f` in `f`'s
     current broker epoch."""
     lr = s.replicas[b]
-    return sym.And(sym._true_leader(s, b) if leads is None else leads,
+    return sym.And(sym.is_true_leader(s, b) if leads is None else leads,
                   lr.remote_leo[f] != UNKNOWN, lr.remote_be[f] == s.broker_epochs[f])
 
 
@@ -878,7 +878,7 @@ def v_FollowerHwOnLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
 
 def v_EpochCommittedByLeader(shape: sym.Shape, s: sym.SState, w) -> z3.BoolRef:
     """`w` is an offset."""
-    return sym.Or([sym.And(sym._true_leader(s, b), 0 <= w, w < rx.high_watermark,
+    return sym.Or([sym.And(sym.is_true_leader(s, b), 0 <= w, w < rx.high_watermark,
                          rx.log_epoch[w] == lr.leader_epoch, w >= lr.high_watermark)
                   for b, lr in enumerate(s.replicas) for rx in s.replicas])
 
@@ -1239,7 +1239,7 @@ def _after(base: Callable, acts: Callable, replica: Callable, what: str) -> Call
     """`base` asked of each state in which one follower `f` has acted on the answer in flight
     to it (`acts(shape, s, f)`), its replica then being `replica(s, f)`."""
     def formula(shape, s, *ws):
-        return sym.Or([sym.And(acts(shape, s, f), base(shape, sym._r(s, f, replica(s, f)), *ws))
+        return sym.Or([sym.And(acts(shape, s, f), base(shape, sym.replaced_replica(s, f, replica(s, f)), *ws))
                        for f in range(shape.n)])
     formula.__doc__ = f"{base.__name__[2:]} after a follower {what}."
     return pair(formula) if getattr(base, "pair", False) else formula
@@ -1252,7 +1252,7 @@ def _as_taken(base: Callable) -> Callable:
 def _as_diverged(base: Callable) -> Callable:
     def cut(s, f):
         m = s.fetches[f]
-        return sym._truncate_to_epoch_answer(s.replicas[f], m.epoch, m.end_offset)[0]
+        return sym.truncate_to_epoch_answer(s.replicas[f], m.epoch, m.end_offset)[0]
     return _after(base, lambda shape, s, f: _applies(shape, s, f, sym.RESP_DIVERGING), cut,
                   "cuts its log to a diverging answer")
 

@@ -1,8 +1,8 @@
 """Fault campaigns: many simulator runs, each replayed against the spec and history-checked.
 
 Theory of operation. Run i uses seed S + i. A worker process simulates the run (traces stay in
-memory), replays them through `model_check.replay`, and checks the client history with
-`model_check.history`, excusing the writes the spec's ghost state says Kafka's guarantee gives
+memory), replays them through `model_check.conformance.replay`, and checks the client history with
+`model_check.conformance.history`, excusing the writes the spec's ghost state says Kafka's guarantee gives
 up (every in-sync replica lost them in crashes). A run fails on a divergence, an unreadable
 trace, or, for a configuration that promises durability, any anomaly. Failing runs' traces are
 written to `OUT/run-<seed>/` with `result.json` (replay and history verdicts) and `run.json`
@@ -24,10 +24,11 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from impl.trace import header_config
-from model_check.history import HistoryError, check_history
-from model_check.losses import run_losses
-from model_check.policies import policy_of, timeline
-from model_check.replay import TraceError, format_result, load_texts, replay_run
+from model_check.conformance.history import HistoryError, check_history
+from model_check.conformance.losses import run_losses
+from model_check.conformance.policies import policy_of, timeline
+from model_check.conformance.replay import TraceError, format_result, load_texts, replay_run
+from model_check.explore.progress import die_with_parent
 from vocab import anomalies as K
 from vocab.anomalies import KINDS as ANOMALY_KINDS
 
@@ -57,7 +58,7 @@ class RunOutcome:
     lost_excused: int = 0  # acknowledged writes lost within the guarantee's exception
     loss_note: str | None = None
     lost: int = 0  # acknowledged writes missing from the final logs
-    timeline: dict = field(default_factory=dict)  # model_check.policies.Timeline.to_json()
+    timeline: dict = field(default_factory=dict)  # model_check.conformance.policies.Timeline.to_json()
     kip966_violations: int = 0  # replayed states that break KIP-966's durability promise
     # With run_one(traces=True): {path of the node's trace file: its text}, written or not.
     traces: dict[str, str] | None = None
@@ -284,7 +285,6 @@ def run_campaign(config: ClusterConfig, options: SimOptions, runs: int, out: Pat
             if stop_at_first_failure and outcomes[-1].failed:
                 break
     else:
-        from model_check.explorer import die_with_parent
 
         with multiprocessing.get_context("fork").Pool(
                 workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from impl.config import ClusterConfig
 from impl.sim import SimOptions
-from model_check.campaign import run_campaign
+from model_check.conformance.campaign import run_campaign
 
 # Settings under which each bug can show: most need only the default safe config.
 MUTANT_SETTINGS: dict[str, dict] = {
@@ -72,9 +72,9 @@ DIRECTED: dict[str, dict] = {
 
 def directed_catch(bug: str) -> tuple[int | None, str]:
     """(1, what caught it) when the directed run diverges from the variant, else (None, why)."""
-    from model_check.drive import Driver
-    from model_check.flat import search
-    from model_check.replay import format_result, load_texts, replay_run
+    from model_check.conformance.drive import Driver
+    from model_check.conformance.replay import format_result, load_texts, replay_run
+    from model_check.explore.flat import search
     from spec import VARIANTS, Config
     from vocab.config import BUG_RULES
 
