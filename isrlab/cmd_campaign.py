@@ -16,6 +16,7 @@ from pathlib import Path
 from isrlab.options import (
     WORKERS,
     UsageError,
+    absolute_path,
     add_cluster_options,
     cluster_config,
     integer,
@@ -228,7 +229,7 @@ def register(sub) -> None:
     p.add_argument("--runs", type=integer(1, 10**6), default=20)
     p.add_argument("--workers", type=WORKERS, default=None,
                    help="processes (default: all cores; at most 4 per core)")
-    p.add_argument("--out", default="campaign-out", metavar="DIR")
+    p.add_argument("--out", type=absolute_path, default="campaign-out", metavar="DIR")
     p.add_argument("--spark", nargs="?", const=SUBMITTED_OR_LOCAL, default=None,
                    metavar="MASTER",
                    help="run the seeds as Spark tasks on MASTER (default local[2], or "

@@ -15,6 +15,7 @@ from isrlab.options import (
     SEED,
     SMALL,
     UsageError,
+    absolute_path,
     add_elr_options,
     add_rule_options,
     integer,
@@ -34,7 +35,8 @@ def register(sub) -> None:
                            "--max-states.")
     check.add_argument("--model", choices=("kafka", "tla-compat"), default="kafka")
     check.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
-    check.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
+    check.add_argument("--config", type=absolute_path, metavar="FILE.properties",
+                       help="Kafka-style config file")
     for flag, kind, what in (
         ("--brokers", SMALL, "brokers, default 3"),
         ("--partitions", SMALL, "partitions, default 1"),
@@ -87,12 +89,14 @@ def register(sub) -> None:
     check.add_argument("--traces", type=integer(1), default=100,
                        help="simulation: number of traces")
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.add_argument("--itf", metavar="FILE", help="write the counterexample as an ITF trace")
-    check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    check.add_argument("--html", metavar="FILE",
+    check.add_argument("--itf", type=absolute_path, metavar="FILE",
+                       help="write the counterexample as an ITF trace")
+    check.add_argument("--junit", type=absolute_path, metavar="FILE",
+                       help="write a JUnit XML report")
+    check.add_argument("--html", type=absolute_path, metavar="FILE",
                        help="write the counterexample as a space-time view (one HTML file: a "
                        "lane per process, messages as arrows, per step the fields that changed)")
-    check.add_argument("--mermaid", metavar="FILE",
+    check.add_argument("--mermaid", type=absolute_path, metavar="FILE",
                        help="write the counterexample as a Mermaid sequence diagram")
     check.add_argument("--drive", action="store_true", help="drive the counterexample through "
                        "the reference broker of the same variant (as isrlab drive)")

@@ -15,7 +15,14 @@ import re
 import sys
 from pathlib import Path
 
-from isrlab.options import UsageError, add_cluster_options, cluster_config, integer, output_dir
+from isrlab.options import (
+    UsageError,
+    absolute_path,
+    add_cluster_options,
+    cluster_config,
+    integer,
+    output_dir,
+)
 
 
 def _commit() -> str:
@@ -239,7 +246,8 @@ def register(sub) -> None:
                        ("tcp", "OS processes on 127.0.0.1 with real files and signals")):
         p = modes.add_parser(mode, help=what)
         add_cluster_options(p)
-        p.add_argument("--trace-out", required=True, metavar="DIR", help="where traces go")
+        p.add_argument("--trace-out", type=absolute_path, required=True, metavar="DIR",
+                       help="where traces go")
         if mode == "tcp":
             p.add_argument("--base-port", type=_port, default=0,
                            help="first port of the cluster's own traffic (default: any free "
@@ -257,7 +265,8 @@ def register(sub) -> None:
     p = modes.add_parser("kafka", help="Apache Kafka's own jars as a KRaft cluster on "
                          "127.0.0.1 (fetched by make)")
     add_cluster_options(p)
-    p.add_argument("--out", "--trace-out", dest="out", required=True, metavar="DIR",
+    p.add_argument("--out", "--trace-out", dest="out", type=absolute_path, required=True,
+                   metavar="DIR",
                    help="run directory: each node's storage, config and log4j output")
     p.add_argument("--port-base", type=_port, default=None, metavar="P",
                    help="broker i serves clients on port P+i of 127.0.0.1 (or of its "

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from isrlab.options import UsageError
+from isrlab.options import UsageError, absolute_path, output_dir
 
 # Settings of the spec that the reference broker has no switch for: a schedule that needs
 # them cannot be imposed on it.
@@ -170,6 +170,7 @@ def run(args) -> int:
     from model_check.conformance.drive import load_schedule
     from model_check.explore.scenario import ScenarioError
 
+    output_dir("--out", args.out)
     try:
         spec_config, schedule = load_schedule(Path(args.counterexample))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
@@ -197,7 +198,8 @@ def register(sub) -> None:
                    "unclean leader election off")
     p.add_argument("--elr", action="store_true", help="drive the same schedule with "
                    "eligible leader replicas (KIP-966) on")
-    p.add_argument("--out", help="directory for the driven run (default: a new temp dir)")
+    p.add_argument("--out", type=absolute_path, metavar="DIR",
+                   help="directory for the driven run (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--verbose", action="store_true", help="also list the quiet inputs")
     p.set_defaults(func=run, error_prefix="isrlab drive")

@@ -12,6 +12,7 @@ from isrlab.options import (
     ACKS_CHOICES,
     SEED,
     SMALL,
+    absolute_path,
     add_elr_options,
     add_rule_options,
     integer,
@@ -28,9 +29,9 @@ def register(sub) -> None:
     fuzz.add_argument("--examples", type=integer(1, 10**7), default=100, help="number of runs")
     fuzz.add_argument("--steps", type=integer(1, 10**5), default=50, help="max steps per run")
     fuzz.add_argument("--seed", type=SEED)
-    fuzz.add_argument("--out", metavar="FILE", help="where to write the transcript")
+    fuzz.add_argument("--out", type=absolute_path, metavar="FILE", help="where to write the transcript")
     fuzz.add_argument("--variant")
-    fuzz.add_argument("--config", metavar="FILE.properties")
+    fuzz.add_argument("--config", type=absolute_path, metavar="FILE.properties")
     for flag, kind in (("--brokers", SMALL), ("--partitions", SMALL),
                        ("--records", integer(1, 1000)), ("--epochs", integer(1, 1000)),
                        ("--crashes", integer(0, 1000)), ("--min-isr", SMALL)):

@@ -17,6 +17,7 @@ import sys
 from isrlab.options import (
     WORKERS,
     UsageError,
+    absolute_path,
     add_elr_options,
     add_rule_options,
     integer,
@@ -40,7 +41,8 @@ def register(sub) -> None:
                       help="search K steps for a violation")
     mode.add_argument("--induction", action="store_true", help="prove the invariants inductive")
     p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
-    p.add_argument("--config", metavar="FILE.properties", help="Kafka-style config file")
+    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
+                   help="Kafka-style config file")
     for flag, what in (
         ("--brokers", "brokers (BMC default 2, induction default 3)"),
         ("--records", "max records written (BMC; default 1)"),
@@ -79,10 +81,10 @@ def register(sub) -> None:
     p.add_argument("--houdini", action="store_true",
                    help="induction: infer more lemmas (Houdini over a grammar of candidates, "
                    "filtered by reachable states; docs/prove.md), then check them all")
-    p.add_argument("--lemmas-file", metavar="FILE.json",
+    p.add_argument("--lemmas-file", type=absolute_path, metavar="FILE.json",
                    help="induction: check these inferred lemmas (a JSON list of names, as "
                    "--save-lemmas writes) instead of searching")
-    p.add_argument("--save-lemmas", metavar="FILE.json",
+    p.add_argument("--save-lemmas", type=absolute_path, metavar="FILE.json",
                    help="--houdini: write the inferred lemmas' names here")
     p.add_argument("--seed", type=integer(0), default=1,
                    help="--houdini: seed of the random runs that filter candidates")

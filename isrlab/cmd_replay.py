@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
+from isrlab.options import absolute_path
+
 
 def _kafka_run(path: str) -> bool:
     """Whether `path` is the directory of an `isrlab cluster kafka` run."""
@@ -101,7 +103,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-invariants", action="store_true",
                    help="skip checking the spec's invariants on the replayed state")
-    p.add_argument("--html", metavar="FILE",
+    p.add_argument("--html", type=absolute_path, metavar="FILE",
                    help="write a space-time view of the run: the lines up to a divergence, "
                    "the first ones of an accepted run, or those in --window")
     p.add_argument("--window", metavar="FROM_MS:TO_MS",

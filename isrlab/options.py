@@ -66,6 +66,30 @@ def workers_or_auto(text: str) -> int | str:
 workers_or_auto.__name__ = "workers"
 
 
+def absolute_path(text: str) -> str:
+    """An argparse type for every path flag: the path made absolute where the options are
+    parsed, so that it names the same place in every process the command starts, whatever
+    directory that process runs in (node processes start in the repository root)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return os.path.abspath(text)
+
+
+absolute_path.__name__ = "path"
+
+
+def add_quiet_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (ISRLAB_NO_PROGRESS=1 does the same)")
+
+
+def progress(args: argparse.Namespace, what: str, total: int | None = None):
+    """The command's progress display on stderr: none with --quiet or --json."""
+    from model_check.explore.progress import Progress
+
+    return Progress(what, total, quiet=args.quiet or getattr(args, "json", False))
+
+
 def output_file(flag: str, path: str | None) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
     if path is None:
@@ -252,7 +276,7 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                    help="log.flush.interval.messages (default: never flush on append)")
     p.add_argument("--faults", type=SMALL, default=1, metavar="N",
                    help="faults at once (default 1: a majority stays healthy; with --nemesis)")
-    p.add_argument("--config", metavar="FILE.properties",
+    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
                    help="Kafka-style settings; flags given beside it win")
     p.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help=f"switch on a seeded implementation bug: {', '.join(BUGS)}")
