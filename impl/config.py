@@ -5,9 +5,9 @@ config keys and their ranges come from `vocab.config`, shared with the spec, so 
 and Spark columns agree and every run the simulator accepts is one replay accepts. Times are
 integer milliseconds.
 
-Seeded bugs (`bugs`) are switches, off by default, each named after the mistake it plants. Trace
-replay or the history checker must catch every one of them (tests/test_campaign.py): a check
-that never fails would check nothing.
+Seeded bugs (`bugs`, by name) are switches, off by default, each named after the mistake it
+plants; the cores receive them as `Mutants`. Trace replay or the history checker must catch
+every one of them (tests/test_campaign.py): a check that never fails would check nothing.
 """
 
 from __future__ import annotations
@@ -51,21 +51,70 @@ VARIANTS: dict[str, VariantRules] = {
     ),
 }
 
-# name -> what the planted bug does (see impl/protocol/broker.py and meta.py for each use).
-BUGS: dict[str, str] = {
-    "truncate-to-hw": "followers truncate to their HW on a leader change instead of by epoch",
-    "expand-without-epoch-start": "ISR expansion skips the epoch-start (KAFKA-7128) check",
-    "hw-counts-non-isr": "the leader's HW counts a follower that is not in the ISR",
-    "serve-above-hw": "consumers are served records above the HW",
-    "skip-fetch-fencing": "the leader ignores the leader epoch in fetch requests",
-    "early-ack": "acks=all writes are answered before the ISR has them",
-    "ignore-min-isr": "min.insync.replicas is ignored on produce",
-    "unclean-when-disabled": "the controller elects an out-of-sync replica though unclean "
-    "election is disabled",
-    "false-flush": "the broker reports records flushed that are not (never fsyncs)",
-    "no-epoch-cache-on-leader": "a new leader does not record its epoch in the leader-epoch cache",
-    "follower-hw-is-leo": "followers set their HW to their own LEO, not the leader's HW",
-}
+@dataclass(frozen=True, slots=True)
+class Mutants:
+    """The planted bugs a core runs with: one switch per bug, all off in a correct broker.
+
+    A bug's `--bug` name is its field's name with dashes (`truncate-to-hw`); the cores read the
+    switches as they read the variant's rules (`ClusterConfig.mutants`).
+    """
+
+    truncate_to_hw: bool = False
+    """Followers cut their log to their HW on every new leadership instead of truncating by
+    leader epoch, whatever the variant: B1's truncation to a stale HW (KAFKA-1211, the rule
+    KIP-101 replaced) in the variants that fixed it."""
+
+    expand_without_epoch_start: bool = False
+    """ISR expansion skips the check that the follower reached the start of the leader's epoch:
+    B5 (KAFKA-7128). The spec's `expand_requires_epoch_start` switched off
+    (`vocab.config.BUG_RULES`), so a run with it replays against the variant without that rule."""
+
+    hw_counts_non_isr: bool = False
+    """The leader's HW is the min.insync.replicas-th highest LEO over every replica, in the ISR
+    or not, instead of the lowest LEO over the ISR: a HW over replicas the ISR does not hold, as
+    in B6 (KIP-497), where the HW counts an ISR only requested."""
+
+    serve_above_hw: bool = False
+    """Consumers are served records above the HW, before they are committed: Kafka's consumers
+    read only up to the HW (KIP-101's high watermark), so a read may see a record later lost."""
+
+    skip_fetch_fencing: bool = False
+    """The leader ignores the current leader epoch of fetch requests: KIP-320's fencing off, so
+    a follower in a stale epoch is served (B3)."""
+
+    early_ack: bool = False
+    """acks=all writes are answered at the append, before the ISR has them: the loss acks=1
+    allows by design (B10) under a setting that promises none."""
+
+    ignore_min_isr: bool = False
+    """min.insync.replicas is not checked on produce: acks=all writes are acknowledged by an ISR
+    smaller than it, against Kafka's documentation of the setting (the guarantee B8 tests)."""
+
+    unclean_when_disabled: bool = False
+    """The controller elects an out-of-sync replica though unclean.leader.election.enable is
+    false: B9's loss of acknowledged writes, which the setting was to rule out."""
+
+    false_flush: bool = False
+    """The broker counts records flushed that it never writes out: a crash loses what the trace
+    says is durable (the unflushed data B2's double crash loses, under any flush setting)."""
+
+    no_epoch_cache_on_leader: bool = False
+    """A new leader does not record its epoch and start offset in the leader-epoch cache
+    (KIP-101), on which every epoch-based truncation and KAFKA-7128's expansion check rest."""
+
+    follower_hw_is_leo: bool = False
+    """Followers take their own LEO as their HW instead of the lower of it and the leader's HW: a
+    follower's HW over records not yet committed, which a restart or a truncation to the HW
+    (B1) then keeps."""
+
+    @classmethod
+    def of(cls, names: frozenset[str]) -> Mutants:
+        """The switches of the bugs named as `--bug` names them."""
+        return cls(**{name.replace("-", "_"): True for name in names})
+
+
+# The `--bug` names, in the order of `Mutants`.
+BUGS: tuple[str, ...] = tuple(f.name.replace("_", "-") for f in dataclasses.fields(Mutants))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +160,10 @@ class ClusterConfig:
     @property
     def rules(self) -> VariantRules:
         return VARIANTS[self.variant]
+
+    @property
+    def mutants(self) -> Mutants:
+        return Mutants.of(self.bugs)
 
     def assignment(self, partition: int) -> tuple[int, ...]:
         """Replica j < replication factor of partition i on broker (i + j) mod n."""

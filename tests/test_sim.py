@@ -3,12 +3,16 @@ placement and the controller's batch election. Every check here fails on a broke
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
 import json
+import re
 
 import pytest
 
 from impl.broker_storage import BrokerStorage
-from impl.config import ClusterConfig, ClusterConfigError
+from impl.config import BUGS, ClusterConfig, ClusterConfigError, Mutants
 from impl.protocol.broker import BrokerCore
 from impl.protocol.messages import (
     FENCED_LEADER_EPOCH,
@@ -396,6 +400,27 @@ def test_clean_election_leaves_the_partition_offline_and_the_bug_elects_out_of_s
             meta.on_message(1000, f"b{b}", "x", Heartbeat(b, 0))
         (t,) = meta.on_timer(1800)
         assert t.state["partitions"][0]["leader"] == leader
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The string literal under each annotated field of a class's source, by field name."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    return {field.target.id: doc.value.value
+            for field, doc in zip(body[:-1], body[1:], strict=True) if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)}
+
+
+def test_each_planted_bug_is_one_switch_that_says_what_it_breaks_and_mirrors():
+    assert ClusterConfig().mutants == Mutants()
+    for bug in BUGS:
+        on = [name for name, value in dataclasses.asdict(ClusterConfig(bugs=frozenset({bug}))
+                                                          .mutants).items() if value]
+        assert on == [bug.replace("-", "_")]
+    docs = field_docs(Mutants)
+    assert sorted(docs) == sorted(f.name for f in dataclasses.fields(Mutants))
+    # Each names the catalogue entry (docs/protocol.md), KIP or Kafka JIRA it mirrors.
+    assert {name for name, doc in docs.items()
+            if not re.search(r"\bB\d+\b|\bKIP-\d+|\bKAFKA-\d+", doc)} == set()
 
 
 def test_cluster_config_rejects_unknown_bugs_and_variants():

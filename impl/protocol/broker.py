@@ -199,7 +199,7 @@ class BrokerCore:
         self.node = broker_node(broker)
         self.config = config
         self.rules = config.rules
-        self.bugs = config.bugs
+        self.mutants = config.mutants
         self.broker_epoch = UNKNOWN
         self.registering = False
         self.restarted = True
@@ -417,7 +417,7 @@ class BrokerCore:
 
     def _flush(self, r: Replica) -> list:
         r.flushed = r.leo
-        if "false-flush" in self.bugs:
+        if self.mutants.false_flush:
             return []  # BUG: reports the records durable without writing them out
         return [DiskFlush(r.partition)]
 
@@ -460,7 +460,7 @@ class BrokerCore:
         if same_epoch:
             outcome = Outcome(Code.ISR_UPDATED)
         else:
-            if "no-epoch-cache-on-leader" not in self.bugs:
+            if not self.mutants.no_epoch_cache_on_leader:
                 if assign_epoch(r.epoch_cache, m.leader_epoch, r.leo):
                     effects.append(self._checkpoint(r))
             if was_leader:
@@ -508,7 +508,7 @@ class BrokerCore:
         truncated = Outcome(Code.FOLLOWER_TRUNCATED_TO_HW, leader=m.leader,
                             leader_epoch=m.leader_epoch, high_watermark=r.high_watermark)
         truncation = self.rules.truncation
-        if "truncate-to-hw" in self.bugs and new_leadership and m.leader != NO_LEADER:
+        if self.mutants.truncate_to_hw and new_leadership and m.leader != NO_LEADER:
             truncation = "bug"
             effects += self._truncate(r, r.high_watermark)  # BUG: HW instead of epochs
             outcome = truncated
@@ -604,7 +604,7 @@ class BrokerCore:
         else:
             if m.records:
                 effects += self._append(r, list(m.records))
-            hw = r.leo if "follower-hw-is-leo" in self.bugs else min(m.high_watermark, r.leo)
+            hw = r.leo if self.mutants.follower_hw_is_leo else min(m.high_watermark, r.leo)
             if hw != r.high_watermark:
                 r.high_watermark = hw
                 effects.append(self._checkpoint(r))
@@ -657,7 +657,7 @@ class BrokerCore:
 
         if r.leader != self.broker:
             return error(NOT_LEADER_OR_FOLLOWER)
-        if rules.fencing and "skip-fetch-fencing" not in self.bugs:
+        if rules.fencing and not self.mutants.skip_fetch_fencing:
             if m.current_leader_epoch < r.leader_epoch:
                 return error(FENCED_LEADER_EPOCH)
             if m.current_leader_epoch > r.leader_epoch:
@@ -724,7 +724,7 @@ class BrokerCore:
         strict = self.rules.hw_requires_min_isr or self.config.eligible_leader_replicas_enable
         if strict and len(r.isr) < self.config.min_insync_replicas:
             return False
-        if "hw-counts-non-isr" in self.bugs:
+        if self.mutants.hw_counts_non_isr:
             # BUG: the min.insync.replicas highest LEOs of all replicas, ISR or not.
             leos = sorted((r.leo if b == self.broker else r.remote_leo[b]
                            for b in range(self.config.brokers)), reverse=True)
@@ -781,7 +781,7 @@ class BrokerCore:
         remote = r.remote_leo[follower]
         if remote == UNKNOWN or remote < r.high_watermark:
             return []
-        if self.rules.expand_requires_epoch_start and "expand-without-epoch-start" not in self.bugs:
+        if self.rules.expand_requires_epoch_start and not self.mutants.expand_without_epoch_start:
             if remote < r.epoch_start(r.leader_epoch):
                 return []
         isr = tuple(sorted((*r.isr, follower)))
@@ -830,7 +830,7 @@ class BrokerCore:
         if r.leader != self.broker:
             code = NOT_LEADER_OR_FOLLOWER
         elif (m.acks == "all" and len(r.isr) < self.config.min_insync_replicas
-              and "ignore-min-isr" not in self.bugs):
+              and not self.mutants.ignore_min_isr):
             code = NOT_ENOUGH_REPLICAS
         if code != NONE:
             for value in m.values:
@@ -842,7 +842,7 @@ class BrokerCore:
             return effects
         start = r.leo
         writes = [(start + i, v) for i, v in enumerate(m.values)]
-        parks = m.acks == "all" and "early-ack" not in self.bugs
+        parks = m.acks == "all" and not self.mutants.early_ack
         if parks:
             r.purgatory.append([writes[-1][0], writes, src, now + self.config.request_timeout_ms])
         # acks=1 is acknowledged at the append; acks=all (and acks=0) are not acknowledged yet.
@@ -874,7 +874,7 @@ class BrokerCore:
         if r.leader != self.broker:
             return [Send(src, ConsumerFetchResponse(r.partition, NOT_LEADER_OR_FOLLOWER,
                                                     offset=m.offset))]
-        limit = r.leo if "serve-above-hw" in self.bugs else r.high_watermark
+        limit = r.leo if self.mutants.serve_above_hw else r.high_watermark
         if m.offset > r.leo:
             return [Send(src, ConsumerFetchResponse(r.partition, OFFSET_OUT_OF_RANGE,
                                                     high_watermark=limit, offset=m.offset))]

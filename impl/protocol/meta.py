@@ -85,6 +85,7 @@ class MetaCore:
         with its placement, led by its preferred replica in epoch 0 with the full ISR, as if
         every broker had already applied that LeaderAndIsr (the spec's initial state)."""
         self.config = config
+        self.mutants = config.mutants
         n = config.brokers
         self.registered = [0] * n
         self.broker_epochs = [0] * n
@@ -172,7 +173,7 @@ class MetaCore:
         """(leader, ISR, unclean?) or (NO_LEADER, isr, False)."""
         live = [b for b in self.config.assignment(p) if self.registered[b] != UNKNOWN]
         unclean_ok = (self.config.unclean_leader_election_enable
-                      or "unclean-when-disabled" in self.config.bugs)
+                      or self.mutants.unclean_when_disabled)
         for b in live:
             if b in isr:
                 return b, tuple(sorted(x for x in isr if self.registered[x] != UNKNOWN)), False
