@@ -126,7 +126,8 @@ def losses_note(run_dir: Path) -> str | None:
         run = load_run([run_dir])
     except TraceError as error:
         return f"cannot tell (the traces do not load: {error})"
-    history = [e.body for e in run.nodes.get("producer", ()) if e.kind == "history"]
+    history = [e.body for events in run.nodes.values() for e in events
+               if e.kind == "history"]
     meta = [e.body for e in run.nodes.get("meta", ()) if e.kind == "event"]
     final_logs = (run.run_json or {}).get("final_logs") or {}
     if not run_losses(history, final_logs, (), meta).lost:

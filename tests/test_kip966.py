@@ -106,9 +106,37 @@ def test_timeline_measures_offline_and_short_isr_time_from_the_store_trace():
                 since_isr, isr = e["time_ms"], len(ps["isr"])
     offline += ISR_KILL.duration_ms - since_leader if leader < 0 else 0
     short += ISR_KILL.duration_ms - since_isr if isr < 2 else 0
-    assert (line.offline_ms, line.under_min_isr_ms) == (offline, short)
-    assert line.offline_ms > 0 and line.under_min_isr_ms > line.offline_ms
+    assert (line.no_leader_ms, line.under_min_isr_ms) == (offline, short)
+    assert line.no_leader_ms > 0 and line.under_min_isr_ms > line.no_leader_ms
     assert line.elections >= 1
+
+
+def test_a_killed_leader_is_offline_until_a_new_leader_is_elected():
+    """The store still names a crashed leader until its session times out: that time is
+    offline too (no live broker leads), as long as the election latency."""
+    import json
+
+    options = SimOptions(seed=3, duration_ms=12_000, faults=((3000, "crash", "b0", 8000),))
+    config = ClusterConfig(partitions=3)
+    sim = simulate(config, options)
+    events = [json.loads(line) for line in sim.traces["meta"].splitlines()
+              if '"kind":"event"' in line]
+    nemesis = [json.loads(line) for line in sim.traces["nemesis"].splitlines()
+               if '"kind":"nemesis"' in line]
+    # Election latency by hand: for each partition b0 led at the crash, to its next leader.
+    leaders = {p: config.assignment(p)[0] for p in range(3)}  # Kafka's first leaders
+    first, latency = dict(leaders), 0
+    for e in events:
+        for ps in (e.get("state") or {}).get("partitions") or ():
+            if e["time_ms"] <= 3000:
+                leaders[ps["partition"]] = ps["leader"]
+            elif leaders.get(ps["partition"]) == 0 and ps["leader"] not in (0, -1):
+                latency += e["time_ms"] - 3000
+                leaders[ps["partition"]] = ps["leader"]
+    assert latency > 0 and 0 in first.values()
+    line = timeline(events, 3, 2, options.duration_ms, 3, nemesis, first)
+    assert line.no_leader_ms == 0  # the store always named a leader
+    assert line.offline_ms == latency
 
 
 def test_policy_campaigns_answer_the_question():

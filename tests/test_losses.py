@@ -73,3 +73,29 @@ def test_the_campaign_summary_flags_the_run(lossy_run):
     text = format_summary(CampaignResult([outcome], 1.0, ClusterConfig()))
     assert f"LOST ACKNOWLEDGED WRITES in 1 of 1 runs ({outcome.lost_excused} excused" in text
     assert f"seed 1: {outcome.lost_excused} acknowledged writes lost: allowed by" in text
+
+
+def _history_lines(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(run_dir.glob("*.ndjson")) for line in path.open()
+            if '"kind":"history"' in line]
+
+
+def test_lost_writes_are_the_history_checker_s_lost_writes(lossy_run):
+    """One definition: with the final log, without it (the reads say), and at a moved offset."""
+    from model_check.conformance.history import check_history
+    from model_check.conformance.losses import final_values
+    from vocab.anomalies import LOST_WRITE
+
+    lines = _history_lines(lossy_run)
+    final = json.loads((lossy_run / "run.json").read_text())["final_logs"]
+    # The last record moved one offset up: its value is still in the log, not where it was
+    # acknowledged.
+    moved = {"0": [*final["0"][:-1], [final["0"][-1][0] + 1, final["0"][-1][1]]]}
+    for logs in (final, {}, moved):
+        checked = check_history(lines, final_values(logs))
+        expected = sorted(a.values[0] for a in checked.anomalies if a.kind == LOST_WRITE)
+        losses = run_losses(lines, logs, (), [])
+        assert list(losses.lost) == expected
+        assert losses.acked == checked.acked["1"] + checked.acked["all"] > 0
+    assert run_losses(lines, {}, (), []).lost  # the reads saw writes lost
+    assert len(run_losses(lines, moved, (), []).lost) == len(_lost_independently(lossy_run)) + 1

@@ -25,7 +25,7 @@ from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from impl.trace import header_config
 from model_check.conformance.history import HistoryError, check_history
-from model_check.conformance.losses import run_losses
+from model_check.conformance.losses import Losses, losses_of
 from model_check.conformance.policies import policy_of, timeline
 from model_check.conformance.replay import TraceError, format_result, load_texts, replay_run
 from model_check.explore.progress import die_with_parent
@@ -85,8 +85,9 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     except TraceError as error:
         verdict, report, replay_json, excused = "unreadable", str(error), {}, set()
     t2 = time.perf_counter()
+    checked = None
     try:
-        history = check_history(history_lines, final_logs(sim))
+        history = checked = check_history(history_lines, final_logs(sim))
         # An anomaly that involves an excused write (lost, read before it was lost, replaced
         # at its offset, overtaken by a later write) is the guarantee's stated exception.
         anomalies = [a for a in history.anomalies if not excused.intersection(a.values)]
@@ -106,10 +107,12 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
         from_traces = {"error": str(error)}
     meta = [json.loads(line) for line in sim.traces.get("meta", "").splitlines()
             if '"kind":"event"' in line]
-    loss = run_losses([h for h in history_lines if h.get("process") == "producer"],
-                      sim.final_logs, excused, meta)
+    loss = losses_of(checked, excused, meta) if checked else Losses(0, (), (), None)
+    nemesis = [json.loads(line) for line in sim.traces.get("nemesis", "").splitlines()
+               if '"kind":"nemesis"' in line]
     line = timeline(meta, config.partitions, config.min_insync_replicas, options.duration_ms,
-                    config.brokers).to_json()
+                    config.brokers, nemesis,
+                    {p: config.assignment(p)[0] for p in range(config.partitions)}).to_json()
     line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
     kip966 = [v for v in replay_json.get("invariant_violations", ())
               if v["invariant"] in KIP966_INVARIANTS]
@@ -197,6 +200,7 @@ class CampaignResult:
             "kip966_violations": sum(o.kip966_violations for o in self.outcomes),
             "policy": policy_of(self.config),
             "offline_ms": sum(o.timeline.get("offline_ms", 0) for o in self.outcomes),
+            "no_leader_ms": sum(o.timeline.get("no_leader_ms", 0) for o in self.outcomes),
             "under_min_isr_ms": sum(o.timeline.get("under_min_isr_ms", 0)
                                     for o in self.outcomes),
             "elections": sum(o.timeline.get("elections", 0) for o in self.outcomes),
