@@ -223,3 +223,45 @@ def test_the_example_runs_from_a_fresh_directory(example, tmp_path):
         assert written.exists(), f"{path} was not written in {tmp_path}"
         if written.is_dir():
             assert any(written.iterdir()), f"{path} is empty"
+
+
+# --- docs/benchmarks.md, where the README's figures come from -------------------------------
+
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+BENCH_INDEX = "## Every bench, its latest figure"
+
+
+def bench_rows(text: str) -> list[list[str]]:
+    """The cells of each row of the benchmarks page's first table."""
+    start = text.index(BENCH_INDEX)
+    end = text.find("\n## ", start + 1)
+    rows = [line for line in text[start:end].splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows[1:]]
+
+
+def bench_problems(text: str, scripts: list[str]) -> list[str]:
+    rows = bench_rows(text)
+    problems = [f"{r[0]}: {len(r)} cells, not 4" for r in rows if len(r) != 4]
+    for script in scripts:
+        lines = [r for r in rows if len(r) == 4 and f"bench/{script}" in r[1]]
+        if len(lines) != 1:
+            problems.append(f"bench/{script}: {len(lines)} lines in the table, not 1")
+        elif not re.search(r"\b\d{4}-\d{2}-\d{2}\b", lines[0][3]) or "," not in lines[0][3]:
+            problems.append(f"bench/{script}: no date and load in '{lines[0][3]}'")
+        elif not re.search(r"\d", lines[0][2]):
+            problems.append(f"bench/{script}: no figure")
+    return problems
+
+
+def test_every_bench_has_one_line_with_its_command_latest_figure_date_and_load():
+    scripts = sorted(p.name for p in (ROOT / "bench").glob("*_bench.py"))
+    assert len(scripts) >= 10
+    assert bench_problems(BENCHMARKS.read_text(encoding="utf-8"), scripts) == []
+
+
+def test_a_bench_without_its_line_is_found():
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    assert bench_problems(text, ["no_such_bench.py"]) != []
+    undated = re.sub(r"(\| `python bench/storage_bench.py` \|[^\n]*\| )\d{4}-\d{2}-\d{2},",
+                     r"\1recently,", text)
+    assert undated != text and bench_problems(undated, ["storage_bench.py"]) != []
