@@ -177,6 +177,12 @@ def test_every_relative_link_resolves():
     assert link_problems(README_TEXT, ROOT) == []
 
 
+@pytest.mark.parametrize("page", ["docs/usage.md", "docs/benchmarks.md"])
+def test_every_relative_link_of_the_pages_the_readme_sends_to_resolves(page):
+    path = ROOT / page
+    assert link_problems(path.read_text(encoding="utf-8"), path.parent) == []
+
+
 def test_the_figures_table_links_the_benchmarks_page():
     _, figures = split_figures(README_TEXT)
     rows = [line for line in figures.splitlines() if line.startswith("|")]
