@@ -1482,7 +1482,7 @@ def test_a_small_cti_breaks_no_formula_anywhere_in_its_pre_state(monkeypatch):
 
     found = prove._small_cti(Config(brokers=2), "LeaderAppend[0]", targets, goal, 3, 60_000, [])
     assert found is not None and set(found.violated) & set(targets)
-    assert prove._broken_at(found.shape, table, goal, found.pre, found.model, 60_000) == []
+    assert prove.broken_at(found.shape, table, goal, found.pre, found.model, 60_000) == []
     assert can_break_one() == z3.unsat
     monkeypatch.setattr(prove, "small_cti_witnesses", lambda top: range(0, 2))
     assert can_break_one() == z3.sat

@@ -531,7 +531,7 @@ class _Induction:
         answer = solver.check()
         return (answer, solver.model() if answer == z3.sat else None)
 
-    def broken_at(self, model, witnessed: list[Candidate]):
+    def _broken_at(self, model, witnessed: list[Candidate]):
         """The witnesses at which the model's pre-state breaks a formula of `witnessed`
         ([]: none, the pre-state is genuine; None: the solver cannot tell)."""
         from model_check.prove.engine import broken_at
