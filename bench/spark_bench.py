@@ -53,7 +53,7 @@ CONFIGS = (  # variant, acks, min.insync.replicas, unclean, flush interval, neme
     ("current", "0", 1, False, None, ["crash"]),
     ("current", "all", 1, True, None, ["crash"]),
     ("hw-truncation", "1", 1, False, None, ["crash", "partition"]),
-    ("kip-101", "all", 2, False, 1000, ["crash", "controller-kill"]),
+    ("kip-101", "all", 2, False, 1000, ["crash"]),
 )
 BROKERS = 3
 PARTITIONS = 3
