@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from isrlab.options import add_quiet_option, progress
+
 
 def register(sub) -> None:
     """Add the `analyze` parser to the `isrlab` subcommands."""
@@ -18,12 +20,12 @@ def register(sub) -> None:
         description=description.split("\n\n")[0] + " Exit 0: report written; 1: anomaly "
         "counts disagree with a run's own summary; 2: bad input or usage.")
     add_arguments(parser)
+    add_quiet_option(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis (pyspark_harness.main.run) and return its exit code."""
-    from model_check.explore.progress import Progress
     from pyspark_harness.main import run as analyze
 
-    return analyze(args, Progress)
+    return analyze(args, lambda what: progress(args, what))

@@ -18,9 +18,11 @@ from isrlab.options import (
     UsageError,
     absolute_path,
     add_cluster_options,
+    add_quiet_option,
     cluster_config,
     integer,
     output_dir,
+    progress,
 )
 from vocab.anomalies import DUPLICATE, LOST_WRITE
 
@@ -48,7 +50,7 @@ def run(args) -> int:
         raise UsageError("--duration 0 (run until stopped) is for isrlab cluster tcp")
     from impl.sim import SimOptions
     from model_check.conformance.campaign import CampaignError, format_summary, run_campaign
-    from model_check.explore.progress import Progress, campaign_progress
+    from model_check.explore.progress import campaign_progress
 
     output_dir("--out", args.out)
     config = cluster_config(args)
@@ -69,9 +71,9 @@ def run(args) -> int:
               f"nemesis {','.join(nemesis)}, {args.duration / 1000:g} s each"
               + (f", bugs {','.join(sorted(config.bugs))}" if config.bugs else ""))
     try:
-        with Progress("runs", total=args.runs, quiet=args.json) as progress:
+        with progress(args, "runs", total=args.runs) as shown:
             result = run_campaign(config, options, args.runs, out, keep=args.keep,
-                                  workers=args.workers, progress=campaign_progress(progress),
+                                  workers=args.workers, progress=campaign_progress(shown),
                                   spark=args.spark, dataset=dataset)
     except CampaignError as error:
         raise UsageError(str(error)) from None
@@ -140,69 +142,71 @@ def run_clients(args) -> int:
     results = []
     seeds = list(range(seed, seed + args.runs))
     batch = args.runs_per_cluster if kafka else 1
-    for first in range(0, len(seeds), batch):
-        group = seeds[first:first + batch]
-        if batch > 1:
-            try:
-                runs = kafka_batch(out, group, tuple(args.clients), args.count,
-                                   acks=config.acks, cluster_args=tuple(cluster_args),
-                                   until_ms=until_ms)
-            except KafkaRunError as error:
-                runs = [error] * len(group)
-            runs += [KafkaRunError("the batch's cluster stopped first")] * (len(group) - len(runs))
-        else:
-            try:
-                runs = [kafka_run(out / f"run-{group[0]}", tuple(args.clients), args.count,
-                                  acks=config.acks, cluster_args=tuple(cluster_args),
-                                  seed=group[0], until_ms=until_ms, target=args.target)]
-            except KafkaRunError as error:
-                runs = [error]
-        for s, r in zip(group, runs, strict=True):
-            if isinstance(r, KafkaRunError):
-                print(f"  seed {s}: FAILED: {r}")
-                failed += 1
-                results.append({"seed": s, "target": args.target, "failed": True,
-                                "error": str(r)})
-                continue
-            run_dir = out / f"run-{s}"
-            acked = sum(r.history.acked.values())
-            lost = r.history.counts[LOST_WRITE]
-            replayed = r.replay.verdict if r.replay else "none (no broker traces)"
-            bad = (r.replay is not None and r.replay.verdict != "accepted") or (
-                durable and lost > 0)
-            failed += bad
-            down = unavailable_seconds(run_dir)
-            totals["acked"] += acked
-            totals["lost"] += lost
-            totals["duplicates"] += r.history.counts[DUPLICATE]
-            totals["events"] += r.replay.events if r.replay else 0
-            totals["unavailable_s"] += down
-            anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) \
-                or "none"
-            if kafka:
-                j = r.run_json or {}
-                faults = (f"faults: crashes {j.get('crashes', 0)}, pauses {j.get('pauses', 0)}"
-                          f", partitions {j.get('partitions', 0)}")
+    with progress(args, "runs", total=args.runs) as shown:
+        for first in range(0, len(seeds), batch):
+            group = seeds[first:first + batch]
+            if batch > 1:
+                try:
+                    runs = kafka_batch(out, group, tuple(args.clients), args.count,
+                                       acks=config.acks, cluster_args=tuple(cluster_args),
+                                       until_ms=until_ms)
+                except KafkaRunError as error:
+                    runs = [error] * len(group)
+                runs += [KafkaRunError("the batch's cluster stopped first")] * (len(group) - len(runs))
             else:
-                faults = next((line.strip().split(";")[0]
-                               for line in r.cluster_output.splitlines()
-                               if line.strip().startswith("faults:")), "faults: unknown")
-            result = {"seed": s, "run": f"seed-{s}", "target": args.target,
-                      "failed": bool(bad), "config": config.to_json(),
-                      "clients": list(args.clients), "history": r.history.to_json(),
-                      "replay": replayed, "told": r.told, "unavailable_seconds": down,
-                      "faults": faults}
-            if kafka:
-                # What the history lines alone show (no read-back as the final log): what
-                # isrlab analyze counts from the same files.
-                lines_only = check_history(load_history([run_dir])).to_json()["anomalies"]
-                result["history_from_traces"] = {"anomalies": lines_only}
-            (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
-            results.append(result)
-            events = f" ({r.replay.events:,} events)" if r.replay else ""
-            print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {replayed}{events}, "
-                  f"{acked:,} acknowledged, anomalies: {anomalies}; {down} s unavailable; "
-                  f"{faults}", flush=True)
+                try:
+                    runs = [kafka_run(out / f"run-{group[0]}", tuple(args.clients), args.count,
+                                      acks=config.acks, cluster_args=tuple(cluster_args),
+                                      seed=group[0], until_ms=until_ms, target=args.target)]
+                except KafkaRunError as error:
+                    runs = [error]
+            for s, r in zip(group, runs, strict=True):
+                if isinstance(r, KafkaRunError):
+                    print(f"  seed {s}: FAILED: {r}")
+                    failed += 1
+                    results.append({"seed": s, "target": args.target, "failed": True,
+                                    "error": str(r)})
+                    continue
+                run_dir = out / f"run-{s}"
+                acked = sum(r.history.acked.values())
+                lost = r.history.counts[LOST_WRITE]
+                replayed = r.replay.verdict if r.replay else "none (no broker traces)"
+                bad = (r.replay is not None and r.replay.verdict != "accepted") or (
+                    durable and lost > 0)
+                failed += bad
+                down = unavailable_seconds(run_dir)
+                totals["acked"] += acked
+                totals["lost"] += lost
+                totals["duplicates"] += r.history.counts[DUPLICATE]
+                totals["events"] += r.replay.events if r.replay else 0
+                totals["unavailable_s"] += down
+                anomalies = ", ".join(f"{k} {n}" for k, n in r.history.counts.items() if n) \
+                    or "none"
+                if kafka:
+                    j = r.run_json or {}
+                    faults = (f"faults: crashes {j.get('crashes', 0)}, pauses {j.get('pauses', 0)}"
+                              f", partitions {j.get('partitions', 0)}")
+                else:
+                    faults = next((line.strip().split(";")[0]
+                                   for line in r.cluster_output.splitlines()
+                                   if line.strip().startswith("faults:")), "faults: unknown")
+                result = {"seed": s, "run": f"seed-{s}", "target": args.target,
+                          "failed": bool(bad), "config": config.to_json(),
+                          "clients": list(args.clients), "history": r.history.to_json(),
+                          "replay": replayed, "told": r.told, "unavailable_seconds": down,
+                          "faults": faults}
+                if kafka:
+                    # What the history lines alone show (no read-back as the final log): what
+                    # isrlab analyze counts from the same files.
+                    lines_only = check_history(load_history([run_dir])).to_json()["anomalies"]
+                    result["history_from_traces"] = {"anomalies": lines_only}
+                (run_dir / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+                results.append(result)
+                events = f" ({r.replay.events:,} events)" if r.replay else ""
+                print(f"  seed {s}: {'FAILED' if bad else 'ok'}: replay {replayed}{events}, "
+                      f"{acked:,} acknowledged, anomalies: {anomalies}; {down} s unavailable; "
+                      f"{faults}", flush=True)
+            shown.update(first + len(group), failed=failed)
     print(f"  total: {totals['acked']:,} acknowledged writes, {totals['lost']:,} lost "
           f"({'durability promised' if durable else 'no durability promised'}), "
           f"{totals['duplicates']:,} duplicates (client retries, no idempotence), "
@@ -241,6 +245,7 @@ def register(sub) -> None:
     p.add_argument("--keep", choices=("failing", "all", "none"), default="failing",
                    help="which runs' traces to write (all: a corpus for isrlab analyze)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_quiet_option(p)
     p.add_argument("--clients", type=_clients, default=None, metavar="LIST",
                    help="real Kafka clients against the TCP cluster instead of simulated runs: "
                         "kafka-python,confluent-kafka,aiokafka (docs/kafka.md)")

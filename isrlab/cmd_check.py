@@ -17,11 +17,14 @@ from isrlab.options import (
     UsageError,
     absolute_path,
     add_elr_options,
+    add_expiries_option,
+    add_quiet_option,
     add_rule_options,
     integer,
     invariant_names,
     kafka_config,
     output_file,
+    progress,
     workers_or_auto,
 )
 
@@ -44,13 +47,13 @@ def register(sub) -> None:
         ("--records", integer(1, 1000), "max records written, default 2"),
         ("--epochs", integer(1, 1000), "max leader epochs, default 2"),
         ("--crashes", integer(0, 1000), "max broker crashes, default 0"),
-        ("--expiries", integer(0, 1000), "max session expiries of live brokers, default 1"),
         ("--controller-failovers", integer(0, 1000),
          "max controller failovers, default 0 (0: a controller that never fails)"),
         ("--log-size", integer(1, 1000), "tla-compat only: LogSize, default 2"),
         ("--min-isr", SMALL, "min.insync.replicas, default 1"),
     ):
         check.add_argument(flag, type=kind, metavar="N", help=what)
+    add_expiries_option(check)
     check.add_argument("--acks", choices=ACKS_CHOICES)
     check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
                        help="unclean.leader.election.enable (default off)")
@@ -89,6 +92,7 @@ def register(sub) -> None:
     check.add_argument("--traces", type=integer(1), default=100,
                        help="simulation: number of traces")
     check.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_option(check)
     check.add_argument("--itf", type=absolute_path, metavar="FILE",
                        help="write the counterexample as an ITF trace")
     check.add_argument("--junit", type=absolute_path, metavar="FILE",
@@ -157,7 +161,7 @@ def _search(args: argparse.Namespace, model, names: list[str], run, **options):
 
 def run(args: argparse.Namespace) -> int:
     from model_check.explore.explorer import explore, simulate
-    from model_check.explore.progress import Progress, search_progress
+    from model_check.explore.progress import search_progress
     from model_check.explore.report import (
         counterexample_table,
         itf_trace,
@@ -196,11 +200,11 @@ def run(args: argparse.Namespace) -> int:
         result = _search(args, model, names, simulate, seed=seed, depth=args.depth,
                          traces=args.traces, check_invariants=bool(names), bias=args.bias)
     else:
-        with Progress("states", total=args.max_states, quiet=args.json) as progress:
+        with progress(args, "states", total=args.max_states) as shown:
             result = _search(args, model, names, explore, max_states=args.max_states,
                              max_depth=args.max_depth, workers=args.workers,
                              symmetry=not args.no_symmetry, check_invariants=bool(names),
-                             progress=search_progress(progress), reduction=reduction)
+                             progress=search_progress(shown), reduction=reduction)
     if args.itf and result.violation:
         with open(args.itf, "w", encoding="utf-8") as out:
             json.dump(itf_trace(model, result), out, indent=1)

@@ -15,7 +15,15 @@ from __future__ import annotations
 import json
 import time
 
-from isrlab.options import SEED, SMALL, integer, parse_duration, parse_nemesis
+from isrlab.options import (
+    SEED,
+    SMALL,
+    add_quiet_option,
+    integer,
+    parse_duration,
+    parse_nemesis,
+    progress,
+)
 
 
 def register(sub) -> None:
@@ -41,6 +49,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=SEED, default=1, help="campaign seeds start here; also draws "
                    "the paths (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_option(p)
     p.set_defaults(func=run, error_prefix="isrlab coverage")
 
 
@@ -58,17 +67,23 @@ def run(args) -> int:
         cluster, max_records=args.records, max_leader_epochs=args.epochs,
         max_crashes=args.crashes, max_session_expiries=args.expiries, max_ticks=0,
         max_message_drops=0)
-    graph = coverage.explore(config, args.depth)
+    with progress(args, "spec graph: states") as shown:
+        graph = coverage.explore(config, args.depth, progress=shown.update)
     paths = len(graph.covering_paths())
     sides = {}
     started = time.process_time()
     if args.paths != 0:
-        sides["directed"] = coverage.directed(cluster, graph, args.paths, args.seed)
+        with progress(args, "directed: paths driven",
+                      total=min(paths, args.paths or paths)) as shown:
+            sides["directed"] = coverage.directed(cluster, graph, args.paths, args.seed,
+                                                  progress=shown.update)
     directed_cpu = time.process_time() - started
     started = time.process_time()
     if args.runs:
-        sides["campaign"] = coverage.campaign(cluster, graph, args.runs, args.seed,
-                                              args.duration, args.nemesis)
+        with progress(args, "campaign: runs", total=args.runs) as shown:
+            sides["campaign"] = coverage.campaign(cluster, graph, args.runs, args.seed,
+                                                  args.duration, args.nemesis,
+                                                  progress=shown.update)
     campaign_cpu = time.process_time() - started
     if args.json:
         print(json.dumps({"graph_states": len(graph.depth_of), "covering_paths": paths,

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from isrlab.options import UsageError, absolute_path, output_dir
+from isrlab.options import UsageError, absolute_path, add_quiet_option, output_dir, progress
 
 # Settings of the spec that the reference broker has no switch for: a schedule that needs
 # them cannot be imposed on it.
@@ -145,8 +145,9 @@ class Driven:
 
 def drive(spec_config: dict, schedule: list, variant: str | None = None,
           acks: str | None = None, clean: bool = False, elr: bool = False,
-          out: str | None = None) -> Driven:
-    """Impose `schedule` on the broker for `spec_config`, finish the run, write it, check it."""
+          out: str | None = None, shown=None) -> Driven:
+    """Impose `schedule` on the broker for `spec_config`, finish the run, write it, check it;
+    `shown`: a progress display for the spec actions followed."""
     from model_check.conformance.campaign import final_logs
     from model_check.conformance.drive import Driver
     from model_check.conformance.history import check_history
@@ -154,7 +155,7 @@ def drive(spec_config: dict, schedule: list, variant: str | None = None,
 
     config = cluster_config(spec_config, variant, acks, clean, elr)
     driver = Driver(config)
-    result = driver.drive(schedule)
+    result = driver.drive(schedule, progress=shown.update if shown is not None else None)
     sim = driver.finish()
     replay = replay_run(load_texts(sim.traces, sim.run_json()))
     history_lines = [json.loads(line) for node in ("producer", "consumer")
@@ -175,8 +176,9 @@ def run(args) -> int:
         spec_config, schedule = load_schedule(Path(args.counterexample))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
         raise UsageError(f"{args.counterexample}: {error}") from None
-    driven = drive(spec_config, schedule, args.variant, args.acks, args.clean, args.elr,
-                   args.out)
+    with progress(args, "spec actions followed", total=len(schedule)) as shown:
+        driven = drive(spec_config, schedule, args.variant, args.acks, args.clean, args.elr,
+                       args.out, shown)
     if args.json:
         print(json.dumps(driven.to_json(), sort_keys=True))
     else:
@@ -202,4 +204,5 @@ def register(sub) -> None:
                    help="directory for the driven run (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--verbose", action="store_true", help="also list the quiet inputs")
+    add_quiet_option(p)
     p.set_defaults(func=run, error_prefix="isrlab drive")

@@ -19,9 +19,12 @@ from isrlab.options import (
     UsageError,
     absolute_path,
     add_elr_options,
+    add_expiries_option,
+    add_quiet_option,
     add_rule_options,
     integer,
     kafka_config,
+    progress,
 )
 
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
@@ -54,6 +57,7 @@ def register(sub) -> None:
     ):
         p.add_argument(flag, type=integer(1, 64) if flag != "--crashes" else integer(0, 64),
                        metavar="N", help=what)
+    add_expiries_option(p)
     p.add_argument("--acks", choices=("0", "1", "all", "-1"))
     add_rule_options(p)
     add_elr_options(p)
@@ -89,6 +93,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=integer(0), default=1,
                    help="--houdini: seed of the random runs that filter candidates")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -140,20 +145,24 @@ def run(args: argparse.Namespace) -> int:
     lemmas = list(dict.fromkeys([*lemmas, *added]))
     try:
         if args.bmc is not None:
-            outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers)
+            with progress(args, "BMC depths", total=args.bmc + 1) as shown:
+                outcome = prove.bmc(config, args.bmc, args.invariant, workers=args.workers,
+                                    progress=shown.update)
         elif inferred:
             from model_check.prove import houdini
 
             outcome, search = houdini.prove(
                 config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
-                seed=args.seed, log=None if args.json else _progress,
+                seed=args.seed, log=None if args.json or args.quiet else _progress,
                 classify_states=args.max_states)
             if args.save_lemmas is not None and search is not None:
                 _write_lemmas(args.save_lemmas, [c.name for c in search.lemmas])
         else:
-            outcome = prove.induction(config, invariants, lemmas,
-                                      classify_states=args.max_states,
-                                      cache_slots=args.cache_slots or 3)
+            with progress(args, "induction: action instances asked") as shown:
+                outcome = prove.induction(config, invariants, lemmas,
+                                          classify_states=args.max_states,
+                                          cache_slots=args.cache_slots or 3,
+                                          progress=shown.update)
     except NotRepresentable as error:
         print(f"isrlab: {error}", file=sys.stderr)
         return 3

@@ -176,6 +176,12 @@ def kafka_config(args: argparse.Namespace, base=None):
     return config
 
 
+def add_expiries_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--expiries", type=integer(0, 1000), metavar="N",
+                   help="max session expiries of live brokers (a zombie fenced without a "
+                   "crash), default 1")
+
+
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--without", action="append", metavar="RULE",
                    help="switch off one rule of the variant (a mutant named VARIANT+RULE=False; "

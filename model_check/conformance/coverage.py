@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from impl.config import ClusterConfig
@@ -68,7 +69,9 @@ def graph_config(cluster: ClusterConfig, **bounds: int) -> Config:
     return spec_config(header_config(cluster, SimOptions())).replace(**bounds)
 
 
-def explore(config: Config, depth: int) -> Graph:
+def explore(config: Config, depth: int, progress: Callable[..., None] | None = None) -> Graph:
+    """The spec's graph breadth-first to `depth` steps; `progress(states, depth=d)` after
+    each level."""
     init = initial_state(config)
     depth_of, parent, actions = {init: 0}, {}, set()
     frontier = [init]
@@ -82,6 +85,8 @@ def explore(config: Config, depth: int) -> Graph:
                     parent[after] = (state, action)
                     nxt.append(after)
         frontier = nxt
+        if progress is not None:
+            progress(len(depth_of), depth=d)
     return Graph(config, depth, depth_of, parent, actions)
 
 
@@ -132,9 +137,9 @@ class Coverage:
 
 
 def directed(cluster: ClusterConfig, graph: Graph, max_paths: int | None = None,
-             seed: int = 0) -> Coverage:
+             seed: int = 0, progress: Callable[..., None] | None = None) -> Coverage:
     """Drive covering paths of `graph` through the broker (`max_paths` of them, drawn with
-    `seed`, when there are more)."""
+    `seed`, when there are more); `progress(paths_driven, states=...)` after each."""
     paths = graph.covering_paths()
     if max_paths is not None and len(paths) > max_paths:
         paths = [paths[i] for i in sorted(random.Random(seed).sample(range(len(paths)),
@@ -149,12 +154,15 @@ def directed(cluster: ClusterConfig, graph: Graph, max_paths: int | None = None,
             cov.extra.update(Counter(a.name for a in driver.taken)
                              - Counter(a.name for a in path))
         cov.add(driver.visited, {a.name for a in driver.taken})
+        if progress is not None:
+            progress(cov.runs, states=len(cov.states))
     return cov
 
 
 def campaign(cluster: ClusterConfig, graph: Graph, runs: int, seed: int, duration_ms: int,
-             nemesis: tuple[str, ...]) -> Coverage:
-    """Seeded simulator runs, each replayed, against the same graph."""
+             nemesis: tuple[str, ...], progress: Callable[..., None] | None = None) -> Coverage:
+    """Seeded simulator runs, each replayed, against the same graph; `progress(runs_done,
+    states=...)` after each."""
     cov = Coverage(graph)
     for k in range(runs):
         options = SimOptions(seed=seed + k, duration_ms=duration_ms, nemesis=nemesis)
@@ -166,4 +174,6 @@ def campaign(cluster: ClusterConfig, graph: Graph, runs: int, seed: int, duratio
         if replayed.verdict != "accepted":
             cov.divergences += 1
         cov.add(seen, {a.name for a in taken})
+        if progress is not None:
+            progress(cov.runs, states=len(cov.states))
     return cov

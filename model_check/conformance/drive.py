@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -344,12 +345,16 @@ class Driver:
                 quiet.append((move, trial))
         return None, quiet
 
-    def drive(self, schedule: list[tuple[str, dict]]) -> DriveResult:
-        """Impose `schedule` (spec action names and args) on the cluster, as far as it goes."""
+    def drive(self, schedule: list[tuple[str, dict]],
+              progress: Callable[..., None] | None = None) -> DriveResult:
+        """Impose `schedule` (spec action names and args) on the cluster, as far as it goes;
+        `progress(followed, inputs=...)` before each input is chosen."""
         result = DriveResult(0, len(schedule))
         want = [(n, dict(a)) for n, a in schedule]
         fallbacks = 0
         while want:
+            if progress is not None:
+                progress(result.followed, inputs=len(result.inputs))
             found, quiet = self._matching(want)
             if found is None and fallbacks == 0:
                 # One quiet input first (a message delivered, a timer, a write produced), then

@@ -1,6 +1,7 @@
-"""Progress for long commands (`check`, `campaign`, `analyze`): a live display on a terminal,
-a plain line now and then otherwise, nothing with `--json`; and `die_with_parent`, which every
-pool of worker processes (the explorer's, Z3's, a campaign's) starts its workers with.
+"""Progress for long commands (`check`, `campaign`, `analyze`, `coverage`, `drive`, `prove`):
+a live display on a terminal, a plain line now and then otherwise, nothing with `--json` or
+`--quiet`; and `die_with_parent`, which every pool of worker processes (the explorer's, Z3's,
+a campaign's) starts its workers with.
 
 On a TTY the display is rich's (one line, redrawn in place, gone when the command ends). When
 stderr is not a terminal (CI logs, a pipe) a plain line is written at most every
@@ -31,13 +32,14 @@ class Progress:
 
     def __init__(self, what: str, total: int | None = None, *, quiet: bool = False,
                  stream: TextIO | None = None, tty: bool | None = None,
-                 interval: float = PLAIN_INTERVAL):
+                 interval: float | None = None):
         self.what = what
         self.total = total
         self.stream = stream or sys.stderr
         self.enabled = _wanted(quiet)
         self.tty = self.stream.isatty() if tty is None else tty
-        self.interval = interval
+        # Read here, not bound as a default, so that a test can shorten it.
+        self.interval = PLAIN_INTERVAL if interval is None else interval
         self.started = time.perf_counter()
         self.last_plain = self.started
         self.done = 0

@@ -650,8 +650,9 @@ def _ask_depth(config: Config, depth: int, names: tuple[str, ...], d: int):
 
 
 def bmc(config: Config, depth: int, invariants: list[str] | None = None,
-        workers: int = 1) -> Outcome:
+        workers: int = 1, progress: Callable[..., None] | None = None) -> Outcome:
     """Search for an invariant violation within `depth` steps (shortest first).
+    `progress(depths_asked, depth=d, answer=...)` is called after each depth's answer.
 
     With `workers` > 1 the depths are asked in parallel processes, in order, and the answers
     are read in depth order: a violation is reported only once every smaller depth is unsat,
@@ -670,6 +671,8 @@ def bmc(config: Config, depth: int, invariants: list[str] | None = None,
     try:
         for d, (answer, seconds, trace, reason) in enumerate(answers):
             queries.append(Query(f"depth {d}", answer, seconds))
+            if progress is not None:
+                progress(d + 1, depth=d, answer=answer)
             if answer == "sat":
                 violated = [n for n in names if INVARIANTS[n](config, trace[-1].state)]
                 return Outcome("violation", "bmc", names, tuple(queries), d,
@@ -741,7 +744,8 @@ def replay(config: Config, trace: list[Step]) -> list[Step]:
 def induction(config: Config, invariants: list[str], lemmas: list[str] | None = None,
               classify: bool = True, classify_states: int = 500_000,
               cache_slots: int = 3, timeout_ms: int = 60_000,
-              only: Collection[str] | None = None) -> Outcome:
+              only: Collection[str] | None = None,
+              progress: Callable[..., None] | None = None) -> Outcome:
     """Init => Inv and Inv /\\ T => Inv' for Inv = invariants + lemmas (unbounded mode).
 
     The goal is the invariants and lemmas together (a lemma must itself be inductive relative
@@ -749,6 +753,7 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     Z3's work, not in wall time (`solver_within`). `only` asks just these action instances
     (a name, or a label such as "LeaderHandleFetch[0, 1]"): the answer is then never
     `proved`, at best `partial`.
+    `progress(instances_asked, action=label)` is called as each action instance is asked.
     """
     from model_check.prove.lemmas import LEMMAS
 
@@ -785,8 +790,10 @@ def induction(config: Config, invariants: list[str], lemmas: list[str] | None = 
     base_terms = instance_terms(pre, a, w)
     memo: dict = {}
     with_cti: set[str] = set()  # actions one of whose instances has a CTI
-    for inst in table:
+    for asked, inst in enumerate(table):
         label = _label(inst)
+        if progress is not None:
+            progress(asked, action=label)
         step_terms = base_terms + _step_terms(inst, pre, a)
         small_args = (config, label, invariants, goal, cache_slots, timeout_ms, queries,
                       (shape, inst, pre, post, a, w, goal, table_inv, timeout_ms, queries, label))
