@@ -37,7 +37,7 @@ RUNS = {
     "b8": ("B8 absent with eligible leader replicas (min ISR 2, 1 crash, 1 expiry)",
            dict(COMMON, min_insync_replicas=2, max_leader_epochs=3, max_crashes=1,
                 max_session_expiries=1, eligible_leader_replicas_enable=True),
-           ("ok", 569_348, 40)),
+           ("ok", 593_963, 43)),
     # B2's total-loss form in kip-101, with the rules that fix B3, B5 and B7 switched on.
     "found": ("B2 found from the initial state in kip-101 (fencing, broker epochs, epoch start)",
               dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,

@@ -707,14 +707,13 @@ def test_b5_stale_hw_admits_a_replica_missing_committed_data(explored):
             "LeaderExpandIsr", "ControllerElectPreferredLeader", "BecomeLeader",
         ],
         "detail": "p0: acknowledged v1 at offset 0 (acks=all) lost: leader 0 has nothing",
-        "distinct": 3353,  # 3,092 before the crash-loss ghost (min ISR 2 keeps it)
+        "distinct": 3353,  # more than without the crash-loss ghost, which min ISR 2 keeps
     }
     # LeaderCandidatesComplete sees the same bug two steps earlier: the stale expansion puts
     # broker 0, restarted without v1, back into the ISR, from where it can be elected.
     candidates = explored("b5_candidates")
     assert (candidates["invariant"], candidates["length"], candidates["detail"]) == (
         "LeaderCandidatesComplete", 16, "p0: ISR member 0 lacks acknowledged v1 at offset 0")
-    # 8,876 with the crash-loss ghost (KIP-966's promise counts who lost what) at min ISR 2.
     assert pins(explored("b5_fixed")) == ok(9332)
     # The same rule switched off in kip-320 shows B7 first (kip-320 lacks broker epochs): the
     # 12-step stale expansion of test_b7 comes before B5's 18 steps.
@@ -808,8 +807,8 @@ def test_b10_acks_1_loses_an_acknowledged_write(explored):
 
 
 def test_current_with_clean_election_acks_all_min_isr_2_and_one_crash_is_safe(explored):
-    # 254,215 states: the crash-loss ghost (which replica lost which record) that KIP-966's
-    # promise reads splits states at min ISR 2; without it the same search had 226,899.
+    # The crash-loss ghost (which replica lost which record), which KIP-966's promise reads,
+    # splits states at min ISR 2.
     assert pins(explored("current_clean")) == ok(266611)
 
 
@@ -830,7 +829,7 @@ def test_b6_hw_over_the_requested_isr_commits_what_an_isr_member_lacks(explored)
         "distinct": 60,
     }
     # KIP-497's maximal ISR (current members while a shrink is pending): clean. (With a crash
-    # and a session expiry too, 1,061,657 states: bench/exhaustive_bench.py.)
+    # and a session expiry too: bench/exhaustive_bench.py.)
     assert pins(explored("b6_fixed")) == ok(600)
 
 
@@ -886,8 +885,8 @@ def test_b8_is_invisible_to_the_pre_kip966_guarantee(explored):
 
 def test_b8_is_absent_with_eligible_leader_replicas(explored):
     # ELR on, every invariant, to B8's depth: broker 1 joins the ELR when the ISR drops to
-    # {0}; when 0 is fenced the ISR empties and 1 is elected from the ELR. (Exhaustively, at
-    # 569,348 states: bench/exhaustive_bench.py.)
+    # {0}; when 0 is fenced the ISR empties and 1 is elected from the ELR. (Exhaustively:
+    # bench/exhaustive_bench.py and docs/protocol.md's B8 command.)
     assert pins(explored("b8_fixed_depth")) == ok(34933)
 
 
