@@ -27,17 +27,12 @@ from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
+from impl.protocol.effects import apply_effects
 from impl.protocol.messages import (
-    DiskAppend,
-    DiskCheckpoint,
-    DiskFlush,
-    DiskTruncate,
     Fetch,
-    History,
     LeaderAndIsr,
     OffsetsForLeaderEpoch,
     Recall,
-    Send,
     Transition,
 )
 from impl.protocol.meta import MetaCore
@@ -228,28 +223,7 @@ class Simulation:
         self._schedule_timer(node)
 
     def _apply(self, node: str, effects: list) -> None:
-        trace = self.traces[node]
-        storage = self.storage.get(node)
-        for effect in effects:
-            kind = type(effect)
-            if kind is Transition:
-                sends = []
-                for dst, message in effect.sends:
-                    mid = trace.message_id()
-                    sends.append(mid)
-                    self._send(node, dst, mid, message)
-                trace.event(self.now, effect.action, effect.args, effect.outcome,
-                            effect.outcome_args, effect.state, sends, effect.recv, effect.detail)
-                self.stats["events"] += 1
-                self._count(effect)
-            elif kind is Send:
-                self._send(node, effect.dst, trace.message_id(), effect.message)
-            elif kind is History:
-                trace.other(effect.body)
-            elif kind in (DiskAppend, DiskFlush, DiskTruncate, DiskCheckpoint):
-                storage.apply(effect)
-            elif kind is Recall:
-                self._recall(node, effect)
+        apply_effects(effects, self.now, self.traces[node], _NodeEffects(self, node))
 
     def _count(self, t: Transition) -> None:
         for key, n in event_counts(t.action, t.outcome, t.outcome_args).items():
@@ -513,6 +487,32 @@ class Simulation:
         traces = {node: t.text() for node, t in self.traces.items()} if self.options.trace else {}
         return SimResult(self.options.seed, f"seed-{self.options.seed}", self.config,
                          self.options, summary, traces, final_logs)
+
+
+class _NodeEffects:
+    """The simulator's handlers of one node's effects (`impl.protocol.effects.Handlers`)."""
+
+    __slots__ = ("sim", "node")
+
+    def __init__(self, sim: Simulation, node: str):
+        self.sim = sim
+        self.node = node
+
+    def send(self, dst: str, mid: str, message, now: int) -> None:
+        self.sim._send(self.node, dst, mid, message)
+
+    def traced(self, transition: Transition) -> None:
+        self.sim.stats["events"] += 1
+        self.sim._count(transition)
+
+    def sent(self) -> None:
+        pass
+
+    def store(self, effect) -> None:
+        self.sim.storage[self.node].apply(effect)
+
+    def recall(self, recall: Recall) -> None:
+        self.sim._recall(self.node, recall)
 
 
 def simulate(config: ClusterConfig, options: SimOptions) -> SimResult:

@@ -59,15 +59,11 @@ import trio
 from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import NEVER, BrokerCore
+from impl.protocol.effects import apply_effects
 from impl.protocol.messages import (
     DiskAppend,
-    DiskCheckpoint,
-    DiskFlush,
-    DiskTruncate,
-    History,
     LeaderAndIsr,
     Recall,
-    Send,
     Transition,
     WireError,
 )
@@ -144,6 +140,7 @@ class Node:
         self.go = trio.Event()
         self.last_now = 0
         self.drops: list[tuple] = []
+        self.pending_append: list | None = None  # [partition, start, records]: appends merged
         self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0,
                       "refused_connections": 0}
         self.listeners: list = []
@@ -181,48 +178,44 @@ class Node:
             self.handle(lambda core, now: core.on_disconnected(now, peer))
 
     def apply(self, effects: list, now: int) -> None:
-        trace = self.trace
-        storage = self.storage
-        append: list | None = None  # [partition, start, records]: adjacent appends, merged
-        for effect in effects:
-            kind = type(effect)
-            if kind is Transition:
-                sends = []
-                for dst, message in effect.sends:
-                    mid = trace.message_id()
-                    sends.append(mid)
-                    self.send(dst, mid, message, now)
-                trace.event(now, effect.action, effect.args, effect.outcome, effect.outcome_args,
-                            effect.state, sends, effect.recv, effect.detail)
-                self.stats["events"] += 1
-                if self.drops:
-                    self._log_drops()
-            elif kind is Send:
-                self.send(effect.dst, trace.message_id(), effect.message, now)
-                if self.drops:
-                    self._log_drops()
-            elif kind is History:
-                trace.other(effect.body)
-            elif kind is Recall:
-                # Written to the socket already: the old leader may still read and answer
-                # it (the simulator drops it). Replay steps that late answer on the old
-                # leader as well (model_check/conformance/replay.py, abandoned fetches).
-                pass
-            elif kind is DiskAppend:
-                if (append is not None and append[0] == effect.partition
-                        and append[1] + len(append[2]) == effect.start_offset):
-                    append[2].extend(effect.records)
-                    continue
-                if append is not None:
-                    storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
-                append = [effect.partition, effect.start_offset, list(effect.records)]
-            elif kind in (DiskFlush, DiskTruncate, DiskCheckpoint):
-                if append is not None:
-                    storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
-                    append = None
-                storage.apply(effect)
-        if append is not None:
-            storage.apply(DiskAppend(append[0], append[1], tuple(append[2])))
+        apply_effects(effects, now, self.trace, self)
+        self._write_append()
+
+    # The effects' handlers (impl.protocol.effects.Handlers); `send` is under Sending below.
+
+    def traced(self, transition: Transition) -> None:
+        self.stats["events"] += 1
+        self.sent()
+
+    def sent(self) -> None:
+        # Drops are traced after the event that names the message sent.
+        if self.drops:
+            self._log_drops()
+
+    def store(self, effect) -> None:
+        """Carry out a disk operation; adjacent appends of one input are written as one."""
+        append = self.pending_append
+        if type(effect) is DiskAppend:
+            if (append is not None and append[0] == effect.partition
+                    and append[1] + len(append[2]) == effect.start_offset):
+                append[2].extend(effect.records)
+                return
+            self._write_append()
+            self.pending_append = [effect.partition, effect.start_offset, list(effect.records)]
+            return
+        self._write_append()
+        self.storage.apply(effect)
+
+    def _write_append(self) -> None:
+        if self.pending_append is not None:
+            partition, start, records = self.pending_append
+            self.pending_append = None
+            self.storage.apply(DiskAppend(partition, start, tuple(records)))
+
+    def recall(self, recall: Recall) -> None:
+        """Nothing: the request is written to the socket already, and the old leader may still
+        read and answer it (the simulator drops it). Replay steps that late answer on the old
+        leader as well (model_check/conformance/replay.py, abandoned fetches)."""
 
     def reschedule(self) -> None:
         scope = self.timer_scope
