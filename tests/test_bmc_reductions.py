@@ -40,7 +40,7 @@ from spec import VARIANTS, Config, initial_state, step
 from spec.actions import NotEnabled, successors
 
 CONFIGS = {
-    # `isrlab prove --bmc` defaults (the README's depth-12 query, which finds B7)
+    # `isrlab prove --bmc` defaults (docs/usage.md's depth-12 query, which finds B7)
     "bmc-defaults": Config(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1,
                            variant=VARIANTS["hw-truncation"]),
     # the differential test's bounds, at 3 brokers, with drops, ticks and an expiry
