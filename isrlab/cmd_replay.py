@@ -1,8 +1,10 @@
 """`isrlab replay TRACE_DIR_OR_FILES...`: check a reference-broker run against the spec.
 
-Exit 0 when every event is accepted, 1 at the first divergence (the report names the event,
-the guard or the fields that differ, the last accepted events, and how to reproduce the run),
-2 for an unreadable trace.
+Exit 0 when every event is accepted and every invariant the run's configuration promises
+(spec.promises) holds in the replayed state (one it does not promise is reported as its
+trade-off); 1 at the first divergence (the report names the event, the guard or the fields that
+differ, the last accepted events, and how to reproduce the run) or when a promised invariant is
+violated; 2 for an unreadable trace.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def run(args) -> int:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:
         print(format_result(result))
-    return 0 if result.verdict == "accepted" else 1
+    return 1 if result.failed else 0
 
 
 # Lines shown around a divergence, and from the start of an accepted run, without --window.

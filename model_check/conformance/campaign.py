@@ -4,7 +4,8 @@ Theory of operation. Run i uses seed S + i. A worker process simulates the run (
 memory), replays them through `model_check.conformance.replay`, and checks the client history with
 `model_check.conformance.history`, excusing the writes the spec's ghost state says Kafka's guarantee gives
 up (every in-sync replica lost them in crashes). A run fails on a divergence, an unreadable
-trace, or, for a configuration that promises durability, any anomaly. Failing runs' traces are
+trace, an invariant the configuration promises (spec.promises) broken in the replayed state,
+or, for a configuration that promises durability, any anomaly. Failing runs' traces are
 written to `OUT/run-<seed>/` with `result.json` (replay and history verdicts) and `run.json`
 (seed, config and the command that reproduces the run); `keep="all"` writes every run (a corpus
 for `isrlab analyze`). Runs go in parallel over worker processes; results are reported in seed
@@ -27,8 +28,15 @@ from impl.trace import header_config
 from model_check.conformance.history import HistoryError, check_history
 from model_check.conformance.losses import Losses, losses_of
 from model_check.conformance.policies import policy_of, timeline
-from model_check.conformance.replay import TraceError, format_result, load_texts, replay_run
+from model_check.conformance.replay import (
+    TraceError,
+    format_result,
+    load_texts,
+    replay_run,
+    spec_config,
+)
 from model_check.explore.progress import die_with_parent
+from spec.promises import promise
 from vocab import anomalies as K
 from vocab.anomalies import KINDS as ANOMALY_KINDS
 
@@ -36,10 +44,10 @@ KIP966_INVARIANTS = ("AckedWritesDurableKip966", "LeaderCandidatesComplete")
 
 
 def promises_durability(config: ClusterConfig) -> bool:
-    """Kafka's guarantee applies: acks=all, min ISR >= 2, clean election, a fixed variant."""
-    return (config.acks == "all" and config.min_insync_replicas >= 2
-            and not config.unclean_leader_election_enable
-            and config.variant in ("kip-320", "current"))
+    """Whether the configuration promises acknowledged writes survive (spec.promises: acks=all
+    and clean election), so that any client anomaly fails a run."""
+    return promise(spec_config(header_config(config, SimOptions())),
+                   "AckedWritesDurable").promised
 
 
 @dataclass
@@ -79,7 +87,9 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     try:
         replay = replay_run(load_texts(sim.traces, sim.run_json()))
         verdict = replay.verdict
-        report = format_result(replay) if verdict != "accepted" else ""
+        report = format_result(replay) if verdict != "accepted" else "; ".join(
+            f"{name} violated in the replayed state, which this configuration promises: "
+            f"{detail}" for name, detail in replay.broken_promises)
         replay_json = replay.to_json()
         excused = set(replay.excused_values)
     except TraceError as error:
@@ -116,13 +126,12 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
     kip966 = [v for v in replay_json.get("invariant_violations", ())
               if v["invariant"] in KIP966_INVARIANTS]
-    # A poll-skip is a broker bug under any configuration.
-    failed = (verdict != "accepted" or (promises_durability(config) and bool(counts))
+    broken = [v for v in replay_json.get("invariant_violations", ()) if v["promised"]]
+    # A poll-skip is a broker bug under any configuration; an invariant the configuration
+    # does not promise broken in the replayed state is its trade-off, counted, not failed.
+    failed = (verdict != "accepted" or bool(broken)
+              or (promises_durability(config) and bool(counts))
               or bool(counts.get(K.POLL_SKIP)))
-    # With ELR on, Kafka promises what KIP-966 says (fewer than min ISR replicas losing a
-    # write cannot lose it); with it off, a violation is B8, the loss KIP-966 was made for.
-    failed = failed or (promises_durability(config) and config.eligible_leader_replicas_enable
-                        and bool(kip966))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     history_json["split"] = K.split(counts, header_config(config, options))
@@ -178,9 +187,19 @@ class CampaignResult:
     def summary(self) -> dict:
         anomalies: Counter = Counter()
         bad: Counter = Counter()
+        broken: Counter = Counter()
+        trade_offs: dict[str, dict] = {}
         for o in self.outcomes:
             anomalies.update(o.anomalies)
             bad.update(o.result.get("history", {}).get("split", {}).get(K.BAD, {}))
+            for v in {v["invariant"]: v for v in
+                      o.result.get("replay", {}).get("invariant_violations", ())}.values():
+                if v["promised"]:
+                    broken[v["invariant"]] += 1
+                else:
+                    trade = trade_offs.setdefault(v["invariant"],
+                                                  {"runs": 0, "why": v["why_not_promised"]})
+                    trade["runs"] += 1
         events = sum(o.events for o in self.outcomes)
         replay = sum(o.replay_seconds for o in self.outcomes)
         return {
@@ -198,6 +217,10 @@ class CampaignResult:
             "runs_losing_acked_writes": [o.seed for o in self.outcomes if o.loss_note],
             "acked_writes_lost": sum(o.lost for o in self.outcomes),
             "kip966_violations": sum(o.kip966_violations for o in self.outcomes),
+            # Runs whose replayed state breaks each invariant: promised (bugs), or not (the
+            # configuration's trade-offs, spec.promises).
+            "broken_promises": dict(sorted(broken.items())),
+            "trade_offs": dict(sorted(trade_offs.items())),
             "policy": policy_of(self.config),
             "offline_ms": sum(o.timeline.get("offline_ms", 0) for o in self.outcomes),
             "no_leader_ms": sum(o.timeline.get("no_leader_ms", 0) for o in self.outcomes),
@@ -329,6 +352,12 @@ def format_summary(result: CampaignResult) -> str:
     lines = [f"  {k.ljust(width)}  {v}" for k, v in rows]
     for o in result.failed[:5]:
         lines.append(f"  FAILED seed {o.seed}: {o.report.splitlines()[0] if o.report else ''}")
+    for name, runs in s["broken_promises"].items():
+        lines.append(f"  BROKEN PROMISE: {name} violated in {runs} of {s['runs']} runs, which "
+                     "this configuration promises (a bug)")
+    for name, trade in s["trade_offs"].items():
+        lines.append(f"  TRADE-OFF: {name} violated in {trade['runs']} of {s['runs']} runs, not "
+                     f"promised by this configuration: {trade['why']}")
     losing = [o for o in result.outcomes if o.loss_note]
     if losing:
         lines.append(f"  LOST ACKNOWLEDGED WRITES in {len(losing)} of {len(result.outcomes)} runs "

@@ -50,6 +50,7 @@ from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
+from spec.promises import promises
 from spec.state import (
     NO_LEADER,
     Acked,
@@ -172,6 +173,19 @@ class ReplayResult:
     command: str | None = None
     # Writes whose loss Kafka's guarantee allows (every ISR replica lost them), impl values.
     excused_values: list[int] = field(default_factory=list)
+    # Of the violated invariants, those the run's configuration does not promise, and why
+    # (spec.promises): its trade-offs, not bugs.
+    trade_offs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def broken_promises(self) -> list[tuple[str, str]]:
+        """The violated invariants the run's configuration promises: bugs."""
+        return [(n, d) for n, d in self.invariant_violations if n not in self.trade_offs]
+
+    @property
+    def failed(self) -> bool:
+        """A divergence, or a promised invariant broken in the replayed state."""
+        return self.verdict != "accepted" or bool(self.broken_promises)
 
     def to_json(self) -> dict:
         body = {
@@ -180,7 +194,9 @@ class ReplayResult:
             "silent_steps": self.silent_steps, "skipped": self.skipped,
             "seconds": round(self.seconds, 3),
             "events_per_second": round(self.events / self.seconds) if self.seconds else None,
-            "invariant_violations": [{"invariant": n, "detail": d}
+            "invariant_violations": [{"invariant": n, "detail": d,
+                                      "promised": n not in self.trade_offs,
+                                      "why_not_promised": self.trade_offs.get(n)}
                                      for n, d in self.invariant_violations],
             "seed": self.seed, "command": self.command,
         }
@@ -1143,10 +1159,12 @@ def replay_run(run: Run, check_invariants: bool = True, visited: set | None = No
     found = violations(config, rp.state) if check_invariants and divergence is None else []
     info = run.run_json or {}
     excused = sorted(rp.impl_value.get(v, -v) for v in rp.state.excused)
+    trade_offs = {p.invariant: p.why for p in promises(config, {n for n, _ in found})
+                  if not p.promised}
     return ReplayResult(
         "divergence" if divergence else "accepted", len(order), rp.steps, rp.silent, rp.skipped,
         time.perf_counter() - started, divergence, found, run.header.get("seed"),
-        info.get("command"), excused,
+        info.get("command"), excused, trade_offs,
     )
 
 
@@ -1225,7 +1243,12 @@ def format_result(result: ReplayResult) -> str:
             lines.append(f"  the last {len(d.recent)} accepted events:")
             lines += [f"    {line}" for line in d.recent]
     for name, detail in result.invariant_violations:
-        lines.append(f"spec invariant {name} violated in the replayed state: {detail}")
+        if name in result.trade_offs:
+            lines.append(f"TRADE-OFF: spec invariant {name} violated in the replayed state, not "
+                         f"promised by this configuration: {result.trade_offs[name]}: {detail}")
+        else:
+            lines.append(f"spec invariant {name} violated in the replayed state, which this "
+                         f"configuration promises (a bug): {detail}")
     if result.seed is not None:
         lines.append(f"seed {result.seed}" + (f"; reproduce: {result.command}"
                                               if result.command else ""))

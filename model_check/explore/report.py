@@ -8,10 +8,55 @@ from xml.sax.saxutils import escape, quoteattr
 
 from model_check.explore.explorer import Result
 from model_check.explore.model import Model
+from spec.promises import Promise, promise, promises
 
 
-def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
-    """The `--json` object of `isrlab check` (a stable contract: CI parses it)."""
+def unchecked(model: Model, names: list[str]) -> list[Promise]:
+    """The invariants a default search leaves out because the configuration does not promise
+    them (none for a model without a spec config: tla-compat's are all promised)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return []
+    return [p for p in promises(config) if not p.promised and p.invariant not in names]
+
+
+def broken_promise(model: Model, result: Result) -> Promise | None:
+    """Whether the configuration promises the violated invariant (None: no violation, or a
+    model without a spec config, whose invariants are all promised)."""
+    config = getattr(model, "config", None)
+    if result.violation is None or config is None:
+        return None
+    return promise(config, result.violation.invariant)
+
+
+def is_trade_off(model: Model, result: Result) -> bool:
+    """A violation of an invariant the configuration does not promise: its trade-off."""
+    broken = broken_promise(model, result)
+    return broken is not None and not broken.promised
+
+
+def exit_code(model: Model, result: Result) -> int:
+    """0: every promised invariant holds (a trade-off shown is not a failure); 1: a promised
+    invariant is violated; 3: stopped at --max-states."""
+    if result.result == "violation" and is_trade_off(model, result):
+        return 0
+    return {"ok": 0, "violation": 1, "incomplete": 3}[result.result]
+
+
+def unchecked_line(not_checked: list[Promise]) -> str:
+    """One line naming the invariants not checked, grouped by why."""
+    by_why: dict[str, list[str]] = {}
+    for p in not_checked:
+        by_why.setdefault(p.why, []).append(p.invariant)
+    return "not checked, not promised by this configuration: " + "; ".join(
+        f"{', '.join(names)}: {why}" for why, names in by_why.items())
+
+
+def result_json(model: Model, variant: str, result: Result,
+                not_checked: list[Promise] = ()) -> dict[str, Any]:
+    """The `--json` object of `isrlab check` (a stable contract: CI parses it). `not_checked`
+    lists the invariants left out of a default search (not promised); a violation says
+    whether the configuration promises its invariant."""
     out: dict[str, Any] = {
         "result": result.result,
         "model": model.name,
@@ -30,15 +75,19 @@ def result_json(model: Model, variant: str, result: Result) -> dict[str, Any]:
         "fingerprint_collision_probability": result.collision_probability,
         "coverage": dict(sorted(result.coverage.items())),
         "never_fired": never_fired(model, result),
+        "not_checked": [{"invariant": p.invariant, "why": p.why} for p in not_checked],
     }
     if result.seed is not None:
         out["seed"] = result.seed
         out["traces"] = result.traces
     if result.violation is not None:
         v = result.violation
+        broken = broken_promise(model, result)
         out["violation"] = {
             "invariant": v.invariant,
             "detail": v.detail,
+            "promised": broken is None or broken.promised,
+            "why_not_promised": None if broken is None or broken.promised else broken.why,
             "trace": [
                 {
                     "action": None if label is None else model.action_name(label),
@@ -83,8 +132,9 @@ def _encoding(result: Result) -> str:
             "`make install` builds it)")
 
 
-def summary(model: Model, variant: str, result: Result) -> str:
-    """The final summary: verdict, counts, speed, and per-action coverage."""
+def summary(model: Model, variant: str, result: Result, not_checked: list[Promise] = ()) -> str:
+    """The final summary: verdict (a violation as a bug or as the configuration's trade-off),
+    the invariants not checked because not promised, counts, speed, and per-action coverage."""
     head = {
         "ok": "OK: every checked invariant holds in every reachable state",
         "violation": f"VIOLATION of {result.violation.invariant if result.violation else '?'}",
@@ -92,8 +142,15 @@ def summary(model: Model, variant: str, result: Result) -> str:
     }[result.result]
     if result.seed is not None and result.result == "ok":
         head = f"OK: no violation in {result.traces} random traces (seed {result.seed})"
+    broken = broken_promise(model, result)
+    if broken is not None:
+        head = (f"VIOLATION of {broken.invariant}, which this configuration promises: a bug"
+                if broken.promised else
+                f"TRADE-OFF: {broken.invariant} is violated, and is not promised by this "
+                f"configuration: {broken.why}")
     lines = [
         head,
+        *([unchecked_line(not_checked)] if not_checked else []),
         f"model {model.name}, variant {variant}, symmetry {'on' if result.symmetry else 'off'}, "
         f"workers {result.workers}" + (", partial-order reduction" if result.reduction else "")
         + _encoding(result),
@@ -151,15 +208,22 @@ def itf_trace(model: Model, result: Result) -> dict[str, Any]:
     }
 
 
-def junit_xml(model: Model, variant: str, result: Result, invariants: list[str]) -> str:
-    """One test case per checked invariant; the violated one fails with the trace attached."""
-    failures = 1 if result.violation else 0
+def junit_xml(model: Model, variant: str, result: Result, invariants: list[str],
+              not_checked: list[Promise] = ()) -> str:
+    """One test case per checked invariant, the violated one failing with the trace attached
+    (skipped when not promised: a trade-off), and one skipped per invariant not checked."""
+    trade_off = is_trade_off(model, result)
+    failures = 1 if result.violation and not trade_off else 0
     errors = 1 if result.result == "incomplete" else 0
     suite = f"isrlab.check.{model.name}.{variant}"
     cases = []
     for name in invariants:
         attrs = f"classname={quoteattr(suite)} name={quoteattr(name)} time=\"{result.seconds:.3f}\""
-        if result.violation and result.violation.invariant == name:
+        if trade_off and result.violation.invariant == name:
+            why = quoteattr("TRADE-OFF, not promised by this configuration: "
+                            + broken_promise(model, result).why)
+            cases.append(f"  <testcase {attrs}>\n    <skipped message={why}/>\n  </testcase>")
+        elif result.violation and result.violation.invariant == name:
             text = escape(counterexample_table(model, result))
             cases.append(f"  <testcase {attrs}>\n    <failure message={quoteattr(result.violation.detail)}>"
                          f"{text}</failure>\n  </testcase>")
@@ -168,10 +232,15 @@ def junit_xml(model: Model, variant: str, result: Result, invariants: list[str])
                          f"the search completed\"/>\n  </testcase>")
         else:
             cases.append(f"  <testcase {attrs}/>")
+    for p in not_checked:
+        attrs = f"classname={quoteattr(suite)} name={quoteattr(p.invariant)} time=\"0.000\""
+        why = quoteattr(f"not checked, not promised by this configuration: {p.why}")
+        cases.append(f"  <testcase {attrs}>\n    <skipped message={why}/>\n  </testcase>")
     props = json.dumps(model.config_json(), sort_keys=True)
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<testsuite name={quoteattr(suite)} tests=\"{len(invariants)}\" failures=\"{failures}\" "
+        f"<testsuite name={quoteattr(suite)} tests=\"{len(invariants) + len(not_checked)}\" "
+        f"failures=\"{failures}\" "
         f"errors=\"{errors}\" time=\"{result.seconds:.3f}\">\n"
         f"  <properties><property name=\"config\" value={quoteattr(props)}/>"
         f"<property name=\"distinct_states\" value=\"{result.distinct_states}\"/></properties>\n"

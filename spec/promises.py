@@ -1,0 +1,90 @@
+"""What a configuration promises: for each invariant, whether Kafka guarantees it there.
+
+Every verdict (`isrlab check`, `replay`, `campaign`) asks this one table. A broken invariant the
+configuration promises is a bug; one it does not promise is the configuration's trade-off, a
+loss Kafka accepts by design (docs/protocol.md, "Known bugs").
+
+The trade-offs, each a setting and the invariants it gives up:
+- acks below all (B10): the leader acknowledges a write before any follower has it, so an
+  acknowledged write may be lost (AckedWritesDurable). What is committed stays committed.
+- unclean leader election (B9): a replica outside the ISR may lead without what the ISR
+  committed, so acknowledged writes, committed records a consumer read, and the committed
+  prefix other replicas hold may all be lost (AckedWritesDurable,
+  ConsumerNeverSeesUncommitted, LogMatching). The ISR's own bookkeeping (NoCommittedDataLoss,
+  LeaderInIsr) still holds: the new leader is the whole new ISR.
+- eligible leader replicas off (B8): the last ISR member may come back from a crash without
+  what it lost and be elected, which only KIP-966 rules out (AckedWritesDurableKip966,
+  LeaderCandidatesComplete). EligibleReplicasWellFormed is promised everywhere: with ELR off
+  it says the ELR fields stay empty.
+
+A protocol variant never makes a trade-off: `hw-truncation`, `kip-101`, ... promise what Kafka
+promised, and their violations are the bugs the catalogue lists (B1-B7). Crashes that lose
+unflushed records are not a trade-off either: the invariants excuse exactly the loss Kafka's
+guarantee allows (spec/invariants.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spec.config import Config
+from spec.invariants import INVARIANTS
+
+
+@dataclass(frozen=True, slots=True)
+class Promise:
+    """Whether `config` promises `invariant`; when not, `why` says so in one line."""
+
+    invariant: str
+    promised: bool
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TradeOff:
+    """A setting Kafka offers that gives up some invariants by design."""
+
+    entry: str  # the catalogue entry in docs/protocol.md
+    applies: Callable[[Config], bool]
+    invariants: tuple[str, ...]
+    why: str
+
+
+TRADE_OFFS: tuple[TradeOff, ...] = (
+    TradeOff("B10", lambda c: c.acks != "all", ("AckedWritesDurable",),
+             "acks below all: the leader acknowledges a write no follower has yet"),
+    TradeOff("B9", lambda c: c.unclean_leader_election_enable, ("AckedWritesDurable", "ConsumerNeverSeesUncommitted", "LogMatching"),
+             "unclean leader election: a replica outside the ISR may lead without what the "
+             "ISR committed"),
+    TradeOff("B8", lambda c: not c.eligible_leader_replicas_enable, ("AckedWritesDurableKip966", "LeaderCandidatesComplete"),
+             "eligible leader replicas off: the last ISR member may come back from a crash "
+             "without a write and lead, which only KIP-966 rules out"),
+)
+
+
+def promise(config: Config, invariant: str) -> Promise:
+    """Whether `config` promises `invariant` (a name of spec.invariants.INVARIANTS)."""
+    if invariant not in INVARIANTS:
+        raise KeyError(f"unknown invariant {invariant!r}")
+    for trade in TRADE_OFFS:
+        if invariant in trade.invariants and trade.applies(config):
+            return Promise(invariant, False, f"{trade.why} ({trade.entry})")
+    return Promise(invariant, True)
+
+
+def promises(config: Config, names=None) -> list[Promise]:
+    """`promise` of each of `names` (every invariant when None), in INVARIANTS order."""
+    return [promise(config, name) for name in INVARIANTS if names is None or name in names]
+
+
+def promised(config: Config, names=None) -> list[str]:
+    """The names among `names` (every invariant when None) that `config` promises."""
+    return [p.invariant for p in promises(config, names) if p.promised]
+
+
+def describe(p: Promise) -> str:
+    """One line for a verdict: a bug when promised, the configuration's trade-off otherwise."""
+    if p.promised:
+        return f"{p.invariant} is promised by this configuration: its violation is a bug"
+    return f"{p.invariant} is not promised by this configuration: {p.why}"
