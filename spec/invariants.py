@@ -30,17 +30,17 @@ def log_has(log, offset: int, value: int) -> bool:
     return offset < len(log) and log[offset].value == value
 
 
-def _lost_at_leader(s: Cluster, writes: Iterable) -> tuple | None:
-    """The first of `writes` (records with a partition, offset and value) that its partition's
-    true leader lacks, as (write, leader, what the leader has at that offset); None when each is
-    there or its partition has no leader."""
+def _lost_at_leader(s: Cluster, writes: Iterable, say: Callable[..., str]) -> str | None:
+    """`say(write, leader, what the leader has at its offset)` of the first of `writes` (records
+    with a partition, offset and value) that its partition's true leader lacks; None when each
+    is there or its partition has no leader."""
     for w in writes:
         leader = s.true_leader(w.partition)
         if leader == NO_LEADER:
             continue
         log = s.replica(w.partition, leader).log
         if not log_has(log, w.offset, w.value):
-            return w, leader, str(log[w.offset]) if w.offset < len(log) else "nothing"
+            return say(w, leader, str(log[w.offset]) if w.offset < len(log) else "nothing")
     return None
 
 
@@ -121,12 +121,10 @@ def AckedWritesDurable(config: Config, s: Cluster) -> str | None:
     crashes (then it is in `excused`: every ISR member was down at once and one of them lost it). acks=1 writes (B10) and any write under unclean election
     (B9) are not excused: their loss is a trade-off by design, and this invariant shows it.
     """
-    lost = _lost_at_leader(s, (w for w in sorted(s.acked) if w.value not in s.excused))
-    if lost is None:
-        return None
-    w, leader, have = lost
-    return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} "
-            f"(acks={config.acks}) lost: leader {leader} has {have}")
+    return _lost_at_leader(
+        s, (w for w in sorted(s.acked) if w.value not in s.excused),
+        lambda w, leader, have: f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} "
+                                f"(acks={config.acks}) lost: leader {leader} has {have}")
 
 
 def _due_writes(config: Config, s: Cluster):
@@ -152,14 +150,11 @@ def AckedWritesDurableKip966(config: Config, s: Cluster) -> str | None:
     the last ISR replica losing a write, this one does not. It fails for B8 (last replica
     standing) with ELR off and min ISR 2, and holds with ELR on.
     """
-    due = dict(_due_writes(config, s))
-    lost = _lost_at_leader(s, due)
-    if lost is None:
-        return None
-    w, leader, have = lost
-    return (f"p{w.partition}: acknowledged v{w.value} at offset {w.offset} lost: leader "
-            f"{leader} has {have}; {due[w]} replica(s) lost it in crashes, fewer than "
-            f"min ISR {config.min_insync_replicas}")
+    due = dict(_due_writes(config, s))  # write -> replicas that lost it in crashes
+    return _lost_at_leader(
+        s, due, lambda w, leader, have: f"p{w.partition}: acknowledged v{w.value} at offset "
+        f"{w.offset} lost: leader {leader} has {have}; {due[w]} replica(s) lost it in crashes, "
+        f"fewer than min ISR {config.min_insync_replicas}")
 
 
 def LeaderCandidatesComplete(config: Config, s: Cluster) -> str | None:
@@ -215,12 +210,10 @@ def ConsumerNeverSeesUncommitted(config: Config, s: Cluster) -> str | None:
     (reading a record that is later truncated is an uncommitted read). Excused as for
     AckedWritesDurable when every ISR replica lost it in crashes.
     """
-    lost = _lost_at_leader(s, (c for c in sorted(s.consumed) if c.value not in s.excused))
-    if lost is None:
-        return None
-    c, leader, have = lost
-    return (f"p{c.partition}: consumer read v{c.value} at offset {c.offset}, "
-            f"leader {leader} now has {have}")
+    return _lost_at_leader(
+        s, (c for c in sorted(s.consumed) if c.value not in s.excused),
+        lambda c, leader, have: f"p{c.partition}: consumer read v{c.value} at offset "
+                                f"{c.offset}, leader {leader} now has {have}")
 
 
 def LeaderEpochMonotonic(config: Config, s: Cluster) -> str | None:
