@@ -3,7 +3,7 @@
     python bench/exhaustive_bench.py            # every run
     python bench/exhaustive_bench.py --only b8  # one of them
 
-"b6" and "b8" explore a configuration in which a catalogue bug is fixed (docs/protocol.md) to
+"b3", "b6" and "b8" explore a configuration in which a catalogue bug is fixed (docs/protocol.md) to
 the end; "found" searches from the initial state for B2's kip-101 form, and "b4" for B4 by the
 guided search (`isrlab check --guided`), which BFS does not reach. Each compares its
 verdict, distinct-state count and depth with the pinned figures; a mismatch is printed and
@@ -38,6 +38,11 @@ RUNS = {
            dict(COMMON, min_insync_replicas=2, max_leader_epochs=3, max_crashes=1,
                 max_session_expiries=1, eligible_leader_replicas_enable=True),
            ("ok", 593_963, 43)),
+    # KIP-320 with broker epochs at B3's 2-broker bounds: neither B3 nor B2.
+    "b3": ("B3 and B2 absent in kip-320 with broker epochs (2 records, 2 crashes, 4 epochs)",
+           dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,
+                max_session_expiries=0),
+           ("ok", 1_998_605, 55)),
     # B2's total-loss form in kip-101, with the rules that fix B3, B5 and B7 switched on.
     "found": ("B2 found from the initial state in kip-101 (fencing, broker epochs, epoch start)",
               dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,
@@ -51,7 +56,8 @@ RUNS = {
 }
 WITH_FIXES = VARIANTS["kip-101"].with_rules(
     fencing=True, broker_epochs=True, expand_requires_epoch_start=True)
-VARIANT = {"found": WITH_FIXES, "b4": WITH_FIXES}
+VARIANT = {"found": WITH_FIXES, "b4": WITH_FIXES,
+           "b3": VARIANTS["kip-320"].with_rules(broker_epochs=True)}
 GUIDED = ("b4",)
 
 

@@ -183,7 +183,7 @@ def test_a_page_that_misstates_a_count_is_caught(tmp_path, capsys):
 def test_a_page_that_misstates_a_states_figure_is_caught(tmp_path, capsys):
     text = (ROOT / PAGES[0]).read_text(encoding="utf-8")
     (b10,) = [c for c in claims(text) if c.section == "B10"]
-    wrong = text.replace(f"({b10.states:,} states)", f"({b10.states + 1:,} states)", 1)
+    wrong = text.replace(f"({b10.states:,} states", f"({b10.states + 1:,} states", 1)
     (claim,) = [c for c in claims(wrong) if c.section == "B10"]
     assert claim.states == b10.states + 1
     assert outcome(claim, tmp_path, capsys) != claim.expected()
