@@ -15,16 +15,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from vocab.config import CLUSTER_KEYS, KEYS_BY_NAME
+from vocab.config import CLUSTER_KEYS, KEYS_BY_NAME, ConfigError
 from vocab.properties import problem
 
-
-class ClusterConfigError(ValueError):
-    """A bad cluster setting; `str()` is one line naming the key (`key`, when there is one)."""
-
-    def __init__(self, message: str, key: str | None = None):
-        super().__init__(message)
-        self.key = key
+# The command line's name for a bad cluster setting.
+ClusterConfigError = ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +144,13 @@ class ClusterConfig:
         for key in CLUSTER_KEYS:
             why = problem(key, key.cluster, getattr(self, key.cluster.field), value_of)
             if why:
-                raise ClusterConfigError(f"{key.name}: {why}", key=key.name)
+                raise ConfigError(f"{key.name}: {why}", key=key.name)
         if self.session_timeout_ms <= self.heartbeat_interval_ms:
-            raise ClusterConfigError("session.timeout.ms: must exceed heartbeat.interval.ms",
-                                     key="session.timeout.ms")
+            raise ConfigError("session.timeout.ms: must exceed heartbeat.interval.ms",
+                              key="session.timeout.ms")
         unknown = sorted(set(self.bugs) - set(BUGS))
         if unknown:
-            raise ClusterConfigError(f"bugs: unknown bug {unknown[0]!r} (known: {', '.join(BUGS)})")
+            raise ConfigError(f"bugs: unknown bug {unknown[0]!r} (known: {', '.join(BUGS)})")
 
     @property
     def rules(self) -> VariantRules:

@@ -16,16 +16,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocab.config import MODEL_KEYS, Key, Kind, Layer
+from vocab.config import MODEL_KEYS, ConfigError, Key, Kind, Layer
 from vocab.properties import Pair, PropertiesError, load_pairs, problem, read_pairs, settings
-
-
-class ConfigError(ValueError):
-    """A config value or key is wrong. `str()` is one line fit for the user."""
-
-    def __init__(self, message: str, key: str | None = None):
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+
+class ConfigError(ValueError):
+    """A config key or value is wrong, in the model's or the cluster's config. `str()` is one
+    line fit for the user, naming the key (`key`, when there is one)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
 ACKS_LEVELS = ("0", "1", "all")
 # Spellings Kafka also accepts, and the level each one means.
 ACKS_ALIASES = {"-1": "all"}
