@@ -5,8 +5,12 @@ controller logic), `producer` and `consumer`. Every message is a frozen dataclas
 `to_wire()` / `from_wire()` pair (plain JSON-able dicts) so the TCP driver can frame it and the
 simulator can pass it by reference. Names follow Kafka's request names where Kafka has one.
 
-Effects are what a sans-I/O core asks its driver to do: `Send`, `Reply` (to a client),
-disk operations, and `Transition` (one line of the node's trace). A core never performs I/O.
+Effects are what a sans-I/O core asks its driver to do: `Transition` (one line of the node's
+trace, with the messages it sent), `Send` (a message outside a traced transition; an answer to a
+client is a `Send` to the client's node), `Recall` (take back an unread fetch), `History` (a
+client's history line) and the disk operations (`DiskAppend`, `DiskFlush`, `DiskTruncate`,
+`DiskCheckpoint`, carried out in order). `impl.protocol.effects.apply_effects` is the one loop
+that carries them out for both drivers. A core never performs I/O.
 """
 
 from __future__ import annotations
