@@ -363,6 +363,34 @@ def test_variant_names_and_rule_names_are_the_same_in_spec_impl_and_vocab():
         assert VARIANTS[name].truncation in TRUNCATION_RULES
 
 
+def rule_disagreements(spec_variants: dict, impl_variants: dict) -> list[str]:
+    """`variant rule: spec value != impl value` for each rule of each variant the two tables
+    set differently."""
+    from vocab.config import RULE_NAMES
+
+    return [f"{name} {rule}: {getattr(variant, rule)!r} != {getattr(impl_variants[name], rule)!r}"
+            for name, variant in spec_variants.items() for rule in RULE_NAMES
+            if getattr(variant, rule) != getattr(impl_variants[name], rule)]
+
+
+def test_spec_and_impl_variants_set_every_rule_alike():
+    # Replay judges a broker run by the spec variant of the same name: a rule set differently
+    # in the two tables would judge the broker by another protocol.
+    from impl.config import VARIANTS as IMPL_VARIANTS
+
+    assert rule_disagreements(VARIANTS, IMPL_VARIANTS) == []
+
+
+def test_the_rule_comparison_fails_on_a_planted_mismatch():
+    from impl.config import VARIANTS as IMPL_VARIANTS
+
+    planted = dict(IMPL_VARIANTS)
+    planted["kip-320"] = dataclasses.replace(planted["kip-320"], fencing=False)
+    planted["current"] = dataclasses.replace(planted["current"], isr_shrink_bumps_leader_epoch=True)
+    assert rule_disagreements(VARIANTS, planted) == [
+        "kip-320 fencing: True != False", "current isr_shrink_bumps_leader_epoch: False != True"]
+
+
 def integer_bounds(layer: str):
     """(key, field, lowest, highest) of every integer key with a numeric range in `layer`."""
     from vocab.config import KEYS, Kind
