@@ -27,10 +27,9 @@ from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
-from impl.protocol.effects import apply_effects
+from impl.protocol.effects import apply_effects, trace_drop
 from impl.protocol.messages import (
     Fetch,
-    LeaderAndIsr,
     OffsetsForLeaderEpoch,
     Recall,
     Transition,
@@ -268,14 +267,7 @@ class Simulation:
 
     def _drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
         self.stats["dropped_messages"] += 1
-        detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
-        if type(message) is LeaderAndIsr:
-            detail.update(partition=message.partition, leader_epoch=message.leader_epoch,
-                          partition_epoch=message.partition_epoch)
-        elif hasattr(message, "partition"):
-            detail["partition"] = message.partition
-        self.traces["nemesis"].event(self.now, A.NETWORK_DROP, {}, Code.DROPPED, {}, None, [],
-                                     mid, detail)
+        trace_drop(self.traces["nemesis"], self.now, src, dst, mid, message, why)
 
     def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
         if gen != self.link_gen.get((src, dst), 0):

@@ -17,11 +17,14 @@ from impl.protocol.messages import (
     DiskFlush,
     DiskTruncate,
     History,
+    LeaderAndIsr,
     Message,
     Recall,
     Send,
     Transition,
 )
+from vocab.actions import ActionName
+from vocab.outcomes import Code
 
 if TYPE_CHECKING:
     from impl.trace import NodeTrace
@@ -70,3 +73,16 @@ def apply_effects(effects: list, now: int, trace: NodeTrace, handlers: Handlers)
             handlers.store(effect)
         elif kind is Recall:
             handlers.recall(effect)
+
+
+def trace_drop(trace: NodeTrace, now: int, src: str, dst: str, mid: str, message: Message,
+               why: str) -> None:
+    """Write the NetworkDrop event of a message the network lost (`why`: unreachable,
+    partition, recalled, ...), with the partition and, for a LeaderAndIsr, its epochs."""
+    detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
+    if type(message) is LeaderAndIsr:
+        detail.update(partition=message.partition, leader_epoch=message.leader_epoch,
+                      partition_epoch=message.partition_epoch)
+    elif hasattr(message, "partition"):
+        detail["partition"] = message.partition
+    trace.event(now, ActionName.NETWORK_DROP, {}, Code.DROPPED, {}, None, [], mid, detail)

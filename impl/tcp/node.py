@@ -59,10 +59,9 @@ import trio
 from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import NEVER, BrokerCore
-from impl.protocol.effects import apply_effects
+from impl.protocol.effects import apply_effects, trace_drop
 from impl.protocol.messages import (
     DiskAppend,
-    LeaderAndIsr,
     Recall,
     Transition,
     WireError,
@@ -78,8 +77,6 @@ from impl.tcp.framing import (
     encode_message,
 )
 from impl.tcp.tracefile import FileTrace
-from vocab.actions import ActionName as A
-from vocab.outcomes import Code
 
 HOST = "127.0.0.1"
 KAFKA_SRC = "kafka/"  # the source name of requests from Kafka clients (impl/kafka/door.py)
@@ -262,15 +259,8 @@ class Node:
             self.log_drop(self.name, dst, mid, message, why)
 
     def log_drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
-        """A NetworkDrop event, shaped as the simulator's (impl/sim.py `_drop`)."""
         self.stats["dropped_messages"] += 1
-        detail = {"src": src, "dst": dst, "type": type(message).__name__, "why": why}
-        if type(message) is LeaderAndIsr:
-            detail.update(partition=message.partition, leader_epoch=message.leader_epoch,
-                          partition_epoch=message.partition_epoch)
-        elif hasattr(message, "partition"):
-            detail["partition"] = message.partition
-        self.trace.event(self.now(), A.NETWORK_DROP, {}, Code.DROPPED, {}, None, [], mid, detail)
+        trace_drop(self.trace, self.now(), src, dst, mid, message, why)
         self.stats["events"] += 1
 
     async def _sender(self, dst: str, out: _Outbound, receive) -> None:
