@@ -1,9 +1,10 @@
 """`isrlab campaign --runs N --seed S [cluster options]`: simulate, replay and history-check
 N runs with seeds S, S+1, ...
 
-Exit 0 when every run replays and, for a configuration that promises durability (acks=all,
-min.insync.replicas >= 2, clean election, kip-320 or current), shows no anomaly; 1 otherwise
-(failing runs' traces are kept under --out with their seeds); 2 on bad usage.
+Exit 0 when every run replays, breaks no invariant its configuration promises (spec.promises;
+one it does not promise is listed as a TRADE-OFF) and, for a configuration that promises
+durability (acks=all, clean election), shows no anomaly; 1 otherwise (failing runs' traces are
+kept under --out with their seeds); 2 on bad usage.
 """
 
 from __future__ import annotations

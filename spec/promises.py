@@ -82,9 +82,3 @@ def promised(config: Config, names=None) -> list[str]:
     """The names among `names` (every invariant when None) that `config` promises."""
     return [p.invariant for p in promises(config, names) if p.promised]
 
-
-def describe(p: Promise) -> str:
-    """One line for a verdict: a bug when promised, the configuration's trade-off otherwise."""
-    if p.promised:
-        return f"{p.invariant} is promised by this configuration: its violation is a bug"
-    return f"{p.invariant} is not promised by this configuration: {p.why}"
