@@ -105,7 +105,7 @@ def _campaign_part() -> Path:
                                   keep="all", progress=campaign_progress(progress))
         s = result.summary()
         print(f"    {policy}: acknowledged writes lost {s['acked_writes_lost']} of "
-              f"{s['acked_writes']}, {s['offline_ms'] / 1000:.1f} s without a leader, "
+              f"{s['acked_writes']}, {s['offline_ms'] / 1000:.1f} s without a live leader, "
               f"divergences {s['divergences']}", flush=True)
     return corpus
 

@@ -5,6 +5,12 @@ DataFrame; nothing here writes, collects or prints, so the same jobs run in the 
 report and on a cluster. Times are the trace's `time_ms` (the simulator's virtual clock; in
 tcp mode each node's own clock). What each job counts, precisely:
 
+Lost acknowledged writes, per run (`writes_lost`, from `history` lines and the final logs of
+the run's run.json): model_check/conformance/losses.py's one definition, the history
+checker's `lost-write` given the final logs. An acknowledged write at acks 1 or all (`ok`,
+offset >= 0) is lost when its partition has a final log and the value is not at its offset
+there, or when its partition has none and the reads' `lost-write` below finds it.
+
 Client anomalies, per partition of a run (from `history` lines), as model_check/conformance/history.py
 defines them when it has no final logs (same names, same questions):
   The final state at an offset is the value the latest `ok` read with a record there returned
@@ -24,8 +30,11 @@ defines them when it has no final logs (same names, same questions):
 Availability, per partition of a run (from the metadata store's `partitions` states):
   The partition's state holds from one change to the next; the last one until the run's end
   (its latest `time_ms` in any line). Time is counted from the first state the store reports.
-  `offline_ms`: no leader (leader -1). `under_min_isr_ms`: a leader, but fewer ISR members
-  than min.insync.replicas (acks=all writes refused); the two never overlap. `elections`:
+  A broker is down from a nemesis `crash` naming it to its `restart` (or
+  the run's end). `offline_ms`: no live broker leads the partition: the store names no leader
+  (`no_leader_ms`, leader -1) or names one that is down. `under_min_isr_ms`: a live leader,
+  but fewer ISR members than min.insync.replicas (acks=all writes refused); it never overlaps
+  `offline_ms`. `elections`:
   changes that raise the leader epoch to a live leader, after the first state. Election
   latency: from a nemesis `crash` of the broker that led the partition
   just before it, to the first later state with a live leader and a higher leader epoch (null
@@ -67,6 +76,9 @@ from vocab.trace import CausalCycle, causal_merge
 
 METADATA_NODE = "meta"
 FAULTS_OF_LEADERS = ("crash",)  # Apache Kafka runs log their controller-kill as a crash
+BACK = "restart"  # the nemesis line that ends a broker's FAULTS_OF_LEADERS
+FINAL_LOGS = "map<string, array<array<long>>>"  # run.json's final_logs: [[offset, value]]
+AVAILABILITY_MS = ("offline_ms", "no_leader_ms", "under_min_isr_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,20 +218,56 @@ def isr_changes(events: DataFrame, metadata_node: str = METADATA_NODE) -> DataFr
     )
 
 
+def brokers_down(nemesis: DataFrame, ends: DataFrame) -> DataFrame:
+    """(run, broker, down_ms, up_ms): each time a broker was down, from a FAULTS_OF_LEADERS
+    line naming it (`bN`; another while down adds nothing) to its next BACK line or the run's
+    end."""
+    lines = nemesis.where(F.col("f").isin(*FAULTS_OF_LEADERS, BACK)
+                          & F.col("target").rlike("^b[0-9]+$")).select(
+        "run", "f", "time_ms", "seq",
+        F.substring("target", 2, 12).try_cast("long").alias("broker"))
+    order = Window.partitionBy("run", "broker").orderBy("time_ms", "seq")
+    after = order.rowsBetween(1, Window.unboundedFollowing)
+    marked = lines.select(
+        "*", F.lag("f").over(order).alias("before"),
+        F.min(F.when(F.col("f") == BACK, F.col("time_ms"))).over(after).alias("back_ms"))
+    return marked.where((F.col("f") != BACK)
+                        & (F.col("before").isNull() | (F.col("before") == BACK))).join(
+        ends, "run", "left").select(
+        "run", "broker", F.col("time_ms").alias("down_ms"),
+        F.coalesce("back_ms", F.greatest("end_ms", "time_ms")).alias("up_ms"))
+
+
+def with_leader_down(timeline: DataFrame, down: DataFrame) -> DataFrame:
+    """The timeline with `leader_down_ms`: how much of each state its leader was down
+    (`brokers_down`), 0 for a state with no leader."""
+    keys = ["run", "partition", "start_ms", "seq"]
+    t, d = timeline.alias("t"), down.alias("d")
+    overlap = (F.least("t.end_ms", "d.up_ms") - F.greatest("t.start_ms", "d.down_ms"))
+    spans = t.join(d, (F.col("t.run") == F.col("d.run"))
+                   & (F.col("t.leader") == F.col("d.broker"))).where(overlap > 0).groupBy(
+        *(F.col(f"t.{k}").alias(k) for k in keys)).agg(F.sum(overlap).alias("leader_down_ms"))
+    return timeline.join(spans, keys, "left").withColumn(
+        "leader_down_ms", F.coalesce("leader_down_ms", F.lit(0)).cast("long"))
+
+
 def availability(timeline: DataFrame, run_table: DataFrame, isr: DataFrame) -> DataFrame:
-    """Per (run, partition): observed_ms, offline_ms, under_min_isr_ms, elections,
-    isr_shrinks, isr_expands (zeros where nothing happened)."""
+    """Per (run, partition): observed_ms, offline_ms, no_leader_ms, under_min_isr_ms,
+    elections, isr_shrinks, isr_expands (zeros where nothing happened). `timeline`:
+    `with_leader_down` of `partition_timeline`."""
     with_min = timeline.join(run_table.select("run", "min_insync_replicas"), "run", "left")
-    offline = F.col("leader") < 0
-    under = (F.col("leader") >= 0) & (F.col("isr_size") < F.col("min_insync_replicas"))
+    no_leader = F.col("leader") < 0
+    short = (F.col("leader") >= 0) & (F.col("isr_size") < F.col("min_insync_replicas"))
     states = with_min.groupBy("run", "partition").agg(
         F.sum("duration_ms").alias("observed_ms"),
-        F.sum(F.when(offline, F.col("duration_ms")).otherwise(0)).alias("offline_ms"),
-        F.sum(F.when(under, F.col("duration_ms")).otherwise(0)).alias("under_min_isr_ms"),
+        F.sum(F.when(no_leader, F.col("duration_ms")).otherwise(F.col("leader_down_ms")))
+        .alias("offline_ms"),
+        F.sum(F.when(no_leader, F.col("duration_ms")).otherwise(0)).alias("no_leader_ms"),
+        F.sum(F.when(short, F.col("duration_ms") - F.col("leader_down_ms")).otherwise(0))
+        .alias("under_min_isr_ms"),
         F.sum(F.col("is_election").cast("long")).alias("elections"),
     )
-    counts = ("observed_ms", "offline_ms", "under_min_isr_ms", "elections", "isr_shrinks",
-              "isr_expands")
+    counts = ("observed_ms", *AVAILABILITY_MS, "elections", "isr_shrinks", "isr_expands")
     joined = states.join(isr, ["run", "partition"], "full")
     return joined.select("run", "partition",
                          *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in counts))
@@ -449,12 +497,45 @@ def poll_order(history: DataFrame) -> DataFrame:
     return nonmonotonic.unionByName(skip)
 
 
-def write_outcomes(history: DataFrame, found: DataFrame) -> DataFrame:
-    """(run, acks, writes_acked, writes_lost) by the acks level each send was made with."""
+def final_log_records(final_logs: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """From (run, final_logs: run.json's text of it): (run, partition) of every partition
+    with a final log, and (run, partition, offset, value) of its records."""
+    logs = final_logs.select("run", F.explode(F.from_json("final_logs", FINAL_LOGS)).alias(
+        "partition", "log")).select(
+        "run", F.col("partition").try_cast("long").alias("partition"), "log")
+    records = logs.select("run", "partition", F.explode("log").alias("r")).select(
+        "run", "partition", F.col("r")[0].alias("offset"), F.col("r")[1].alias("value"))
+    return logs.select("run", "partition"), records
+
+
+def acked_writes_lost(history: DataFrame, found: DataFrame,
+                      final_logs: DataFrame | None) -> DataFrame:
+    """(run, partition, acks, offset, value, time_ms, judged_by): each lost acknowledged write
+    (the module docstring), `judged_by` "final log" or "reads". `found`: `anomalies`;
+    `final_logs`: see `final_log_records` (None: no run has one)."""
+    by_reads = found.where(F.col("kind") == K.LOST_WRITE).select(
+        "run", "partition", "acks", "offset", "value", "time_ms",
+        F.lit("reads").alias("judged_by"))
+    if final_logs is None:
+        return by_reads
+    logged, records = final_log_records(final_logs)
+    acked = history.where((F.col("f") == "send") & (F.col("type") == "ok")
+                          & (F.col("offset") >= 0) & F.col("acks").isin("1", "all", "-1"))
+    kept = records.withColumnRenamed("value", "kept")
+    by_log = acked.join(logged, ["run", "partition"]).join(
+        kept, ["run", "partition", "offset"], "left").where(
+        F.col("kept").isNull() | (F.col("kept") != F.col("value"))).select(
+        "run", "partition", "acks", "offset", "value", "time_ms",
+        F.lit("final log").alias("judged_by"))
+    return by_log.unionByName(by_reads.join(logged, ["run", "partition"], "left_anti"))
+
+
+def write_outcomes(history: DataFrame, lost: DataFrame) -> DataFrame:
+    """(run, acks, writes_acked, writes_lost) by the acks level each send was made with;
+    `lost`: `acked_writes_lost`."""
     acked = history.where((F.col("f") == "send") & (F.col("type") == "ok")).groupBy(
         "run", "acks").agg(F.count("*").alias("writes_acked"))
-    lost = found.where(F.col("kind") == K.LOST_WRITE).groupBy("run", "acks").agg(
-        F.count("*").alias("writes_lost"))
+    lost = lost.groupBy("run", "acks").agg(F.count("*").alias("writes_lost"))
     return acked.join(lost, ["run", "acks"], "left").select(
         "run", "acks", "writes_acked", F.coalesce("writes_lost", F.lit(0)).alias("writes_lost"))
 
@@ -510,8 +591,8 @@ def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, coun
                                          F.sum("writes_lost").alias("writes_lost"))
     kinds = counts.groupBy("run").pivot("kind", list(ANOMALY_KINDS)).agg(F.sum("count"))
     partitions = avail.groupBy("run").agg(
-        *(F.sum(c).alias(c) for c in ("observed_ms", "offline_ms", "under_min_isr_ms",
-                                      "elections", "isr_shrinks", "isr_expands")))
+        *(F.sum(c).alias(c) for c in ("observed_ms", *AVAILABILITY_MS, "elections",
+                                      "isr_shrinks", "isr_expands")))
     faults = latency.groupBy("run").agg(
         F.count("*").alias("leader_faults"),
         F.count("latency_ms").alias("leader_faults_recovered"),
@@ -520,8 +601,8 @@ def run_summary(run_table: DataFrame, ends: DataFrame, outcomes: DataFrame, coun
                .join(ends, "run", "left").join(writes, "run", "left")
                .join(kinds, "run", "left").join(partitions, "run", "left")
                .join(faults, "run", "left"))
-    zero = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
-            "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
+    zero = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", *AVAILABILITY_MS,
+            "elections", "isr_shrinks", "isr_expands", "leader_faults",
             "leader_faults_recovered"]
     if expected is not None:
         summary = summary.join(judged(counts, run_table, expected), "run", "left")
@@ -548,8 +629,8 @@ def wilson(k: F.Column, n: F.Column, z: float = Z95) -> tuple[F.Column, F.Column
 def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
     """Aggregate run summaries over the config dimensions (one row per config key)."""
     dims = ["config_key", *S.CONFIG_DIMENSIONS]
-    sums = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", "offline_ms",
-            "under_min_isr_ms", "elections", "isr_shrinks", "isr_expands", "leader_faults",
+    sums = ["writes_acked", "writes_lost", *ANOMALY_KINDS, "observed_ms", *AVAILABILITY_MS,
+            "elections", "isr_shrinks", "isr_expands", "leader_faults",
             "leader_faults_recovered"]
     sums += [c for c in ("anomalies_expected", "anomalies_bad") if c in summary.columns]
     totals = summary.groupBy(*dims).agg(F.count("*").alias("runs"),
@@ -568,6 +649,7 @@ def per_config(summary: DataFrame, latency: DataFrame) -> DataFrame:
         ratio("writes_lost", "writes_acked").alias("lost_write_rate"),
         low.alias("lost_write_rate_low"), high.alias("lost_write_rate_high"),
         ratio("offline_ms", "observed_ms").alias("offline_fraction"),
+        ratio("no_leader_ms", "observed_ms").alias("no_leader_fraction"),
         ratio("under_min_isr_ms", "observed_ms").alias("under_min_isr_fraction"),
         "election_latency_ms_p50", "election_latency_ms_max",
     ).orderBy("config_key")

@@ -53,17 +53,21 @@ class Report:
 
 def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
             summaries: DataFrame | None = None,
-            header_rows: list[HeaderRow] | None = None) -> dict[str, DataFrame]:
+            header_rows: list[HeaderRow] | None = None,
+            final_logs: DataFrame | None = None) -> dict[str, DataFrame]:
     """Every result table as a DataFrame (lazy, cached), keyed by file name. `header_rows`:
-    `collect_headers(tables.headers)` when the caller has it already (saves a job)."""
+    `collect_headers(tables.headers)` when the caller has it already (saves a job);
+    `final_logs`: `final_logs_frame` (the runs' final logs, for `writes_lost`)."""
     run_table = J.runs(tables.headers).cache()
     ends = J.run_ends(tables.events, tables.history, tables.nemesis).cache()
     # Scan the big tables once each: keep only the lines and columns the jobs read.
     events = J.relevant_events(tables.events).cache()
     history = J.relevant_history(tables.history).cache()
-    timeline = J.partition_timeline(events, ends).cache()
+    timeline = J.with_leader_down(J.partition_timeline(events, ends),
+                                  J.brokers_down(tables.nemesis, ends)).cache()
     found = J.anomalies(history).cache()
-    outcomes = J.write_outcomes(history, found).cache()
+    lost = J.acked_writes_lost(history, found, final_logs).cache()
+    outcomes = J.write_outcomes(history, lost).cache()
     counts = J.anomaly_counts(found, run_table).cache()
     avail = J.availability(timeline, run_table, J.isr_changes(events)).cache()
     latency = J.election_latency(timeline, tables.nemesis).cache()
@@ -85,6 +89,7 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
         .withColumn("lost_write_rate", F.col("writes_lost") / F.col("writes_acked"))
         .orderBy("config_key", "acks"),
         "anomalies": found.orderBy("run", "partition", "kind", "offset", "value"),
+        "lost_writes": lost.orderBy("run", "partition", "offset", "value"),
         "availability": avail.orderBy("run", "partition"),
         "election_latency": latency.orderBy("run", "fault_ms", "partition"),
         "leadership": J.leadership(timeline, run_table).orderBy("run", "broker"),
@@ -257,7 +262,7 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
         lost.set_title("Lost")
         offline.barh(range(len(policies)),
                      [100 * (r["offline_fraction"] or 0) for r in policies], color="#2c3e50")
-        offline.set_xlabel("time with no leader (% of partition time)")
+        offline.set_xlabel("time with no live leader (% of partition time)")
         offline.set_title("Offline")
         fig.suptitle("When every ISR replica fails: durability against availability, "
                      "per election policy")
@@ -275,7 +280,7 @@ def _plots(out: str, data: dict[str, list], chosen: str | None) -> list[str]:
         fig, ax = plt.subplots(figsize=(10, height))
         offline = [100 * (r["offline_fraction"] or 0) for r in configs]
         under = [100 * (r["under_min_isr_fraction"] or 0) for r in configs]
-        ax.barh(labels, offline, color="#2c3e50", label="offline (no leader)")
+        ax.barh(labels, offline, color="#2c3e50", label="offline (no live leader)")
         ax.barh(labels, under, left=offline, color="#e67e22",
                 label="ISR below min.insync.replicas (acks=all refused)")
         ax.legend(fontsize=8)
@@ -346,7 +351,7 @@ def timeline_runs(summary_rows: list) -> list[str]:
     """The runs drawn as timelines: those with bad anomalies first (most first), then those
     losing the most acknowledged writes, then the least available, TIMELINE_RUNS at most."""
     def rank(r):
-        return (-(r["anomalies_bad"] or 0), -(r[LOST_WRITE] or 0),
+        return (-(r["anomalies_bad"] or 0), -(r["writes_lost"] or 0),
                 -((r["offline_ms"] or 0) + (r["under_min_isr_ms"] or 0)), r["run"])
 
     return [r["run"] for r in sorted(summary_rows, key=rank)[:TIMELINE_RUNS]
@@ -451,23 +456,39 @@ def _run_link(run: str, data: dict) -> str:
     return f"[{run}]({target}/)"
 
 
-def loss_notes(header_rows: list[HeaderRow]) -> dict[str, str]:
-    """run -> the campaign's line about the acknowledged writes it lost (result.json's
-    `losses.note`: how many, and whether the pre-KIP-966 guarantee allows it), for runs whose
-    directory holds one run and such a file."""
-    runs_by_dir = _runs_by_dir(header_rows)
-    notes = {}
-    for directory, runs in sorted(runs_by_dir.items()):
+def _run_documents(header_rows: list[HeaderRow], name: str):
+    """(run, parsed `name`) for each directory that holds one run and a readable such file."""
+    for directory, runs in sorted(_runs_by_dir(header_rows).items()):
         if len(runs) != 1:
             continue
         try:
-            with open(os.path.join(directory, "result.json"), encoding="utf-8") as handle:
-                note = json.load(handle)["losses"]["note"]
-        except (OSError, ValueError, KeyError, TypeError):
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                yield next(iter(runs)), json.load(handle)
+        except (OSError, ValueError):
             continue
-        if isinstance(note, str) and note:
-            notes[next(iter(runs))] = note
-    return notes
+
+
+def campaign_losses(header_rows: list[HeaderRow]) -> dict[str, dict]:
+    """run -> the campaign's account of the acknowledged writes it lost (result.json's
+    `losses`: `lost`, `excused`, `unexcused`, `note`), for runs whose directory holds one run
+    and such a file."""
+    found = {}
+    for run, document in _run_documents(header_rows, "result.json"):
+        losses = document.get("losses") if isinstance(document, dict) else None
+        if isinstance(losses, dict) and isinstance(losses.get("lost"), int):
+            found[run] = losses
+    return found
+
+
+def final_logs_frame(spark: SparkSession, header_rows: list[HeaderRow]) -> DataFrame | None:
+    """(run, final_logs as JSON text) from the run.json of each directory that holds one run
+    (a simulated or tcp run's final logs); None when no run has them."""
+    rows = [(run, json.dumps(document["final_logs"]))
+            for run, document in _run_documents(header_rows, "run.json")
+            if isinstance(document, dict) and isinstance(document.get("final_logs"), dict)]
+    if not rows:
+        return None
+    return spark.createDataFrame(rows, "run string, final_logs string")
 
 
 def _write_parquet(frame: DataFrame, path: str) -> None:
@@ -524,7 +545,8 @@ def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None
             raise ValueError(f"--run: no run {chosen_run!r} in the traces "
                              f"(runs: {', '.join(known[:10])})")
     summaries = summaries_frame(spark, header_rows) if cross_check else None
-    frames = compute(tables, replay_fn, summaries, header_rows)
+    frames = compute(tables, replay_fn, summaries, header_rows,
+                     final_logs_frame(spark, header_rows))
     os.makedirs(os.path.join(out, "tables"), exist_ok=True)
     small = ["per_config", "per_run", "writes_by_acks", "availability", "election_latency",
              "leadership", "preferred_leader_election", "cross_check", "replay"]
@@ -534,7 +556,7 @@ def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None
             data[name] = frames[name].collect()
             _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns,
                        data[name])
-    for name in ("anomalies", "malformed"):
+    for name in ("anomalies", "lost_writes", "malformed"):
         data[name] = frames[name].limit(MALFORMED_CSV_ROWS_MAX).collect()
         _write_csv(os.path.join(out, "tables", f"{name}.csv"), frames[name].columns, data[name])
     # The Parquet writes (a small job each, their frames mostly cached by now) run in two
@@ -543,7 +565,7 @@ def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None
     try:
         pending = [writes.submit(_write_parquet, frame, os.path.join(out, "parquet", name))
                    for name, frame in frames.items() if parquet and not name.startswith("_")]
-        data["loss_notes"] = loss_notes(header_rows)
+        data["campaign_losses"] = campaign_losses(header_rows)
         data["run_dirs"] = run_directories(header_rows)
         data["out"] = out
         data["timelines"] = timeline_runs(data["per_run"])
@@ -560,8 +582,7 @@ def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None
             ends = {r["run"]: r["end_ms"] for r in data["per_run"]}
             for run, lines in nemesis.items():
                 data["timeline_faults"][run] = fault_spans(lines, ends.get(run))
-            for r in frames["anomalies"].where(wanted & (F.col("kind") == LOST_WRITE)
-                                               & F.col("time_ms").isNotNull()).select(
+            for r in frames["lost_writes"].where(wanted & F.col("time_ms").isNotNull()).select(
                     "run", "time_ms").collect():
                 data["timeline_lost"].setdefault(r["run"], []).append(r["time_ms"])
         chosen = chosen_run or choose_run(data["per_run"])
@@ -646,22 +667,45 @@ def _policy_section(data: dict) -> list[str]:
                             [{**r.asDict(), "lost_write_95": _interval(r)} for r in rows])]
 
 
+def loss_rows(data: dict) -> list[dict]:
+    """The runs that lost acknowledged writes (by the final log, by the reads, or by their
+    campaign's account), each with the counts the losses section reconciles."""
+    accounts = data.get("campaign_losses", {})
+    rows = []
+    for r in data["per_run"]:
+        account = accounts.get(r["run"], {})
+        if not (r["writes_lost"] or r[LOST_WRITE] or account.get("lost")):
+            continue
+        rows.append({"run": r["run"], "writes_lost": r["writes_lost"] or 0,
+                     "campaign lost": account.get("lost", ""),
+                     "excused": account.get("excused", ""),
+                     "unexcused": account.get("unexcused", ""),
+                     "seen by reads": r[LOST_WRITE] or 0,
+                     "not read again": (r["writes_lost"] or 0) - (r[LOST_WRITE] or 0),
+                     "note": account.get("note") or ""})
+    return rows
+
+
 def _losses_section(data: dict) -> list[str]:
     """Lost acknowledged writes first, whether or not the guarantee allows them: a loss the
-    guarantee excuses is still a loss a user must see."""
-    notes = data.get("loss_notes", {})
-    lossy = [r for r in data["per_run"] if r["lost-write"] or r["run"] in notes]
-    if not lossy:
+    guarantee excuses is still a loss a user must see. Each row reconciles the counts."""
+    rows = loss_rows(data)
+    if not rows:
         return []
-    total = sum(r["lost-write"] or 0 for r in lossy)
-    rows = [{"run": _run_link(r["run"], data), "lost-write": r["lost-write"],
-             "campaign": notes.get(r["run"], "")} for r in lossy]
+    total = sum(r["writes_lost"] for r in rows)
     return ["## Lost acknowledged writes\n",
-            f"**{total:,} acknowledged writes lost (as the traces show) in {len(lossy)} runs.** "
-            "`campaign` is the run's own account (result.json), which says whether the "
-            "pre-KIP-966 guarantee allows the loss (every in-sync replica lost the writes "
-            "unflushed).\n",
-            _markdown_table(["run", "lost-write", "campaign"], rows)]
+            f"**{total:,} acknowledged writes lost in {len(rows)} runs** (the sum of "
+            "`writes_lost` below). `writes_lost`: acks=1/all writes acknowledged to a client "
+            "whose value is not at its offset in the run's final log (run.json), or, for a "
+            "partition with no final log, in the last read there; `campaign lost` is the same "
+            "count from the run's result.json, split into `excused` (the pre-KIP-966 "
+            "guarantee allows them: every in-sync replica lost them unflushed) and "
+            "`unexcused`. `seen by reads` is the `lost-write` anomaly (the reads alone as the "
+            "final state); `not read again` = `writes_lost` - `seen by reads`: lost writes no "
+            "later read covered, which only the final log shows.\n",
+            _markdown_table(["run", "writes_lost", "campaign lost", "excused", "unexcused",
+                             "seen by reads", "not read again", "note"],
+                            [{**r, "run": _run_link(r["run"], data)} for r in rows])]
 
 
 def verdict_line(per_run: list) -> str:
@@ -685,14 +729,13 @@ def verdict_line(per_run: list) -> str:
 def loss_line(data: dict) -> list[str]:
     """Lost acknowledged writes named before any table, whether or not the guarantee allows
     them: a loss the guarantee excuses is still a loss a user must see."""
-    notes = data.get("loss_notes", {})
-    lossy = [r for r in data["per_run"] if r[LOST_WRITE] or r["run"] in notes]
-    if not lossy:
+    rows = loss_rows(data)
+    if not rows:
         return []
-    total = sum(r[LOST_WRITE] or 0 for r in lossy)
-    runs = f"{len(lossy)} run{'s' * (len(lossy) > 1)}"
-    return [f"**{total:,} acknowledged writes lost in {runs}** (as the traces "
-            "show; each run's own account is under *Lost acknowledged writes*).\n"]
+    total = sum(r["writes_lost"] for r in rows)
+    runs = f"{len(rows)} run{'s' * (len(rows) > 1)}"
+    return [f"**{total:,} acknowledged writes lost in {runs}** (against each run's final "
+            "log; run by run under *Lost acknowledged writes*).\n"]
 
 
 def _anomalies_section(data: dict) -> list[str]:
@@ -719,8 +762,8 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
           malformed: int, dataset: str, seconds: float) -> str:
     config_columns = ["config_key", "runs", "writes_acked", "writes_lost", "lost_write_rate",
                       "lost_write_95", "anomalies_bad", "anomalies_expected",
-                      "offline_fraction", "under_min_isr_fraction", "elections",
-                      "election_latency_ms_p50", "election_latency_ms_max"]
+                      "offline_fraction", "no_leader_fraction", "under_min_isr_fraction",
+                      "elections", "election_latency_ms_p50", "election_latency_ms_max"]
     configs = [{**r.asDict(), "lost_write_95": _interval(r)} for r in data["per_config"]]
     runs = [{**r.asDict(), "run": _run_link(r["run"], data)} for r in data["per_run"]]
     parts = [
@@ -756,7 +799,8 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
         "## Per run\n",
         "Each run links to its trace directory.\n",
         _markdown_table(["run", "config_key", "writes_acked", "anomalies_bad", "bad_kinds",
-                         "anomalies_expected", "offline_ms", "under_min_isr_ms", "elections",
+                         "anomalies_expected", "offline_ms", "no_leader_ms", "under_min_isr_ms",
+                         "elections",
                          "isr_shrinks", "isr_expands"], runs),
         "## Preferred-leader elections\n",
         "Leaders per broker (b0,b1,...) just before each ControllerElectPreferredLeader and "

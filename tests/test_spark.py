@@ -533,8 +533,10 @@ def test_from_parquet_on_something_else_is_one_line(spark, tmp_path, capsys):
 def losses(spark, tmp_path_factory):
     """One `isrlab analyze --runs-from campaign` over three campaigns: a run that loses
     acknowledged writes the guarantee excuses, and two runs each of the clean and the ELR
-    policy under the isr-kill nemesis. Returns (report directory, lost writes by run as the
-    trace lines alone show them, loss notes by run, {policy: lost writes})."""
+    policy under the isr-kill nemesis; an acks=1 run that loses writes no later read covers
+    (the reads alone see none of them); a run whose leader is killed, replaced 1.5 s later. Returns
+    (report directory, lost writes by run as run_losses counts them, loss notes by run,
+    {policy: lost writes}, outcomes by run)."""
     from impl.config import ClusterConfig
     from impl.sim import SimOptions
     from model_check.conformance.campaign import run_campaign, run_one
@@ -553,24 +555,34 @@ def losses(spark, tmp_path_factory):
         options = SimOptions(seed=40 + 10 * i, duration_ms=20_000, nemesis=("isr-kill",))
         result = run_campaign(config, options, 2, root / name, keep="all", workers=1)
         outcomes += result.outcomes
-        by_policy[name] = sum(_lost_in_lines(o) for o in result.outcomes)
+        by_policy[name] = sum(o.lost for o in result.outcomes)
         assert (result.summary()["acked_writes_lost"] > 0) == (name == "clean")
+    unread = ClusterConfig(variant="kip-320", acks="1", min_insync_replicas=1,
+                           unclean_leader_election_enable=True)
+    outcomes.append(run_one(unread, SimOptions(seed=1012, duration_ms=20_000,
+                                               nemesis=("crash", "partition", "pause", "slow"),
+                                               max_faults=2), root / "acks-1", "all"))
+    killed = ((1000, "pause", "b2", 2500), (6000, "crash", "b0", 5000))
+    outcomes.append(run_one(ClusterConfig(), SimOptions(seed=3, duration_ms=12_000,
+                                                        faults=killed, max_faults=2),
+                            root / "killed", "all"))
     out = root / "out"
-    code = isrlab(["analyze", *(str(root / d) for d in ("campaign", "clean", "elr")),
+    code = isrlab(["analyze", *(str(root / d) for d in ("campaign", "clean", "elr", "acks-1",
+                                                        "killed")),
                    "--runs-from", "campaign", "--out", str(out), "--master", "local[1]"])
     assert code == 0
-    lost = {f"seed-{o.seed}": _lost_in_lines(o) for o in outcomes}
+    lost = {f"seed-{o.seed}": o.lost for o in outcomes}
     notes = {f"seed-{o.seed}": o.loss_note for o in outcomes if o.loss_note}
-    return out, lost, notes, by_policy
+    return out, lost, notes, by_policy, {f"seed-{o.seed}": o for o in outcomes}
 
 
-def _lost_in_lines(outcome) -> int:
-    # What the trace lines alone show (reads as the final state): Spark's definition.
+def _lines_alone(outcome) -> int:
+    """Lost writes the trace lines alone show (the reads as the final state)."""
     return outcome.result["history_from_traces"]["anomalies"].get("lost-write", 0)
 
 
 def test_the_report_names_lost_writes_first_even_when_excused(losses):
-    out, lost, notes, _ = losses
+    out, lost, notes, _, _ = losses
     page = (out / "index.md").read_text(encoding="utf-8")
     head = page[:page.index("## Per configuration")]
     lossy = {run for run in lost if lost[run] or run in notes}
@@ -582,7 +594,7 @@ def test_the_report_names_lost_writes_first_even_when_excused(losses):
 
 
 def test_the_report_answers_what_happens_when_every_isr_replica_fails(losses):
-    out, _, _, summaries = losses
+    out, _, _, summaries, _ = losses
     page = (out / "index.md").read_text(encoding="utf-8")
     start = page.index("## When every ISR replica fails")
     section = page[start:page.index("\n## ", start + 1)]
@@ -595,6 +607,44 @@ def test_the_report_answers_what_happens_when_every_isr_replica_fails(losses):
     assert int(rows["clean"]["writes_lost"]) == summaries["clean"] > 0
     assert int(rows["elr"]["writes_lost"]) == summaries["elr"] == 0
     assert f"| clean | isr-kill | 2 | {rows['clean']['writes_acked']} |" in section
+
+
+def test_spark_counts_each_run_s_lost_writes_as_run_losses_does(losses):
+    """One definition: Spark's writes_lost is the campaign's Losses.lost run by run, also
+    where no later read covered the lost writes (the reads alone see none of them)."""
+    out, lost, _, _, outcomes = losses
+    with open(out / "tables" / "per_run.csv", encoding="utf-8") as handle:
+        rows = {r["run"]: r for r in csv.DictReader(handle)}
+    assert {run: int(r["writes_lost"]) for run, r in rows.items()} == lost
+    unread = rows["seed-1012"]
+    assert int(unread["writes_lost"]) > 0 == _lines_alone(outcomes["seed-1012"])
+    assert int(unread["lost-write"]) == 0
+    # The page's headline is the sum of its rows, and each row reconciles its counts.
+    page = (out / "index.md").read_text(encoding="utf-8")
+    lossy = [run for run in lost if lost[run]]
+    total = sum(lost.values())
+    assert f"**{total:,} acknowledged writes lost in {len(lossy)} runs**" in page
+    section = page[page.index("## Lost acknowledged writes"):]
+    n, acc = lost["seed-1012"], outcomes["seed-1012"].result["losses"]
+    assert (f"| [seed-1012](../acks-1/run-1012/) | {n} | {acc['lost']} | {acc['excused']} | "
+            f"{acc['unexcused']} | 0 | {n} |") in section
+
+
+def test_a_killed_leader_leaves_its_partition_offline_until_the_election(losses):
+    """The store names the crashed leader until its session times out: no live broker leads
+    the partition, so Spark's offline time is the election latency, as the campaign's."""
+    out, _, _, _, outcomes = losses
+    avail = {(r, int(p)): (int(o), int(n)) for r, p, o, n in table(
+        out, "availability", "run", "partition", "offline_ms", "no_leader_ms")}
+    latency = [int(ms) for r, p, ms in table(out, "election_latency", "run", "partition",
+                                              "latency_ms") if (r, p) == ("seed-3", "0")]
+    assert latency and latency[0] > 0
+    assert avail["seed-3", 0] == (latency[0], 0)
+    assert outcomes["seed-3"].timeline["offline_ms"] == latency[0]
+    with open(out / "tables" / "per_config.csv", encoding="utf-8") as handle:
+        fractions = [(float(r["offline_fraction"]), float(r["no_leader_fraction"]))
+                     for r in csv.DictReader(handle) if r["nemesis"] == "none"]
+    assert any(offline > 0 == no_leader for offline, no_leader in fractions)
 
 
 def test_spark_watch_reports_the_tasks_of_a_running_job(spark):
