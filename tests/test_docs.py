@@ -6,7 +6,7 @@ block write FILE first) and the first sentence after the block, which states the
 "... holds (<S> states, depth <D>)" for a search that ends clean. The test runs the command and
 compares the invariant, the steps (or depth) and the distinct states with the sentence.
 
-Every other "<S> states" figure on those pages must name, in its own sentence, the test or
+Every other "<S> states" figure of docs/protocol.md must name, in its own sentence, the test or
 bench that pins it (`tests/....py`, `bench/....py`), and that file must hold the same number
 (and the same depth, written "<S>, <D>", when the sentence gives one): explorations too long
 for `make test` are checked by `python bench/exhaustive_bench.py`.
@@ -128,6 +128,65 @@ def test_every_check_command_states_its_result_in_full():
 @pytest.mark.parametrize("claim", [_param(c) for c in every_claim()])
 def test_every_check_command_reports_what_the_page_says(claim, tmp_path, capsys):
     assert outcome(claim, tmp_path, capsys) == claim.expected(), claim
+
+
+@dataclass(frozen=True)
+class Comment:
+    """An `isrlab check` line of another page's block whose comment gives a figure."""
+
+    page: str
+    argv: tuple[str, ...]
+    depth: int | None  # "N steps": a violation after N steps
+    clean: bool  # "clean": no violation
+
+
+def comment_claims(text: str, page: str) -> list[Comment]:
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            command, _, comment = line.strip().partition("  # ")
+            if not command.startswith("isrlab check ") or not comment:
+                continue
+            argv = tuple(w for w in shlex.split(command)[1:] if w != "--drive")
+            steps = re.search(r"\b(\d+) steps\b", comment)
+            clean = re.search(r"\bclean\b", comment) is not None
+            if steps or clean:
+                found.append(Comment(page, argv, int(steps[1]) if steps else None, clean))
+    return found
+
+
+def other_pages() -> list[Path]:
+    return sorted(set((ROOT / "docs").glob("*.md")) - {ROOT / p for p in PAGES})
+
+
+def every_comment() -> list[Comment]:
+    return [c for p in other_pages() for c in comment_claims(p.read_text(encoding="utf-8"),
+                                                              f"docs/{p.name}")]
+
+
+@pytest.mark.parametrize("comment", [pytest.param(c, id=f"{c.page}:{' '.join(c.argv[1:])}"[:90])
+                                     for c in every_comment()])
+def test_every_figure_in_another_pages_command_comment_is_right(comment, tmp_path, capsys):
+    """A command another page prints with "N steps" or "clean" beside it: the same command in
+    the catalogue must say the same (it is checked there), or it runs here."""
+    same = [c for c in every_claim() if c.argv == comment.argv]
+    if same:
+        got = same[0].invariant, same[0].depth
+    else:
+        claim = Claim(comment.page, "", comment.argv, (), None, None, None)
+        got = outcome(claim, tmp_path, capsys)[:2]
+    assert (got[0] is None) == comment.clean, (comment, got)
+    if comment.depth is not None:
+        assert got[1] == comment.depth, (comment, got)
+
+
+def test_the_command_comments_of_other_pages_are_found():
+    assert other_pages()
+    text = "```sh\nisrlab check --variant kip-320 --brokers 2  # B7, 12 steps\n" \
+           "isrlab check --elr --drive  # KIP-966: clean, ~80 s\nisrlab check --json  # no figure\n```"
+    assert comment_claims(text, "x") == [
+        Comment("x", ("check", "--variant", "kip-320", "--brokers", "2"), 12, False),
+        Comment("x", ("check", "--elr"), None, True)]
 
 
 def pinned_figures(text: str) -> list[tuple[str, int, int | None, str]]:
