@@ -276,16 +276,25 @@ def test_list_offsets_and_offset_for_leader_epoch():
     h = Harness()
     produce(h, batch([b"1", b"2"]))
 
-    def list_offsets(timestamp):
+    def list_offsets(timestamp, current_leader_epoch=-1):
         body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
-            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+            {"partition_index": 0, "current_leader_epoch": current_leader_epoch,
+             "timestamp": timestamp}]}]}
         return h.call(LIST_OFFSETS, 7, body).topics[0].partitions[0]
 
+    def epoch_end(current_leader_epoch=-1):
+        body = {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
+            {"partition": 0, "current_leader_epoch": current_leader_epoch, "leader_epoch": 0}]}]}
+        answer = h.call(OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
+        return answer.error_code.value, answer.leader_epoch, answer.end_offset
+
     assert (list_offsets(-2).offset, list_offsets(-1).offset) == (0, 2)
-    body = {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
-        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
-    answer = h.call(OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
-    assert (answer.error_code.value, answer.leader_epoch, answer.end_offset) == (0, 0, 2)
+    assert epoch_end() == (0, 0, 2)
+    # A request from a newer leader epoch is answered with its error alone (75:
+    # UNKNOWN_LEADER_EPOCH), nothing of the log.
+    fenced = list_offsets(-1, current_leader_epoch=1)
+    assert (fenced.error_code.value, fenced.offset, fenced.leader_epoch) == (75, -1, -1)
+    assert epoch_end(current_leader_epoch=1) == (75, -1, -1)
 
 
 def test_end_offset_for_epoch_follows_kafkas_epoch_cache():

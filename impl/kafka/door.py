@@ -371,42 +371,47 @@ class KafkaDoor:
         return batches.write(out)
 
     def _list_offsets(self, request: Request, src: str) -> Step:
-        topics = []
-        for topic in request.body.topics:
-            parts = []
-            for part in topic.partitions:
-                p = part.partition_index
-                offset, epoch = -1, -1
-                error, r = self._leading(topic.name, p, part)
-                if error is None:
-                    # As Kafka: latest is the HW in the leader's epoch; earliest and a time
-                    # carry the epoch of the record found, so that after a leader change the
-                    # log's first record is of an older epoch than the leader.
-                    if part.timestamp == EARLIEST:
-                        offset, epoch = 0, earliest_epoch(r.epoch_cache)
-                    elif part.timestamp == LATEST:
-                        offset, epoch = r.high_watermark, r.leader_epoch
-                    elif r.high_watermark:  # no timestamps are stored: every record is at 0
-                        offset, epoch = 0, r.log[0][0]
-                parts.append({"partition_index": p, "error_code": ERRORS[error or "NONE"],
-                              "timestamp": -1, "offset": offset, "leader_epoch": epoch,
-                              "old_style_offsets": [offset] if offset >= 0 else []})
-            topics.append({"name": topic.name, "partitions": parts})
-        return self._reply(request, {"throttle_time": 0, "topics": topics})
+        def answer(part, r) -> dict:
+            offset, epoch = -1, -1
+            if r is not None:
+                # As Kafka: latest is the HW in the leader's epoch; earliest and a time carry
+                # the epoch of the record found, so that after a leader change the log's
+                # first record is of an older epoch than the leader.
+                if part.timestamp == EARLIEST:
+                    offset, epoch = 0, earliest_epoch(r.epoch_cache)
+                elif part.timestamp == LATEST:
+                    offset, epoch = r.high_watermark, r.leader_epoch
+                elif r.high_watermark:  # no timestamps are stored: every record is at 0
+                    offset, epoch = 0, r.log[0][0]
+            return {"timestamp": -1, "offset": offset, "leader_epoch": epoch,
+                    "old_style_offsets": [offset] if offset >= 0 else []}
+
+        return self._per_partition(request, "name", "partition_index", answer)
 
     def _offset_for_leader_epoch(self, request: Request, src: str) -> Step:
+        def answer(part, r) -> dict:
+            epoch, end = -1, -1
+            if r is not None:
+                epoch, end = end_offset_for_epoch(r.epoch_cache, r.leo, part.leader_epoch)
+            return {"leader_epoch": epoch, "end_offset": end}
+
+        return self._per_partition(request, "topic", "partition", answer)
+
+    def _per_partition(self, request: Request, topic_field: str, partition_field: str,
+                       answer) -> Step:
+        """The reply to a request a leader answers partition by partition: each entry is its
+        error and `answer(part, replica)` (replica None on an error). ListOffsets and
+        OffsetForLeaderEpoch name their topic and partition fields differently."""
         topics = []
         for topic in request.body.topics:
+            name = getattr(topic, topic_field)
             parts = []
             for part in topic.partitions:
-                p = part.partition
-                epoch, end = -1, -1
-                error, r = self._leading(topic.topic, p, part)
-                if error is None:
-                    epoch, end = end_offset_for_epoch(r.epoch_cache, r.leo, part.leader_epoch)
-                parts.append({"error_code": ERRORS[error or "NONE"], "partition": p,
-                              "leader_epoch": epoch, "end_offset": end})
-            topics.append({"topic": topic.topic, "partitions": parts})
+                p = getattr(part, partition_field)
+                error, r = self._leading(name, p, part)
+                parts.append({partition_field: p, "error_code": ERRORS[error or "NONE"],
+                              **answer(part, None if error else r)})
+            topics.append({topic_field: name, "partitions": parts})
         return self._reply(request, {"throttle_time": 0, "topics": topics})
 
 
