@@ -23,6 +23,8 @@ COMMANDS = {
     "drive": (["drive", str(B1)], ("spec actions followed",)),
     "prove": (["prove", "--variant", "current", "--acks", "1", "--bmc", "3"],
               ("BMC depths",)),
+    "prove-induction": (["prove", "--induction", "--brokers", "2", "--invariant", "LeaderInIsr"],
+                        ("induction: action instances asked",)),
     "campaign": (["campaign", "--runs", "2", "--duration", "1s", "--workers", "1"],
                  ("runs",)),
     "check": (["check", "--variant", "current", "--brokers", "2", "--records", "1",
