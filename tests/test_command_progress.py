@@ -4,6 +4,7 @@ seconds off a terminal) and `--quiet` turns it off, stdout unchanged either way;
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 import model_check.explore.progress as progress_module
 from isrlab.cli import main
+from model_check.explore.progress import Progress
 
 B1 = Path(__file__).resolve().parent / "testdata" / "b1_hw_truncation.txt"
 
@@ -85,6 +87,14 @@ def test_analyze_hands_its_stages_a_display_quiet_can_silence(capsys, monkeypatc
     code, out, err = _run(capsys, argv)
     assert (code, out) == (0, "report written\n") and err.startswith("ingest: tasks: 3")
     assert _run(capsys, [*argv, "--quiet"]) == (0, "report written\n", "")
+
+
+def test_a_slow_rate_is_not_shown_as_zero():
+    out = io.StringIO()
+    with Progress("runs", total=4, stream=out, tty=False, interval=0) as progress:
+        progress.started -= 40  # one run in 40 s
+        progress.update(1)
+    assert " 0.025/s " in out.getvalue(), out.getvalue()
 
 
 def _prove(capsys, *argv: str) -> tuple[int, dict]:

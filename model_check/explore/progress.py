@@ -80,7 +80,9 @@ class Progress:
         seconds = time.perf_counter() - self.started
         parts = [f"{name} {_fmt(value)}" for name, value in self.fields.items()]
         if seconds > 0 and self.done:
-            parts.append(f"{self.done / seconds:,.0f}/s")
+            rate = self.done / seconds
+            # A slow task (a run a minute) still shows its rate, not 0/s.
+            parts.append(f"{rate:,.0f}/s" if rate >= 10 else f"{rate:.2g}/s")
         return "  ".join(parts)
 
     def update(self, done: int | None = None, **fields: Any) -> None:
