@@ -47,7 +47,7 @@ RUNS = {
     "found": ("B2 found from the initial state in kip-101 (fencing, broker epochs, epoch start)",
               dict(COMMON, max_records=2, max_leader_epochs=4, max_crashes=2,
                    max_session_expiries=0),
-              ("NoCommittedDataLoss", 740_162, 24)),
+              ("NoCommittedDataLoss", 740_188, 24)),
     # B4: three brokers, every write flushed (no B2), the rules that fix B3, B5 and B7 on.
     "b4": ("B4 found from the initial state in kip-101 by the guided search",
            dict(COMMON, brokers=3, max_records=2, max_leader_epochs=3, max_crashes=2,
