@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from vocab.config import CLUSTER_KEYS, KEYS_BY_NAME, ConfigError
 from vocab.properties import problem
 
-# The command line's name for a bad cluster setting.
-ClusterConfigError = ConfigError
-
 
 @dataclass(frozen=True, slots=True)
 class VariantRules:

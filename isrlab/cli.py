@@ -44,10 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def user_errors() -> tuple[type[Exception], ...]:
     """Errors that mean bad input or usage, not a bug: one line and exit 2."""
-    from impl.config import ClusterConfigError
-    from spec import ConfigError
+    from vocab.config import ConfigError
 
-    return (UsageError, PropertiesError, ConfigError, ClusterConfigError)
+    return (UsageError, PropertiesError, ConfigError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,14 +54,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from impl.config import ClusterConfig, ClusterConfigError
+    from impl.config import ClusterConfig
     from isrlab.options import UsageError
     from model_check.conformance import coverage
+    from vocab.config import ConfigError
 
     try:
         cluster = ClusterConfig(brokers=args.brokers, variant=args.variant, acks=args.acks,
                                 min_insync_replicas=args.min_isr)
-    except ClusterConfigError as error:
+    except ConfigError as error:
         raise UsageError(str(error)) from None
     config = coverage.graph_config(
         cluster, max_records=args.records, max_leader_epochs=args.epochs,

@@ -12,8 +12,15 @@ import os
 import re
 from pathlib import Path
 
-from impl.config import BUGS, VARIANTS, ClusterConfig, ClusterConfigError
-from vocab.config import ACKS_ALIASES, ACKS_LEVELS, KEYS_BY_NAME, SWITCHABLE_RULES, Layer
+from impl.config import BUGS, VARIANTS, ClusterConfig
+from vocab.config import (
+    ACKS_ALIASES,
+    ACKS_LEVELS,
+    KEYS_BY_NAME,
+    SWITCHABLE_RULES,
+    ConfigError,
+    Layer,
+)
 from vocab.properties import load_pairs, settings
 
 
@@ -291,8 +298,8 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
 def cluster_config(args: argparse.Namespace) -> ClusterConfig:
     """The cluster's config: the flags given, over `--config FILE`, over the defaults.
 
-    A bad file is a `vocab.properties.PropertiesError`, a bad value a ClusterConfigError; both
-    name the file and line when the value came from the file."""
+    A bad file is a `vocab.properties.PropertiesError`, a bad value a
+    `vocab.config.ConfigError`; both name the file and line when the value came from the file."""
     values: dict[str, object] = {"partitions": CLUSTER_PARTITIONS}
     where: dict[str, str] = {}
     if args.config:
@@ -306,11 +313,11 @@ def cluster_config(args: argparse.Namespace) -> ClusterConfig:
             where.pop(name, None)
     try:
         return ClusterConfig(bugs=frozenset(args.bug), **values)
-    except ClusterConfigError as error:
+    except ConfigError as error:
         # The line that set the key, else the line that set the key its range depends on.
         key = KEYS_BY_NAME.get(error.key or "")
         bound = key.cluster.max if key and key.cluster else None
         line = where.get(error.key or "") or (where.get(bound) if isinstance(bound, str) else None)
         if line:
-            raise ClusterConfigError(f"{line}: {error}", key=error.key) from None
+            raise ConfigError(f"{line}: {error}", key=error.key) from None
         raise
