@@ -4,7 +4,8 @@ The loop owns what every driver must do the same way for a trace to replay: mess
 drawn from the node's trace in effect order, a transition's messages are sent before its event
 line is written (the line lists their ids), and history lines go to the trace as they come.
 What differs between drivers (how a message travels, how the disk is written, what a recall
-does) is the driver's `Handlers`.
+does) is the driver's `Handlers`. A message the network loses is traced by `trace_drop`, in one
+shape for both drivers.
 """
 
 from __future__ import annotations
