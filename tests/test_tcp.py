@@ -13,22 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import tcp_helpers
 import trio
 
 from impl.config import ClusterConfig
 from impl.protocol.messages import Produce, ProduceResponse, WireError
-from impl.tcp import TcpOptions, run_cluster
-from impl.tcp.framing import (
-    LENGTH,
-    MAX_FRAME_BYTES,
-    BadFrame,
-    FrameDecoder,
-    FrameTooLarge,
-    decode_message,
-    encode_frame,
-    encode_message,
-)
-from impl.tcp.supervisor import Processes, control, node_command, pick_ports
+from impl.tcp import TcpOptions, framing, run_cluster
+from impl.tcp.supervisor import Processes
 from model_check.conformance.history import check_history, load_history
 from model_check.conformance.replay import format_result, replay_paths
 
@@ -36,12 +27,7 @@ from model_check.conformance.replay import format_result, replay_paths
 # (make test runs these after the parallel part).
 pytestmark = pytest.mark.serial
 
-REPO = Path(__file__).resolve().parents[1]
 SECRET = "test-secret"
-
-
-def _raw(payload: bytes) -> bytes:
-    return LENGTH.pack(len(payload)) + payload
 
 
 # Framing ---------------------------------------------------------------------------------------
@@ -49,46 +35,47 @@ def _raw(payload: bytes) -> bytes:
 
 def test_frames_round_trip_byte_by_byte():
     message = Produce(0, (1, 2), (b"ab", b""), "all")
-    stream = encode_frame({"hello": "producer"}) + encode_message("producer", "producer:m1", 7,
-                                                                  message)
-    decoder = FrameDecoder()
+    stream = (framing.encode_frame({"hello": "producer"})
+              + framing.encode_message("producer", "producer:m1", 7, message))
+    decoder = framing.FrameDecoder()
     frames = []
     for i in range(len(stream)):
         decoder.feed(stream[i:i + 1])
         frames += decoder.frames()
     assert frames[0] == {"hello": "producer"}
-    assert decode_message(frames[1]) == ("producer", "producer:m1", 7, message)
+    assert framing.decode_message(frames[1]) == ("producer", "producer:m1", 7, message)
 
 
 def test_bad_frames_are_reported_and_the_stream_goes_on():
-    decoder = FrameDecoder()
-    decoder.feed(_raw(b"not json") + _raw(b"[1, 2]") + _raw(b"\xff\xfe")
-                 + _raw(b'{"src": "x", "mid": "x:m1", "msg": {"type": "Nope"}}')
-                 + encode_frame({"hello": "b1"}))
+    decoder = framing.FrameDecoder()
+    decoder.feed(tcp_helpers.raw_frame(b"not json") + tcp_helpers.raw_frame(b"[1, 2]")
+                 + tcp_helpers.raw_frame(b"\xff\xfe")
+                 + tcp_helpers.raw_frame(b'{"src": "x", "mid": "x:m1", "msg": {"type": "Nope"}}')
+                 + framing.encode_frame({"hello": "b1"}))
     frames = decoder.frames()
     assert [type(f).__name__ for f in frames] == ["BadFrame", "BadFrame", "BadFrame", "dict",
                                                   "dict"]
     assert frames[0].reason.startswith("frame is not JSON (JSON is malformed")
-    assert frames[1] == BadFrame("frame is not a JSON object")
+    assert frames[1] == framing.BadFrame("frame is not a JSON object")
     assert frames[2].reason.startswith("frame is not JSON (JSON is malformed")
     with pytest.raises(WireError, match="unknown message type 'Nope'"):
-        decode_message(frames[3])
+        framing.decode_message(frames[3])
     with pytest.raises(WireError, match="'src'"):
-        decode_message({"mid": "m", "msg": {}})
+        framing.decode_message({"mid": "m", "msg": {}})
     bad_field = {"src": "p", "mid": "p:m1", "msg": {"type": "Produce", "partition": "zero",
                                                     "values": [], "payloads": [], "acks": "1"}}
     with pytest.raises(WireError, match="Produce.partition: expected an integer"):
-        decode_message(bad_field)
+        framing.decode_message(bad_field)
     assert frames[4] == {"hello": "b1"}
 
 
 def test_an_oversized_length_is_refused_before_its_body_arrives():
-    decoder = FrameDecoder()
-    decoder.feed(LENGTH.pack(MAX_FRAME_BYTES + 1) + b"{")
-    with pytest.raises(FrameTooLarge, match="exceeds"):
+    decoder = framing.FrameDecoder()
+    decoder.feed(framing.LENGTH.pack(framing.MAX_FRAME_BYTES + 1) + b"{")
+    with pytest.raises(framing.FrameTooLarge, match="exceeds"):
         decoder.frames()
     with pytest.raises(ValueError, match="cap"):
-        encode_frame({"x": "y" * MAX_FRAME_BYTES})
+        framing.encode_frame({"x": "y" * framing.MAX_FRAME_BYTES})
 
 
 # Clusters --------------------------------------------------------------------------------------
@@ -162,21 +149,15 @@ def _events_outcomes(run_dir: Path) -> set[str]:
 
 
 def test_a_malformed_frame_gets_an_error_and_the_broker_keeps_serving(tmp_path):
-    config = ClusterConfig(brokers=1, min_insync_replicas=1)
-    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
-    ports = pick_ports(["b0", "meta", "producer"])
     procs = Processes(tmp_path, SECRET)
 
     async def scenario() -> None:
-        await procs.spawn("b0", node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test",
-                                             "t"))
-        assert await control(ports["b0"], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
-                             SECRET)
-        listener = (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
+        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, SECRET)
         with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
-            bad.sendall(encode_frame({"hello": "producer"}) + _raw(b"{oops")
-                        + _raw(b'{"src":"p","mid":"p:1","msg":{"type":"X"}}'))
-            decoder = FrameDecoder()
+            bad.sendall(framing.encode_frame({"hello": "producer"})
+                        + tcp_helpers.raw_frame(b"{oops")
+                        + tcp_helpers.raw_frame(b'{"src":"p","mid":"p:1","msg":{"type":"X"}}'))
+            decoder = framing.FrameDecoder()
             errors: list = []
             while len(errors) < 2:
                 decoder.feed(await trio.to_thread.run_sync(bad.recv, 65536))
@@ -184,36 +165,17 @@ def test_a_malformed_frame_gets_an_error_and_the_broker_keeps_serving(tmp_path):
             assert errors[0]["error"].startswith("frame is not JSON (JSON is malformed")
             assert errors[1:] == [{"error": "unknown message type 'X'"}]
         with socket.create_connection(("127.0.0.1", ports["b0"])) as huge:
-            huge.sendall(LENGTH.pack(1 << 31))
+            huge.sendall(framing.LENGTH.pack(1 << 31))
             reply = await trio.to_thread.run_sync(huge.recv, 65536)
             assert b"exceeds" in reply
             assert await trio.to_thread.run_sync(huge.recv, 65536) == b""  # closed
         # Still serving: a produce gets its answer on the producer's listener.
-        stream = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-        await stream.send_all(encode_frame({"hello": "producer"}) + encode_message(
-            "producer", "producer:m1", 0, Produce(0, (41,), (b"x",), "1")))
-        inbound = await listener.accept()
-        decoder = FrameDecoder()
-        frames: list = []
-        with trio.fail_after(5):
-            while len(frames) < 2:
-                decoder.feed(await inbound.receive_some(65536))
-                frames += decoder.frames()
+        frames = await tcp_helpers.produce_and_read_answer(ports, listener)
         assert frames[0] == {"hello": "b0"}
-        assert decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
-        await stream.aclose()
-        await inbound.aclose()
-        await listener.aclose()
-        assert await control(ports["b0"], {"ctl": "stop"}, SECRET)
-        with trio.fail_after(5):
-            await procs.procs["b0"].wait()
+        assert framing.decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
+        assert await tcp_helpers.stop_one_broker(procs, ports, SECRET)
 
-    try:
-        trio.run(scenario)
-    finally:
-        procs.kill_all()
-    assert procs.procs["b0"].returncode == 0
-    log = (tmp_path / "b0.log").read_text()
+    log = tcp_helpers.run_and_read_broker_log(procs, scenario, tmp_path)
     assert "bad frame from producer: frame is not JSON" in log
     assert "closing a connection" in log
 
@@ -244,7 +206,7 @@ def test_interrupting_the_supervisor_leaves_no_processes(tmp_path, how):
     script = ("from impl.tcp import TcpOptions, run_cluster\n"
               "from impl.config import ClusterConfig\n"
               f"run_cluster(ClusterConfig(), TcpOptions(duration_ms=60_000), {str(run_dir)!r})\n")
-    supervisor = subprocess.Popen([sys.executable, "-c", script], cwd=REPO,
+    supervisor = subprocess.Popen([sys.executable, "-c", script], cwd=tcp_helpers.REPO,
                                   stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   preexec_fn=_ignore_sigint)
     try:

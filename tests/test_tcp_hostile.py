@@ -13,49 +13,35 @@ import time
 from pathlib import Path
 
 import pytest
+import tcp_helpers
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.config import ClusterConfig
 from impl.protocol.messages import Produce, ProduceResponse, WireError
-from impl.tcp.framing import (
-    LENGTH,
-    MAX_FRAME_BYTES,
-    BadFrame,
-    FrameDecoder,
-    FrameTooLarge,
-    decode_message,
-    encode_frame,
-    encode_message,
-)
-from impl.tcp.supervisor import Processes, control, node_command, pick_ports
+from impl.tcp import framing
+from impl.tcp.supervisor import Processes, pick_ports
 
 # Real processes on real sockets with timeouts: run alone, not beside a second test worker
 # (make test runs these after the parallel part).
 pytestmark = pytest.mark.serial
 
-REPO = Path(__file__).resolve().parents[1]
 SECRET = "the-run-secret"
-
-
-def _raw(payload: bytes) -> bytes:
-    return LENGTH.pack(len(payload)) + payload
 
 
 def _produce_frame(values, payloads, acks="1", t=0) -> bytes:
     body = {"type": "Produce", "partition": 0, "values": values,
             "payloads": payloads, "acks": acks}
-    return encode_frame({"src": "producer", "mid": "producer:m1", "t": t, "msg": body})
+    return framing.encode_frame({"src": "producer", "mid": "producer:m1", "t": t, "msg": body})
 
 
 # Frames, sans-I/O --------------------------------------------------------------------------------
 
 
 def test_a_deeply_nested_frame_is_a_bad_frame_not_a_recursion_error():
-    decoder = FrameDecoder()
-    decoder.feed(_raw(b"[" * 100_000 + b"]" * 100_000))
-    assert decoder.frames() == [BadFrame("frame nests too deeply")]
+    decoder = framing.FrameDecoder()
+    decoder.feed(tcp_helpers.raw_frame(b"[" * 100_000 + b"]" * 100_000))
+    assert decoder.frames() == [framing.BadFrame("frame nests too deeply")]
 
 
 @pytest.mark.parametrize("msg, problem", [
@@ -69,7 +55,7 @@ def test_produce_shapes_the_broker_could_not_handle_are_refused_at_decode(msg, p
     body = {"type": "Produce", "partition": 0, "values": [1], "payloads": ["00"], "acks": "1",
             **msg}
     with pytest.raises(WireError, match=problem):
-        decode_message({"src": "producer", "mid": "producer:m1", "t": 0, "msg": body})
+        framing.decode_message({"src": "producer", "mid": "producer:m1", "t": 0, "msg": body})
 
 
 @pytest.mark.parametrize("msg, problem", [
@@ -86,7 +72,7 @@ def test_produce_shapes_the_broker_could_not_handle_are_refused_at_decode(msg, p
 ])
 def test_every_message_type_is_checked_for_shape(msg, problem):
     with pytest.raises(WireError, match=problem):
-        decode_message({"src": "b0", "mid": "b0:m1", "t": 0, "msg": msg})
+        framing.decode_message({"src": "b0", "mid": "b0:m1", "t": 0, "msg": msg})
 
 
 _json = st.recursive(
@@ -98,9 +84,10 @@ _json = st.recursive(
 
 def _real_frames() -> list[bytes]:
     return [
-        encode_frame({"hello": "producer"}),
-        encode_message("producer", "producer:m1", 5, Produce(0, (1, 2), (b"a", b"b"), "all")),
-        encode_message("b0", "b0:m3", 9, ProduceResponse(0, ((1, 0, "NONE"),))),
+        framing.encode_frame({"hello": "producer"}),
+        framing.encode_message("producer", "producer:m1", 5,
+                               Produce(0, (1, 2), (b"a", b"b"), "all")),
+        framing.encode_message("b0", "b0:m3", 9, ProduceResponse(0, ((1, 0, "NONE"),))),
     ]
 
 
@@ -119,18 +106,18 @@ def test_any_corruption_of_real_frames_is_a_frame_a_bad_frame_or_too_large(data)
             stream[at:at] = data.draw(st.binary(max_size=12))
         else:
             body = json.dumps(data.draw(_json)).encode()
-            stream[at:at] = _raw(body)
-    decoder = FrameDecoder()
+            stream[at:at] = tcp_helpers.raw_frame(body)
+    decoder = framing.FrameDecoder()
     decoder.feed(bytes(stream))
     try:
         frames = decoder.frames()
-    except FrameTooLarge:
+    except framing.FrameTooLarge:
         return
     for frame in frames:
-        assert type(frame) is BadFrame or isinstance(frame, dict)
+        assert type(frame) is framing.BadFrame or isinstance(frame, dict)
         if isinstance(frame, dict) and "msg" in frame:
             try:
-                decode_message(frame)
+                framing.decode_message(frame)
             except WireError:
                 pass
 
@@ -139,7 +126,7 @@ def test_any_corruption_of_real_frames_is_a_frame_a_bad_frame_or_too_large(data)
 
 
 async def _replies(sock: socket.socket, n: int) -> list:
-    decoder = FrameDecoder()
+    decoder = framing.FrameDecoder()
     out: list = []
     with trio.fail_after(10):
         while len(out) < n:
@@ -160,26 +147,19 @@ async def _closed(sock: socket.socket) -> bool:
 
 
 def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_path):
-    config = ClusterConfig(brokers=1, min_insync_replicas=1)
-    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
-    ports = pick_ports(["b0", "meta", "producer"])
     procs = Processes(tmp_path, SECRET)
     far_future = 1 << 62
 
     async def scenario() -> None:
-        await procs.spawn("b0", node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test",
-                                             "t"))
-        assert await control(ports["b0"], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
-                             SECRET)
-        listener = (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
+        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, SECRET)
         # Frames that would kill or stall an unchecked node: deep nesting, a length mismatch,
         # a clock 2^62 ahead, a message whose src is not the connection's hello.
         with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
-            bad.sendall(encode_frame({"hello": "producer"})
-                        + _raw(b"[" * 100_000 + b"]" * 100_000)
+            bad.sendall(framing.encode_frame({"hello": "producer"})
+                        + tcp_helpers.raw_frame(b"[" * 100_000 + b"]" * 100_000)
                         + _produce_frame([1, 2], ["00"])
                         + _produce_frame([1], ["00"], t=far_future)
-                        + encode_message("b1", "b1:m1", 0, Produce(0, (1,), (b"x",), "1")))
+                        + framing.encode_message("b1", "b1:m1", 0, Produce(0, (1,), (b"x",), "1")))
             errors = [f["error"] for f in await _replies(bad, 4)]
             assert errors == [
                 "frame nests too deeply",
@@ -190,8 +170,8 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
         # A forged supervisor: no secret, no control; the connection is closed.
         for hello in ({"hello": "supervisor"}, {"hello": "supervisor", "secret": "guess"}):
             with socket.create_connection(("127.0.0.1", ports["b0"])) as forged:
-                forged.sendall(encode_frame(hello) + encode_frame({"ctl": "stop"})
-                               + encode_frame({"ctl": "block", "peers": ["meta"]}))
+                forged.sendall(framing.encode_frame(hello) + framing.encode_frame({"ctl": "stop"})
+                               + framing.encode_frame({"ctl": "block", "peers": ["meta"]}))
                 replies = await _replies(forged, 1)
                 assert replies == [{"error": "supervisor hello without this run's secret"}]
                 assert await _closed(forged)
@@ -203,7 +183,8 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
         for _ in range(30):
             hog = socket.create_connection(("127.0.0.1", ports["b0"]))
             hogs.append(hog)
-            hog.sendall(encode_frame({"hello": "producer"}) + LENGTH.pack(MAX_FRAME_BYTES))
+            hog.sendall(framing.encode_frame({"hello": "producer"})
+                        + framing.LENGTH.pack(framing.MAX_FRAME_BYTES))
             try:
                 for _ in range(3):
                     hog.sendall(chunk)
@@ -214,30 +195,11 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
         for hog in hogs:
             hog.close()
         # Still serving, and its timers still fire: the produce is acknowledged.
-        stream = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-        await stream.send_all(encode_frame({"hello": "producer"}) + encode_message(
-            "producer", "producer:m1", 0, Produce(0, (41,), (b"x",), "1")))
-        inbound = await listener.accept()
-        decoder = FrameDecoder()
-        frames: list = []
-        with trio.fail_after(5):
-            while len(frames) < 2:
-                decoder.feed(await inbound.receive_some(65536))
-                frames += decoder.frames()
-        assert decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
-        await stream.aclose()
-        await inbound.aclose()
-        await listener.aclose()
-        assert await control(ports["b0"], {"ctl": "stop"}, SECRET) == {"ack": "stop"}
-        with trio.fail_after(5):
-            await procs.procs["b0"].wait()
+        frames = await tcp_helpers.produce_and_read_answer(ports, listener)
+        assert framing.decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
+        assert await tcp_helpers.stop_one_broker(procs, ports, SECRET) == {"ack": "stop"}
 
-    try:
-        trio.run(scenario)
-    finally:
-        procs.kill_all()
-    assert procs.procs["b0"].returncode == 0
-    log = (tmp_path / "b0.log").read_text()
+    log = tcp_helpers.run_and_read_broker_log(procs, scenario, tmp_path)
     assert "partial frames over" in log
     assert "Traceback" not in log
 
@@ -246,7 +208,7 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
 
 
 def _isrlab(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "isrlab.cli", *args], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "isrlab.cli", *args], cwd=tcp_helpers.REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -346,9 +308,10 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
             await nursery.start(node.serve)
             silent = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
             stalled = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-            await stalled.send_all(encode_frame({"hello": "producer"}) + LENGTH.pack(100) + b"x")
+            await stalled.send_all(framing.encode_frame({"hello": "producer"})
+                                   + framing.LENGTH.pack(100) + b"x")
             idle = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-            await idle.send_all(encode_frame({"hello": "producer"}))
+            await idle.send_all(framing.encode_frame({"hello": "producer"}))
             assert await eof_within(silent, 3)
             assert await eof_within(stalled, 3)
             assert not await eof_within(idle, 1.0)  # a whole frame, then quiet: kept
@@ -386,10 +349,10 @@ def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
         ports = json.loads(argv[argv.index(b"--ports") + 1])
         for port in (ports["producer"], ports["consumer"]):
             with _connect_when_listening(port, deadline) as bad:
-                bad.sendall(encode_frame({"hello": "b0"})
-                            + _raw(b"[" * 100_000 + b"]" * 100_000)
+                bad.sendall(framing.encode_frame({"hello": "b0"})
+                            + tcp_helpers.raw_frame(b"[" * 100_000 + b"]" * 100_000)
                             + _produce_frame([1, 2], ["00"])
-                            + encode_frame({"ctl": "stop"}))
+                            + framing.encode_frame({"ctl": "stop"}))
                 bad.settimeout(5)
                 assert b"frame nests too deeply" in bad.recv(65536)
         out, err = proc.communicate(timeout=60)
@@ -412,10 +375,7 @@ def _running(pid: int) -> bool:
 def test_a_node_stopped_before_the_runs_time_zero_exits(tmp_path, how):
     """A node started with --start-ms 0 waits for the supervisor's go; a stop meanwhile (a
     signal, or its parent dying) must still end it, not leave it waiting for ever."""
-    config = ClusterConfig(brokers=1, min_insync_replicas=1)
-    header_cfg = {**config.to_json(), "duration_ms": 0, "nemesis": []}
-    ports = pick_ports(["b0", "meta", "producer"])
-    node = node_command("b0", header_cfg, tmp_path, ports, 0, 1, "test", "t")
+    _, node = tcp_helpers.one_broker_command(tmp_path)
     if how == "SIGTERM":
         proc = subprocess.Popen(node, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
