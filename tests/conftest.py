@@ -22,7 +22,7 @@ from spec.actions import (
     LeaderHandleFetch,
     ProducerSend,
 )
-from spec.state import Cluster
+from spec.state import Cluster, Record
 from vocab.outcomes import Outcome, Refusal
 
 
@@ -53,6 +53,11 @@ def cfg(variant: str = "current", **changes: object) -> Config:
     names = {f.name for f in dataclasses.fields(Config)}
     bounds = {k: v for k, v in TEST_BOUNDS.items() if k in names}
     return Config(variant=VARIANTS[variant], **{**bounds, **changes})
+
+
+def v(value: int, epoch: int = 0) -> Record:
+    """The record of `value` written in leader epoch `epoch` (v1@e0 in a transcript)."""
+    return Record(epoch, value)
 
 
 def _flatten(actions: Iterable) -> list[Action]:

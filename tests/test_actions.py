@@ -12,17 +12,7 @@ import pickle
 from dataclasses import replace
 
 import pytest
-from conftest import (
-    cfg,
-    fetch,
-    not_enabled,
-    outcome,
-    outcomes,
-    produce,
-    refused,
-    run,
-    run_from,
-)
+from conftest import cfg, fetch, not_enabled, outcome, outcomes, produce, refused, run, run_from, v
 
 from spec import (
     ACTION_TYPES,
@@ -48,10 +38,6 @@ from spec.state import (
     Replica,
 )
 from vocab.outcomes import Code, Outcome, Refusal
-
-
-def v(value: int, epoch: int = 0) -> Record:
-    return Record(epoch, value)
 
 
 def offline(variant: str = "current", **changes):

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import replace
 
 import pytest
-from conftest import cfg, fetch, produce, run, run_from
+from conftest import cfg, fetch, produce, run, run_from, v
 
 from spec import INVARIANTS, initial_state, successors, violations
 from spec.actions import (
@@ -27,13 +27,9 @@ from spec.actions import (
     LeaderShrinkIsr,
     Tick,
 )
-from spec.state import Acked, LeaderAndIsr, PartitionState, Record
+from spec.state import Acked, LeaderAndIsr, PartitionState
 
 VARIANT_NAMES = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
-
-
-def v(value: int, epoch: int = 0) -> Record:
-    return Record(epoch, value)
 
 
 def reachable(config, limit: int = 10_000):

@@ -21,18 +21,15 @@ from conftest import (
     refused,
     run,
     run_from,
+    v,
 )
 
 from spec import VARIANTS, initial_state, violations
 from spec import actions as S
-from spec.state import UNKNOWN, FetchResponse, PartitionState, Record, Replica
+from spec.state import UNKNOWN, FetchResponse, PartitionState, Replica
 from vocab.outcomes import Code, Outcome, Refusal
 
 ALL = ("hw-truncation", "kip-101", "kip-279", "kip-320", "current")
-
-
-def v(value: int, epoch: int = 0) -> Record:
-    return Record(epoch, value)
 
 
 # ------------------------------------------------------------------------------------------
