@@ -161,14 +161,21 @@ class DrivenCluster(Simulation):
         """Move the clock `ms` forward, firing every due timer at its deadline, in order."""
         target = self.now + ms
         for _ in range(TIMER_FIRINGS_MAX):
-            due = [(self.cores[n].next_deadline(), n) for n in sorted(self.cores) if self.alive[n]]
-            deadline, node = min(due)
-            if deadline > target:
-                self.now = target
+            if not self.fire_next_timer(target):
                 return
-            self.now = max(self.now, deadline)
-            self._input(node, lambda core: core.on_timer(self.now))
         raise AssertionError(f"timers keep firing at {self.now} ms: a deadline does not move")
+
+    def fire_next_timer(self, end: int) -> bool:
+        """Fire the earliest timer of a live node if it is due by `end` (the clock moves to its
+        deadline); else move the clock to `end` and say False."""
+        due = [(self.cores[n].next_deadline(), n) for n in sorted(self.cores) if self.alive[n]]
+        deadline, node = min(due)
+        if deadline > end:
+            self.now = end
+            return False
+        self.now = max(self.now, deadline)
+        self._input(node, lambda core: core.on_timer(self.now))
+        return True
 
     def crash(self, node: str, torn_bytes: int) -> None:
         self.torn = torn_bytes
@@ -460,14 +467,8 @@ class Driver:
         end = c.now + ms
         while c.now < end:
             c.now += 1
-            if not c.deliver_oldest():
-                due = [(c.cores[n].next_deadline(), n) for n in sorted(c.cores) if c.alive[n]]
-                deadline, node = min(due)
-                if deadline > end:
-                    c.now = end
-                    break
-                c.now = max(c.now, deadline)
-                c._input(node, lambda core: core.on_timer(c.now))
+            if not c.deliver_oldest() and not c.fire_next_timer(end):
+                break
 
     def side_by_side(self, step: tuple[str, dict]) -> dict:
         name, args = step

@@ -50,7 +50,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from model_check.explore.model import core_problem
+from model_check.explore.model import KafkaModel, core_problem
 from spec.actions import (
     BecomeFollower,
     BecomeLeader,
@@ -1169,14 +1169,13 @@ class FlatKafkaModel:
 
     Invariants are asked of the flat state; one that fails is asked again of the decoded
     `Cluster` for its one-line detail (so reports read the same), and a disagreement between
-    the two is an error, not a pass.
+    the two is an error, not a pass. Compiled, it is an extension type (flat.pxd), which
+    cannot take `Model`'s defaults by inheritance: it spells out each member.
     """
 
     name = "kafka"
 
     def __init__(self, config: Config, invariants=None):
-        from model_check.explore.model import KafkaModel
-
         self.reference = KafkaModel(config, invariants)
         self.config = config
         self.flat = FlatKafka(config)
@@ -1291,7 +1290,6 @@ def search(config: Config, invariants=None, *, run=None, spec_states: bool = Fal
     `compiled` says."""
     from model_check.explore.compiled import load as load_compiled
     from model_check.explore.explorer import explore
-    from model_check.explore.model import KafkaModel
 
     run = run or explore
     if spec_states or problem(config) is not None:

@@ -11,54 +11,72 @@ processes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import fields
-from typing import Any, Protocol
+from typing import Any
 
 from spec import Config, initial_state
-from spec.actions import Action, successors
+from spec.actions import successors
 from spec.invariants import INVARIANTS
 from spec.lemmas import run_start
 from spec.render import render
 
 
-class Model(Protocol):
-    """What the explorer needs from a model."""
+class Model:
+    """What the explorer searches: a transition system with named invariants.
 
-    name: str
-    invariants: dict[str, Callable[[Any], str | None]]
+    A model must give three things, as stateright's does: `init_states()`, `successors(state)`
+    ((action label, next state) pairs in a deterministic order) and `invariants` (name ->
+    check(state) -> None when it holds, else a one-line detail). States must be hashable and
+    labels picklable (parallel search sends them between processes). Everything else has a
+    default that a model overrides when it knows better: how an action is named and shown,
+    how a state is shown to a person or a tool, and symmetry.
 
-    def init_states(self) -> Iterable[Any]: ...
+    Optional, looked up by the explorer when present: `holds(state) -> bool`, True when every
+    invariant holds, asked first so that a state that breaks none costs one call;
+    `holds_from(before, state) -> bool`, the same of a successor of `before`, answered from
+    what the step changed; `compact(before, state)`, an equal state made of parts shared with
+    earlier ones (`before` None: a state with no predecessor). model_check.explore.flat has
+    all three.
+    """
 
-    def successors(self, state: Any) -> Iterator[tuple[Any, Any]]:
-        """(action label, next state) pairs in a deterministic order."""
-        ...
+    name: str = "model"
+    invariants: dict[str, Callable[[Any], str | None]] = {}
 
-    def action_name(self, label: Any) -> str: ...
+    def init_states(self) -> Iterable[Any]:
+        raise NotImplementedError
 
-    def action_args(self, label: Any) -> dict[str, Any]: ...
+    def successors(self, state: Any) -> Iterable[tuple[Any, Any]]:
+        raise NotImplementedError
+
+    def action_name(self, label: Any) -> str:
+        """The action's kind, as coverage counts it."""
+        return label.name
+
+    def action_args(self, label: Any) -> dict[str, Any]:
+        return label.args()
 
     def action_names(self) -> tuple[str, ...]:
         """Every action kind the model has (so coverage can flag those that never fired)."""
-        ...
+        return ()
 
-    def render(self, state: Any) -> str: ...
+    def render(self, state: Any) -> str:
+        return repr(state)
 
-    def to_json(self, state: Any) -> dict[str, Any]: ...
+    def to_json(self, state: Any) -> Any:
+        return state_to_json(state)
+
+    def symmetric(self) -> bool:
+        """Whether a permutation of broker ids is an automorphism (then `canonical` is used)."""
+        return False
 
     def canonical(self, state: Any) -> Any:
         """The representative of the state's symmetry class (identity when not symmetric)."""
-        ...
+        return state
 
-    def symmetric(self) -> bool: ...
-
-    def config_json(self) -> dict[str, Any]: ...
-
-    # Optional: `holds(state) -> bool`, True when every invariant holds, asked first so that
-    # a state that breaks none costs one call; `holds_from(before, state) -> bool`, the same
-    # of a successor of `before`, in which every invariant holds, answered from what the step
-    # changed; `compact(before, state)`, an equal state made of parts shared with earlier
-    # ones (`before` None: a state with no predecessor). model_check.explore.flat has all three.
+    def config_json(self) -> dict[str, Any]:
+        """The settings a report prints beside its verdict."""
+        return {}
 
 
 def core_problem(config: Config, kip966: bool = False) -> str | None:
@@ -80,8 +98,13 @@ def core_problem(config: Config, kip966: bool = False) -> str | None:
     return None
 
 
-class KafkaModel:
-    """The default model: `spec` under one `Config`."""
+class KafkaModel(Model):
+    """The default model: `spec` under one `Config`.
+
+    Not symmetric: assignment order breaks broker symmetry (clean election takes the first
+    live ISR member in assignment order, and replica 0 is the preferred leader), so no
+    permutation of broker ids is an automorphism and symmetry reduction would be unsound.
+    """
 
     name = "kafka"
     # Its states are spec Clusters under `config`: a partial-order reduction of the same config
@@ -101,12 +124,6 @@ class KafkaModel:
     def successors(self, state):
         return successors(self.config, state)
 
-    def action_name(self, label: Action) -> str:
-        return label.name
-
-    def action_args(self, label: Action) -> dict[str, Any]:
-        return label.args()
-
     def action_names(self):
         from spec.actions import ACTION_TYPES, ASYNC_ISR_ACTIONS
 
@@ -117,18 +134,6 @@ class KafkaModel:
 
     def render(self, state) -> str:
         return render(self.config, state)
-
-    def to_json(self, state) -> dict[str, Any]:
-        return state_to_json(state)
-
-    def symmetric(self) -> bool:
-        # Assignment order breaks broker symmetry: clean election takes the first live ISR
-        # member in assignment order, and replica 0 is the preferred leader. No permutation of
-        # broker ids is an automorphism of this model, so symmetry reduction would be unsound.
-        return False
-
-    def canonical(self, state):
-        return state
 
     def config_json(self) -> dict[str, Any]:
         # Every field, the model switches and variant rules included: a reader of the report
