@@ -18,10 +18,10 @@ from isrlab.cli import main
 TRANSCRIPT_B1 = Path(__file__).parent / "testdata" / "b1_hw_truncation.txt"
 
 
-def _cex(capsys, tmp_path: Path, *argv: str) -> Path:
-    """A counterexample of `isrlab check`, written as `--json` prints it (exit 1 for a bug of
-    the configuration, 0 for its trade-off)."""
-    code = main(["check", *argv, "--json"])
+def _cex(capsys, tmp_path: Path, options: str) -> Path:
+    """A counterexample of `isrlab check` with these options (split at spaces), written as
+    `--json` prints it (exit 1 for a bug of the configuration, 0 for its trade-off)."""
+    code = main(["check", *options.split(), "--json"])
     text = capsys.readouterr().out
     assert code == (1 if json.loads(text)["violation"]["promised"] else 0)
     path = tmp_path / "cex.json"
@@ -32,6 +32,18 @@ def _cex(capsys, tmp_path: Path, *argv: str) -> Path:
 def _drive(capsys, tmp_path: Path, schedule: Path, *argv: str) -> tuple[int, dict]:
     code = main(["drive", str(schedule), "--json", "--out", str(tmp_path / "run"), *argv])
     return code, json.loads(capsys.readouterr().out)
+
+
+def _cex_that_loses_v1(capsys, tmp_path: Path, options: str, steps: int) -> tuple[Path, dict]:
+    """The counterexample of `isrlab check` with these options (_cex), driven on the broker of
+    the same setting: it follows all `steps` steps, the run replays, v1 is lost and drive
+    exits 1. Returns the counterexample and the report."""
+    cex = _cex(capsys, tmp_path, options)
+    code, report = _drive(capsys, tmp_path, cex)
+    assert (report["followed"], report["total"]) == (steps, steps)
+    assert report["replay"] == "accepted"
+    assert _lost(report) == [1] and code == 1
+    return cex, report
 
 
 def _lost(report: dict) -> list[int]:
@@ -55,13 +67,9 @@ def test_b1_transcript_on_each_broker(variant, lost, capsys, tmp_path):
 
 
 def test_b10_acks_1_loses_the_write_and_acks_all_never_acknowledges_it(capsys, tmp_path):
-    cex = _cex(capsys, tmp_path, "--variant", "current", "--acks", "1", "--brokers", "2",
-               "--records", "1", "--epochs", "2", "--crashes", "1", "--invariant",
-               "AckedWritesDurable")
-    code, report = _drive(capsys, tmp_path, cex)
-    assert (report["followed"], report["total"]) == (4, 4)
-    assert report["replay"] == "accepted"
-    assert _lost(report) == [1] and code == 1
+    cex, report = _cex_that_loses_v1(capsys, tmp_path, "--variant current --acks 1 --brokers 2 "
+                                     "--records 1 --epochs 2 --crashes 1 "
+                                     "--invariant AckedWritesDurable", steps=4)
     # The leader's session expired while it ran: the driver cut it off from the store.
     assert "cut b0-meta (quiet)" in report["inputs"]
 
@@ -71,13 +79,9 @@ def test_b10_acks_1_loses_the_write_and_acks_all_never_acknowledges_it(capsys, t
 
 
 def test_b9_unclean_election_loses_the_write_and_clean_election_refuses(capsys, tmp_path):
-    cex = _cex(capsys, tmp_path, "--variant", "current", "--unclean", "--brokers", "2",
-               "--records", "1", "--epochs", "3", "--crashes", "2", "--invariant",
-               "AckedWritesDurable")
-    code, report = _drive(capsys, tmp_path, cex)
-    assert (report["followed"], report["total"]) == (9, 9)
-    assert report["replay"] == "accepted"
-    assert _lost(report) == [1] and code == 1
+    cex, _ = _cex_that_loses_v1(capsys, tmp_path, "--variant current --unclean --brokers 2 "
+                                "--records 1 --epochs 3 --crashes 2 "
+                                "--invariant AckedWritesDurable", steps=9)
 
     code, report = _drive(capsys, tmp_path, cex, "--clean")
     assert report["followed"] == 8
@@ -94,8 +98,8 @@ def test_a_step_the_broker_never_takes_is_reported_side_by_side(capsys, tmp_path
     # B7 as the spec has it: the leader re-admits a follower from a fetch it remembers from
     # before the follower's crash. The reference broker decides expansion only when a fetch
     # arrives, and a crash loses the fetches in flight, so it cannot take that step.
-    cex = _cex(capsys, tmp_path, "--variant", "kip-320", "--brokers", "2", "--records", "1",
-               "--epochs", "2", "--crashes", "1")
+    cex = _cex(capsys, tmp_path, "--variant kip-320 --brokers 2 --records 1 --epochs 2 "
+               "--crashes 1")
     code, report = _drive(capsys, tmp_path, cex)
     stuck = report["stuck"]
     assert (report["followed"], report["total"]) == (10, 12)
@@ -111,9 +115,8 @@ def test_a_step_the_broker_never_takes_is_reported_side_by_side(capsys, tmp_path
 def test_the_driver_follows_only_the_schedule_it_is_given(capsys, tmp_path):
     # The B10 schedule with its last step's broker changed: broker 0 cannot be elected while
     # cut off, so the driver stops there instead of taking the step that is possible.
-    cex = _cex(capsys, tmp_path, "--variant", "current", "--acks", "1", "--brokers", "2",
-               "--records", "1", "--epochs", "2", "--crashes", "1", "--invariant",
-               "AckedWritesDurable")
+    cex = _cex(capsys, tmp_path, "--variant current --acks 1 --brokers 2 --records 1 --epochs 2 "
+               "--crashes 1 --invariant AckedWritesDurable")
     body = json.loads(cex.read_text(encoding="utf-8"))
     last = body["violation"]["trace"][-1]
     assert (last["action"], last["args"]["broker"]) == ("BecomeLeader", 1)
@@ -151,9 +154,9 @@ def test_a_setting_the_broker_lacks_is_refused(capsys, tmp_path):
 def test_b5_found_with_a_rule_switched_off_and_driven_through_the_planted_bug(capsys, tmp_path):
     # `check --without` makes the mutant; the broker's planted bug of the same meaning follows
     # its counterexample, and the driven run is judged by the spec without that rule.
-    cex = _cex(capsys, tmp_path, "--variant", "current", "--without",
-               "expand_requires_epoch_start", "--brokers", "2", "--min-isr", "2", "--records",
-               "1", "--epochs", "3", "--crashes", "1", "--invariant", "AckedWritesDurable")
+    cex = _cex(capsys, tmp_path, "--variant current --without expand_requires_epoch_start "
+               "--brokers 2 --min-isr 2 --records 1 --epochs 3 --crashes 1 "
+               "--invariant AckedWritesDurable")
     body = json.loads(cex.read_text(encoding="utf-8"))
     assert body["variant"] == "current+expand_requires_epoch_start=False"
     assert len(body["violation"]["trace"]) - 1 == 18
@@ -212,9 +215,9 @@ def test_b3_found_from_the_initial_state_is_served_stale_on_kip_279_and_fenced_o
         capsys, tmp_path):
     # Two brokers with the rules that fix B5 and B7 switched on (`--with`): the shortest
     # violation of kip-279 is B3, and the check drives it through the broker at once.
-    cex = _cex(capsys, tmp_path, "--variant", "kip-279", "--with", "broker_epochs", "--with",
-               "expand_requires_epoch_start", "--brokers", "2", "--records", "2", "--crashes",
-               "2", "--epochs", "4", "--expiries", "0", "--drive")
+    cex = _cex(capsys, tmp_path, "--variant kip-279 --with broker_epochs "
+               "--with expand_requires_epoch_start --brokers 2 --records 2 --crashes 2 "
+               "--epochs 4 --expiries 0 --drive")
     body = json.loads(cex.read_text(encoding="utf-8"))
     assert (body["violation"]["invariant"], body["depth"]) == ("NoCommittedDataLoss", 19)
     # Broker 1 fetches in epoch 1 from broker 0, leader again in epoch 3 with v2 where broker 1
@@ -268,12 +271,9 @@ def test_b2_logs_diverge_on_hw_truncation_and_converge_on_kip_279(capsys, tmp_pa
 
 
 def test_b8_last_replica_standing_and_elr(capsys, tmp_path):
-    cex = _cex(capsys, tmp_path, "--variant", "current", "--brokers", "2", "--min-isr", "2",
-               "--records", "1", "--epochs", "3", "--crashes", "1", "--invariant",
-               "AckedWritesDurableKip966")
-    code, report = _drive(capsys, tmp_path, cex)
-    assert (report["followed"], report["total"]) == (14, 14)
-    assert report["replay"] == "accepted" and _lost(report) == [1] and code == 1
+    cex, _ = _cex_that_loses_v1(capsys, tmp_path, "--variant current --brokers 2 --min-isr 2 "
+                                "--records 1 --epochs 3 --crashes 1 "
+                                "--invariant AckedWritesDurableKip966", steps=14)
 
     code, report = _drive(capsys, tmp_path, cex, "--elr")
     assert report["followed"] == 12 and report["stuck"]["action"] == "ControllerElectLeader"
