@@ -497,16 +497,8 @@ def independent_pairs(shape: sym.Shape, table) -> frozenset[tuple[int, int]]:
 
 def _constants(e: z3.ExprRef, seen: set[int], out: set[str]) -> None:
     """The names of the uninterpreted constants in `e` (`seen`: term ids already visited)."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(str(x))
-        else:
-            stack.extend(x.children())
+    out.update(str(x) for x in sym.subterms(e, seen)
+               if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED)
 
 
 def _normal_form(pairs: frozenset[tuple[int, int]], count: int, selectors: list) -> list:

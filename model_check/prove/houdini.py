@@ -452,8 +452,8 @@ class _Induction:
         probe = z3.Int("houdini_probe")
         # Whether a formula reads its witness (an offset or a value) decides how it is
         # assumed: once, or for every witness.
-        self.fixed = [Candidate(n, _never, every[n], probe.get_id() in _ids(
-            every[n](self.shape, self.pre, probe))) for n in names]
+        self.fixed = [Candidate(n, _never, every[n], reads_witness(
+            every[n](self.shape, self.pre, probe), probe)) for n in names]
 
     def relation(self, inst) -> z3.BoolRef:
         return sym.relation(self.shape, inst, self.pre, self.post, self.a)
@@ -704,14 +704,5 @@ def by_name(n: int, names: list[str]) -> list[Candidate]:
     return [table[x] for x in names]
 
 
-def _ids(e) -> set[int]:
-    """The ids of every subterm of `e`."""
-    seen: set[int] = set()
-    todo = [e]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        todo.extend(x.children())
-    return seen
+def reads_witness(formula: z3.ExprRef, probe: z3.ExprRef) -> bool:
+    return any(x.get_id() == probe.get_id() for x in sym.subterms(formula, set()))

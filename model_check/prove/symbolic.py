@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import z3
@@ -173,6 +173,19 @@ class SState:
     # The crash-loss ghost (`Cluster.crash_losses`), per broker an array value -> lost in a
     # crash?; empty where the spec keeps no such ghost (`Config.kip966_promises`).
     lost: tuple = ()
+
+
+def subterms(e: z3.ExprRef, seen: set[int]) -> Iterator[z3.ExprRef]:
+    """Each subterm of `e` (itself included) whose id is not in `seen`, once, adding its id:
+    a walk that shares `seen` over several terms visits a shared subterm once."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        yield x
+        todo.extend(x.children())
 
 
 def leaves_of(x) -> list:
