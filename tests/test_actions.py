@@ -194,10 +194,15 @@ def test_broker_register_after_a_live_expiry():
     assert not_enabled(config, crashed, S.BrokerRegister(0)) == refused(Refusal.BROKER_DOWN, broker=0)
 
 
+def crash_handled(config, broker: int):
+    """`broker` crashes and the controller handles the failure: the state and what the
+    controller said."""
+    state = run(config, S.BrokerCrash(broker))
+    return outcome(config, state, S.ControllerHandleBrokerFailure(broker))
+
+
 def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
-    config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, S.BrokerCrash(2))
-    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(2))
+    state, said = crash_handled(cfg("current", brokers=3, max_crashes=1), 2)
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 0, [0, 1]]], elected=0, excused=[])
     )
@@ -210,9 +215,7 @@ def test_handle_follower_failure_current_shrinks_isr_without_new_leader_epoch():
 
 
 def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
-    config = cfg("kip-320", brokers=3, max_crashes=1)
-    state = run(config, S.BrokerCrash(2))
-    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(2))
+    state, said = crash_handled(cfg("kip-320", brokers=3, max_crashes=1), 2)
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 0, 1, [0, 1]]], elected=0, excused=[])
     )
@@ -220,9 +223,7 @@ def test_handle_follower_failure_zookeeper_era_bumps_the_leader_epoch():
 
 
 def test_handle_leader_failure_elects_the_first_live_isr_member():
-    config = cfg("current", brokers=3, max_crashes=1)
-    state = run(config, S.BrokerCrash(0))
-    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
+    state, said = crash_handled(cfg("current", brokers=3, max_crashes=1), 0)
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1, 2]]], elected=1, excused=[])
     )
@@ -255,8 +256,7 @@ def test_handle_failure_of_a_broker_outside_every_isr_changes_nothing():
 
 def test_handle_failure_changes_every_partition_in_one_batch():
     config = cfg("current", brokers=2, partitions=2, max_crashes=1)
-    state = run(config, S.BrokerCrash(0))
-    state, said = outcome(config, state, S.ControllerHandleBrokerFailure(0))
+    state, said = crash_handled(config, 0)
     assert said == (
         Outcome(Code.BROKER_FAILURE_HANDLED, changes=[[0, 1, 1, [1]], [1, 1, 0, [1]]], elected=1,
                 excused=[])
@@ -399,12 +399,18 @@ def test_become_leader_new_leadership_resets_follower_state_and_keeps_a_stale_hw
     assert state.leader_and_isr == {LeaderAndIsr(2, 0, 1, 1, (1, 2), 1)}
 
 
-def test_become_leader_stops_the_brokers_own_fetcher_in_the_smaller_abstraction():
-    config = failback_config().replace(leader_keeps_last_fetch=False)
+def failed_back_while_fetching(config):
+    """From failed_over: broker 0 catches up and rejoins the ISR, sends leader 1 a fetch,
+    and becomes leader again (preferred election, epoch 2) while that fetch is in flight."""
     state = run_from(config, failed_over(config), fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0),
                      S.FollowerSendFetch(0, 0), S.ControllerElectPreferredLeader(0))
     assert isinstance(state.fetches[0][0], FetchRequest)
-    state = step(config, state, S.BecomeLeader(0, 0, 2, 3))
+    return step(config, state, S.BecomeLeader(0, 0, 2, 3))
+
+
+def test_become_leader_stops_the_brokers_own_fetcher_in_the_smaller_abstraction():
+    config = failback_config().replace(leader_keeps_last_fetch=False)
+    state = failed_back_while_fetching(config)
     assert state.fetches[0] == (None, None)
 
 
@@ -412,10 +418,7 @@ def test_become_leader_leaves_its_last_fetch_in_flight_and_drops_the_answer():
     # On a real network the old leader can still handle the new leader's last fetch (and
     # count its LEO); the smaller abstraction deletes that fetch, which no network does.
     config = failback_config().replace(leader_keeps_last_fetch=True)
-    state = run_from(config, failed_over(config), fetch(0, leader=1), S.LeaderExpandIsr(0, 1, 0),
-                     S.FollowerSendFetch(0, 0), S.ControllerElectPreferredLeader(0))
-    assert isinstance(state.fetches[0][0], FetchRequest)
-    state = step(config, state, S.BecomeLeader(0, 0, 2, 3))
+    state = failed_back_while_fetching(config)
     assert isinstance(state.fetches[0][0], FetchRequest)  # still in flight to broker 1
     assert not_enabled(config, state, S.FollowerSendFetch(0, 0)) == (
         refused(Refusal.FOLLOWS_NOBODY, broker=0)
