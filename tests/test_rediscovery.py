@@ -66,30 +66,30 @@ ROOT = HERE.parent.parent
 def _bounds(**changes: object) -> dict:
     """Every Config field but the variant, written out: two brokers, one partition, nothing
     optional unless a case asks for it."""
-    base = dict(
-        brokers=2,
-        partitions=1,
-        acks="all",
-        min_insync_replicas=1,
-        unclean_leader_election_enable=False,
-        replica_lag_time_max_ticks=1,
-        replica_lag_max_messages=None,
-        log_flush_interval_messages=None,
-        max_records=1,
-        max_leader_epochs=2,
-        max_crashes=0,
-        max_session_expiries=0,
-        max_controller_failovers=0,
-        max_ticks=0,
-        max_message_drops=0,
-        max_partition_epoch=8,
-        leader_keeps_last_fetch=True,
-        recovery_truncates_epoch_cache=True,
-        eligible_leader_replicas_enable=False,
-        last_known_leader_election_enable=True,
-        isr_changes_async=False,
-        hw_over_requested_isr=False,
-    )
+    base = {
+        "brokers": 2,
+        "partitions": 1,
+        "acks": "all",
+        "min_insync_replicas": 1,
+        "unclean_leader_election_enable": False,
+        "replica_lag_time_max_ticks": 1,
+        "replica_lag_max_messages": None,
+        "log_flush_interval_messages": None,
+        "max_records": 1,
+        "max_leader_epochs": 2,
+        "max_crashes": 0,
+        "max_session_expiries": 0,
+        "max_controller_failovers": 0,
+        "max_ticks": 0,
+        "max_message_drops": 0,
+        "max_partition_epoch": 8,
+        "leader_keeps_last_fetch": True,
+        "recovery_truncates_epoch_cache": True,
+        "eligible_leader_replicas_enable": False,
+        "last_known_leader_election_enable": True,
+        "isr_changes_async": False,
+        "hw_over_requested_isr": False,
+    }
     unknown = set(changes) - set(base)
     assert not unknown, unknown
     return {**base, **changes}
