@@ -336,6 +336,7 @@ sys.path.insert(0, sys.argv[1])
 from pyspark_harness.session import get_session
 from pyspark_harness.ingest import find_trace_files, ingest
 from pyspark_harness.report import analyze
+from model_check.conformance.replay import given_up_of
 master, corpus, work = sys.argv[2], sys.argv[3], sys.argv[4]
 t = time.perf_counter()
 spark = get_session(master)
@@ -343,7 +344,7 @@ start_s = time.perf_counter() - t
 files = find_trace_files([corpus], campaign=True)
 result = ingest(spark, files, work + "/dataset")
 t = time.perf_counter()
-report = analyze(spark, work + "/dataset", work + "/report")
+report = analyze(spark, work + "/dataset", work + "/report", given_up=given_up_of)
 analysis_s = time.perf_counter() - t
 print("RESULT " + json.dumps(dict(master=master, start_s=start_s, ingest_s=result.seconds,
       lines=result.lines, events=result.lines_by_table.get("events", 0),

@@ -25,7 +25,8 @@ defines them when it has no final logs (same names, same questions):
   offset is at or below the previous read's last, or whose own offsets do not increase; a
   `poll-skip` is a read whose first offset is above the previous read's last plus one, or
   (its offsets increasing) that leaves one out. Whether a kind is expected or bad for a
-  configuration is `vocab.anomalies.expected_kinds` of its header config.
+  configuration is `vocab.anomalies.expected_kinds` of what its header config gives up
+  (spec.promises; the caller hands in the decision, `report.GivenUp`).
 
 Availability, per partition of a run (from the metadata store's `partitions` states):
   The partition's state holds from one change to the next; the last one until the run's end
@@ -569,7 +570,7 @@ def cross_check(counts: DataFrame, summaries: DataFrame) -> DataFrame:
 def judged(counts: DataFrame, run_table: DataFrame, expected: DataFrame) -> DataFrame:
     """(run, anomalies_expected, anomalies_bad, bad_kinds): each run's anomaly counts split by
     whether its configuration allows the kind. `expected` is (config_json, expected_kinds),
-    `vocab.anomalies.expected_kinds` of each distinct config the caller found."""
+    `report.expected_by_config` of each distinct config the caller found."""
     allowed = F.coalesce(F.col("expected_kinds"), F.array().cast("array<string>"))
     rows = counts.join(run_table.select("run", "config_json"), "run").join(
         expected, "config_json", "left").select(

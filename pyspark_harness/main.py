@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "only the fields of the schema)")
 
 
+# What each run's configuration does not promise, decided by spec.promises; named, as the
+# replay function is, so that the harness itself imports nothing of the checkers.
+GIVEN_UP_FN = "model_check.conformance.replay:given_up_of"
+
+
 def _replay_function(spec: str):
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
@@ -77,6 +82,8 @@ def _run(args: argparse.Namespace, progress=None) -> int:
     from pyspark_harness.report import analyze
 
     replay_fn = _replay_function(args.replay_fn) if args.replay else None
+    module_name, _, name = GIVEN_UP_FN.partition(":")
+    given_up = getattr(importlib.import_module(module_name), name)
     out = os.path.abspath(args.out)
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {args.out}: exists and is not a directory")
@@ -132,7 +139,8 @@ def _run(args: argparse.Namespace, progress=None) -> int:
     print("analysing ...", file=sys.stderr)
     try:
         with (progress or Quiet)("analysis: tasks") as shown, SparkWatch(spark, shown):
-            report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn)
+            report = analyze(spark, dataset, out, chosen_run=args.run, replay_fn=replay_fn,
+                             given_up=given_up)
     except (ValueError, InputError) as error:
         raise UsageError(str(error)) from None
     print(f"{report.runs} runs, {report.configs} configs, {report.events:,} events analysed "

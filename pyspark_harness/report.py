@@ -17,7 +17,7 @@ import csv
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -51,13 +51,29 @@ class Report:
     figures: tuple[str, ...] = ()
 
 
+# What a run's header config (a dict) does not promise, as invariant names: the decision
+# spec.promises makes, handed in by the caller (model_check.conformance.replay.given_up_of) so
+# that the harness judges anomalies by it without reading the spec itself.
+GivenUp = Callable[[dict], Iterable[str]]
+
+
+def expected_by_config(configs: Sequence[str | None],
+                       given_up: GivenUp) -> list[tuple[str | None, list[str]]]:
+    """(config_json, sorted expected kinds) of each distinct config: vocab.anomalies of what
+    `given_up` says its header config does not promise (a null config is read as `{}`)."""
+    return [(config, sorted(expected_kinds(given_up(json.loads(config or "{}")))))
+            for config in configs]
+
+
 def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
             summaries: DataFrame | None = None,
             header_rows: list[HeaderRow] | None = None,
-            final_logs: DataFrame | None = None) -> dict[str, DataFrame]:
+            final_logs: DataFrame | None = None, *,
+            given_up: GivenUp) -> dict[str, DataFrame]:
     """Every result table as a DataFrame (lazy, cached), keyed by file name. `header_rows`:
     `collect_headers(tables.headers)` when the caller has it already (saves a job);
-    `final_logs`: `final_logs_frame` (the runs' final logs, for `writes_lost`)."""
+    `final_logs`: `final_logs_frame` (the runs' final logs, for `writes_lost`); `given_up`:
+    see GivenUp, what splits the anomalies into expected and bad."""
     run_table = J.runs(tables.headers).cache()
     ends = J.run_ends(tables.events, tables.history, tables.nemesis).cache()
     # Scan the big tables once each: keep only the lines and columns the jobs read.
@@ -76,7 +92,7 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
     configs = run_configs(header_rows if header_rows is not None
                           else collect_headers(tables.headers))
     expected = tables.headers.sparkSession.createDataFrame(
-        [(config, sorted(expected_kinds(json.loads(config or "{}")))) for config in configs],
+        expected_by_config(configs, given_up),
         "config_json string, expected_kinds array<string>")
     summary = J.run_summary(run_table, ends, outcomes, counts, avail, latency,
                             expected).cache()
@@ -512,11 +528,12 @@ LOCAL_ANALYSIS_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None = None,
             replay_fn: J.ReplayFn | None = None, cross_check: bool = True,
-            parquet: bool = True) -> Report:
+            parquet: bool = True, *, given_up: GivenUp) -> Report:
     """Run every job over the ingested `dataset` and write the report directory `out`.
 
     `chosen_run` picks the run of the ISR-over-time plot (default: see `choose_run`); a run
-    that is not in the data raises ValueError. `replay_fn` adds the distributed replay. On a
+    that is not in the data raises ValueError. `replay_fn` adds the distributed replay;
+    `given_up` (see GivenUp) decides which anomalies each run's configuration allows. On a
     local master, LOCAL_ANALYSIS_CONF holds while it runs.
     """
     before = {}
@@ -525,7 +542,8 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
             before[key] = spark.conf.get(key, None)
             spark.conf.set(key, value)
     try:
-        return _analyze(spark, dataset, out, chosen_run, replay_fn, cross_check, parquet)
+        return _analyze(spark, dataset, out, chosen_run, replay_fn, cross_check, parquet,
+                        given_up)
     finally:
         for key, value in before.items():
             if value is None:
@@ -535,7 +553,8 @@ def analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None 
 
 
 def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None,
-             replay_fn: J.ReplayFn | None, cross_check: bool, parquet: bool) -> Report:
+             replay_fn: J.ReplayFn | None, cross_check: bool, parquet: bool,
+             given_up: GivenUp) -> Report:
     start = time.perf_counter()
     tables = J.load(spark, dataset)
     header_rows = collect_headers(tables.headers)
@@ -546,7 +565,7 @@ def _analyze(spark: SparkSession, dataset: str, out: str, chosen_run: str | None
                              f"(runs: {', '.join(known[:10])})")
     summaries = summaries_frame(spark, header_rows) if cross_check else None
     frames = compute(tables, replay_fn, summaries, header_rows,
-                     final_logs_frame(spark, header_rows))
+                     final_logs_frame(spark, header_rows), given_up=given_up)
     os.makedirs(os.path.join(out, "tables"), exist_ok=True)
     small = ["per_config", "per_run", "writes_by_acks", "availability", "election_latency",
              "leadership", "preferred_leader_election", "cross_check", "replay"]

@@ -82,3 +82,23 @@ def promised(config: Config, names=None) -> list[str]:
     """The names among `names` (every invariant when None) that `config` promises."""
     return [p.invariant for p in promises(config, names) if p.promised]
 
+
+
+def given_up(config: Config) -> frozenset[str]:
+    """The invariants `config` does not promise (its trade-offs'): what the client-anomaly split
+    (vocab.anomalies) excuses."""
+    return frozenset(p.invariant for p in promises(config) if not p.promised)
+
+
+# Crashes that lose unflushed records are no trade-off: the invariants excuse that loss by the
+# spec's ghost state. A client history has no ghost state, so a run whose faults may lose
+# unflushed records shows the excused loss as these invariants broken.
+UNFLUSHED_CRASH_LOSSES = ("AckedWritesDurable", "ConsumerNeverSeesUncommitted")
+
+
+def excused_in_history(config: Config, losing_faults: bool) -> frozenset[str]:
+    """`given_up(config)`, and when the run has `losing_faults` (crashes of brokers) and not
+    every append is flushed, what such a crash may show lost in a client history."""
+    if losing_faults and config.log_flush_interval_messages != 1:
+        return given_up(config) | frozenset(UNFLUSHED_CRASH_LOSSES)
+    return given_up(config)

@@ -228,7 +228,12 @@ def test_a_poll_that_skips_offsets_is_a_poll_skip():
 
 
 def test_expected_kinds_follow_the_configuration():
-    from vocab.anomalies import expected_kinds, split
+    from model_check.conformance.replay import given_up_of
+    from vocab.anomalies import expected_kinds as allowed
+    from vocab.anomalies import split
+
+    def expected_kinds(header):  # what the header gives up (spec.promises), then the table
+        return allowed(given_up_of(header))
 
     durable = {"acks": "all", "unclean_leader_election_enable": False, "nemesis": ["crash"],
                "log_flush_interval_messages": 1}
@@ -246,8 +251,32 @@ def test_expected_kinds_follow_the_configuration():
     assert expected_kinds({**durable, "nemesis": ["pause"],
                            "log_flush_interval_messages": None}) == {"duplicate"}
     assert all("poll-skip" not in expected_kinds(c) for c in (durable, unclean))
-    assert split({"lost-write": 2, "duplicate": 1, "poll-skip": 0}, durable) == {
+    assert split({"lost-write": 2, "duplicate": 1, "poll-skip": 0}, given_up_of(durable)) == {
         "expected": {"duplicate": 1}, "bad": {"lost-write": 2}}
+    # A partial header is read at the defaults (acks=all, clean, no faults); -1 is all.
+    assert expected_kinds({"acks": "1"}) == expected_kinds({**durable, "acks": "1"})
+    assert expected_kinds({}) == expected_kinds({"acks": "-1"}) == {"duplicate"}
+
+
+def test_the_anomaly_split_reads_the_one_promise_table(monkeypatch):
+    # Nothing given up in spec.promises: the kinds acks=1 and unclean election excused are bad.
+    import spec.promises
+    from model_check.conformance.replay import given_up_of
+    from pyspark_harness.report import expected_by_config
+    from vocab.anomalies import split
+
+    counts = {"lost-write": 2, "uncommitted-read": 1, "duplicate": 1}
+    unclean = {"acks": "1", "unclean_leader_election_enable": True}
+    spark_config = '{"acks":"1"}'  # Spark's per-config table, as the report builds it
+    assert split(counts, given_up_of(unclean))["bad"] == {}
+    assert expected_by_config([spark_config], given_up_of) == [
+        (spark_config, ["duplicate", "inconsistent-offsets", "lost-write", "nonmonotonic-send"])]
+    monkeypatch.setattr(spec.promises, "TRADE_OFFS", ())
+    assert split(counts, given_up_of(unclean)) == {
+        "expected": {"duplicate": 1}, "bad": {"lost-write": 2, "uncommitted-read": 1}}
+    assert expected_by_config([spark_config], given_up_of) == [(spark_config, ["duplicate"])]
+    with pytest.raises(TypeError):  # a header config is not a list of given-up invariants
+        split(counts, unclean)
 
 
 # --- reordering -----------------------------------------------------------------------------

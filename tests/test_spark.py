@@ -283,11 +283,12 @@ def test_wilson_intervals_and_the_expected_or_bad_split(spark):
                                  "run string, config_json string")
     found = spark.createDataFrame([("r1", "lost-write", 3), ("r2", "lost-write", 2),
                                    ("r2", "duplicate", 1)], "run string, kind string, count long")
-    from vocab.anomalies import expected_kinds
+    from model_check.conformance.replay import given_up_of
+    from pyspark_harness.report import expected_by_config
 
     expected = spark.createDataFrame(
-        [(r["config_json"], sorted(expected_kinds(json.loads(r["config_json"]))))
-         for r in runs.collect()], "config_json string, expected_kinds array<string>")
+        expected_by_config([r["config_json"] for r in runs.collect()], given_up_of),
+        "config_json string, expected_kinds array<string>")
     split = {r["run"]: (r["anomalies_expected"], r["anomalies_bad"], r["bad_kinds"])
              for r in J.judged(found, runs, expected).collect()}
     assert split == {"r1": (3, 0, ""), "r2": (1, 2, "lost-write")}

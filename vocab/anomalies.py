@@ -1,11 +1,11 @@
 """Client anomaly kinds, named as Jepsen's Kafka workload names them, and when Kafka allows each.
 
 The history checker (`model_check.conformance.history`), the campaign summary and the Spark jobs all count
-these kinds under these names. Whether a kind is a bug depends on the run's configuration:
-Kafka promises an acknowledged write survives only under acks=all with clean elections and
-(as it does not fsync each write) while not every replica holding it crashes at once. A kind
-is *expected* for a configuration when Kafka's contract allows it there, and *bad* otherwise
-(a bug, or a variant with a known bug).
+these kinds under these names. Whether a kind is a bug depends on what the run's configuration
+promises, which spec.promises decides (acks below all and unclean election give up invariants
+by design) and the caller passes in as the given-up invariant names. A kind is *expected* when
+an invariant it shows broken is given up, and *bad* otherwise (a bug, or a variant with a
+known bug).
 
 The kinds (model_check/conformance/history.py gives the exact definitions, docs/spark.md a table):
 - `lost-write`: an acknowledged write is not at its offset in the final state.
@@ -22,7 +22,7 @@ The kinds (model_check/conformance/history.py gives the exact definitions, docs/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 LOST_WRITE = "lost-write"
 DUPLICATE = "duplicate"
@@ -35,21 +35,23 @@ NONMONOTONIC_POLL = "nonmonotonic-poll"
 KINDS = (LOST_WRITE, DUPLICATE, NONMONOTONIC_SEND, UNCOMMITTED_READ, INCONSISTENT_OFFSETS,
          POLL_SKIP, NONMONOTONIC_POLL)
 
-# Why a configuration allows a kind. Each reader evaluates these on a run's config with
-# `conditions` below, so the rule is written once.
-ACKED_MAY_BE_LOST = "acked-may-be-lost"  # acks below all, or committed records may be lost
-COMMITTED_MAY_BE_LOST = "committed-may-be-lost"  # unclean election, or crashes without fsync
-RETRIES_WITHOUT_IDEMPOTENCE = "retries-without-idempotence"  # the producer retries, not idempotent
-
-ALLOWED_WHEN: dict[str, str | None] = {
-    LOST_WRITE: ACKED_MAY_BE_LOST,
-    DUPLICATE: RETRIES_WITHOUT_IDEMPOTENCE,
-    NONMONOTONIC_SEND: ACKED_MAY_BE_LOST,
-    UNCOMMITTED_READ: COMMITTED_MAY_BE_LOST,
-    INCONSISTENT_OFFSETS: ACKED_MAY_BE_LOST,
-    POLL_SKIP: None,  # never: a consumer fetches from the offset after its last record
-    NONMONOTONIC_POLL: COMMITTED_MAY_BE_LOST,  # a truncation below its position resets it
+# Which given-up invariants (spec.promises: the ones a run's configuration does not promise)
+# excuse each kind: a kind is expected when any of its invariants is given up. The caller
+# decides what is given up (model_check.conformance.replay.given_up_of for a trace header);
+# this table only names which loss each kind shows.
+EXCUSED_BY: dict[str, tuple[str, ...]] = {
+    LOST_WRITE: ("AckedWritesDurable",),
+    NONMONOTONIC_SEND: ("AckedWritesDurable",),  # the earlier write was lost and rewritten
+    INCONSISTENT_OFFSETS: ("AckedWritesDurable",),
+    UNCOMMITTED_READ: ("ConsumerNeverSeesUncommitted",),
+    NONMONOTONIC_POLL: ("ConsumerNeverSeesUncommitted",),  # a truncation below its position
+    DUPLICATE: (),
+    POLL_SKIP: (),  # never: a consumer fetches from the offset after its last record
 }
+
+# Expected whatever is given up: the reference producer retries and is not idempotent, so a
+# retried write whose first attempt was appended is written twice. No invariant speaks of it.
+ALWAYS_EXPECTED = frozenset({DUPLICATE})
 
 # Faults that lose what a broker had not written to disk (a process kill keeps the page cache).
 LOSING_FAULTS = ("crash", "isr-kill", "isr-kill-all")
@@ -58,34 +60,19 @@ EXPECTED = "expected"
 BAD = "bad"
 
 
-def conditions(config: Mapping[str, object]) -> frozenset[str]:
-    """Which of the conditions above hold for a run's config (a trace header's `config`).
-
-    Committed records may be lost with unclean election, or when a fault can lose unflushed
-    records (one of LOSING_FAULTS in `nemesis` or `faults`, and log.flush.interval.messages
-    not 1): every replica holding a record may crash before writing it to disk. The reference
-    producer retries and is not idempotent, so a retried write whose first attempt was
-    appended is written twice.
-    """
-    held = {RETRIES_WITHOUT_IDEMPOTENCE}
-    faults = {*(config.get("nemesis") or ()), *(config.get("faults") or ())}
-    if bool(config.get("unclean_leader_election_enable")) or (
-            faults & set(LOSING_FAULTS) and config.get("log_flush_interval_messages") != 1):
-        held.add(COMMITTED_MAY_BE_LOST)
-    if str(config.get("acks", "all")) not in ("all", "-1") or COMMITTED_MAY_BE_LOST in held:
-        held.add(ACKED_MAY_BE_LOST)
-    return frozenset(held)
+def expected_kinds(given_up: Iterable[str]) -> frozenset[str]:
+    """The kinds allowed when the invariants named in `given_up` are not promised; every other
+    kind is bad."""
+    if isinstance(given_up, (Mapping, str)):  # the old call shape, a header config: refuse it
+        raise TypeError("expected_kinds takes given-up invariant names, not a config")
+    names = frozenset(given_up)
+    return ALWAYS_EXPECTED | {k for k, why in EXCUSED_BY.items() if names.intersection(why)}
 
 
-def expected_kinds(config: Mapping[str, object]) -> frozenset[str]:
-    """The kinds Kafka's contract allows for a run of `config`; every other kind is bad."""
-    held = conditions(config)
-    return frozenset(k for k, why in ALLOWED_WHEN.items() if why is not None and why in held)
-
-
-def split(counts: Mapping[str, int], config: Mapping[str, object]) -> dict[str, dict[str, int]]:
-    """`{"expected": {kind: n}, "bad": {kind: n}}` of the nonzero counts, for `config`."""
-    allowed = expected_kinds(config)
+def split(counts: Mapping[str, int], given_up: Iterable[str]) -> dict[str, dict[str, int]]:
+    """`{"expected": {kind: n}, "bad": {kind: n}}` of the nonzero counts, when the invariants
+    named in `given_up` are not promised."""
+    allowed = expected_kinds(given_up)
     out: dict[str, dict[str, int]] = {EXPECTED: {}, BAD: {}}
     for kind in KINDS:
         if counts.get(kind):

@@ -31,6 +31,7 @@ from model_check.conformance.policies import policy_of, timeline
 from model_check.conformance.replay import (
     TraceError,
     format_result,
+    given_up_of,
     load_texts,
     replay_run,
     spec_config,
@@ -134,7 +135,7 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
               or bool(counts.get(K.POLL_SKIP)))
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    history_json["split"] = K.split(counts, header_config(config, options))
+    history_json["split"] = K.split(counts, given_up_of(header_config(config, options)))
     result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
               "history": history_json, "history_from_traces": from_traces, "failed": failed,
               "excused_values": sorted(excused), "losses": loss.to_json(),

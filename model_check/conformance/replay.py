@@ -45,12 +45,13 @@ from pathlib import Path
 
 import msgspec
 
+from impl.config import ClusterConfig
 from model_check.explore.gcpause import gc_paused
 from spec import VARIANTS, Config, initial_state
 from spec import actions as S
 from spec.actions import NotEnabled, step_with_outcome
 from spec.invariants import violations
-from spec.promises import promises
+from spec.promises import excused_in_history, promises
 from spec.state import (
     NO_LEADER,
     Acked,
@@ -62,7 +63,8 @@ from spec.state import (
     replace,
 )
 from vocab.actions import ActionName as A
-from vocab.config import SWITCHABLE_RULES
+from vocab.anomalies import LOSING_FAULTS
+from vocab.config import ACKS_ALIASES, SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
 from vocab.trace import (
     FORMAT,
@@ -466,6 +468,27 @@ def spec_config(trace_config: dict) -> Config:
         )
     except (KeyError, TypeError, ValueError) as error:
         raise TraceError(f"header config: bad or missing {str(error)[:120]}") from None
+
+
+def given_up_of(trace_config: dict | None) -> frozenset[str]:
+    """The invariants a run's header config does not promise, as its client history shows them:
+    spec.promises of its spec Config, with the loss a crash of unflushed records may show when
+    one of LOSING_FAULTS is in its `nemesis` or `faults`. What vocab.anomalies.split reads.
+
+    A partial header (a test's {"acks": "1"}) is read as impl.trace.header_config writes one
+    for ClusterConfig() and default SimOptions with those keys set: the other settings at their
+    defaults, and no faults. A header the spec cannot read (an unknown variant, a bad value)
+    gives up nothing: every anomaly of its run is bad rather than excused by a guess.
+    """
+    header = {**ClusterConfig().to_json(), **(trace_config or {})}
+    acks = str(header.get("acks"))
+    header["acks"] = ACKS_ALIASES.get(acks, acks)
+    faults = {*(header.get("nemesis") or ()), *(header.get("faults") or ())}
+    try:
+        config = spec_config(header)
+    except TraceError:
+        return frozenset()
+    return excused_in_history(config, bool(faults & set(LOSING_FAULTS)))
 
 
 def _bool(value: object) -> bool:
