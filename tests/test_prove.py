@@ -1719,27 +1719,17 @@ def test_records_at_offset_zero_replace_an_epoch_led_without_writing():
     # which KIP-320's check skips, with an epoch-0 record. PendingLogMatching once said no
     # answered record is older than the follower's latest epoch; appending it replaces the
     # entry, and the cache agrees with the log.
-    from spec.actions import (
-        BecomeFollower,
-        BecomeLeader,
-        BrokerCrash,
-        BrokerRegister,
-        ControllerHandleBrokerFailure,
-        FollowerHandleFetchResponse,
-        FollowerSendFetch,
-        LeaderAppend,
-        LeaderHandleFetch,
-        ProducerSend,
-    )
     from spec.lemmas import CacheMatchesLog, PendingLogMatching
 
     config = _config("current", brokers=3, max_records=1, max_leader_epochs=3, max_crashes=1,
                      max_session_expiries=1)
-    run = [ProducerSend(0), LeaderAppend(0, 0, 1), FollowerSendFetch(0, 2),
-           LeaderHandleFetch(0, 0, 2), FollowerHandleFetchResponse(0, 2), BrokerCrash(0),
-           ControllerHandleBrokerFailure(0), BecomeLeader(0, 1, 1, 1),
-           ControllerHandleBrokerFailure(1), BecomeLeader(0, 2, 2, 2), BrokerRegister(1),
-           BecomeFollower(0, 1, 2, 2), FollowerSendFetch(0, 1), LeaderHandleFetch(0, 2, 1)]
+    run = [actions.ProducerSend(0), actions.LeaderAppend(0, 0, 1),
+           actions.FollowerSendFetch(0, 2), actions.LeaderHandleFetch(0, 0, 2),
+           actions.FollowerHandleFetchResponse(0, 2), actions.BrokerCrash(0),
+           actions.ControllerHandleBrokerFailure(0), actions.BecomeLeader(0, 1, 1, 1),
+           actions.ControllerHandleBrokerFailure(1), actions.BecomeLeader(0, 2, 2, 2),
+           actions.BrokerRegister(1), actions.BecomeFollower(0, 1, 2, 2),
+           actions.FollowerSendFetch(0, 1), actions.LeaderHandleFetch(0, 2, 1)]
     s = initial_state(config)
     for action in run:
         s = step(config, s, action)
@@ -1751,7 +1741,7 @@ def test_records_at_offset_zero_replace_an_epoch_led_without_writing():
     # The Z3 forms agree on this state (each is broken here without its offset-0 exception).
     breaks = _z3_breaks(config)
     assert not breaks("PendingLogMatching", s) and not breaks("SnapshotAboveCache", s)
-    after = step(config, s, FollowerHandleFetchResponse(0, 1))
+    after = step(config, s, actions.FollowerHandleFetchResponse(0, 1))
     assert after.replica(0, 1).epoch_cache == ((0, 0),) and CacheMatchesLog(config, after) is None
 
 
