@@ -25,7 +25,7 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from impl.trace import header_config
-from model_check.conformance.history import HistoryError, check_history
+from model_check.conformance.history import HistoryError, HistoryResult, check_history
 from model_check.conformance.losses import Losses, losses_of
 from model_check.conformance.policies import policy_of, timeline
 from model_check.conformance.replay import (
@@ -77,68 +77,111 @@ def final_logs(result) -> dict[int, list[int]]:
     return {int(p): [v for _, v in log] for p, log in result.final_logs.items()}
 
 
-def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: str,
-            traces: bool = False) -> RunOutcome:
-    t0 = time.perf_counter()
-    sim = simulate(config, options)
-    t1 = time.perf_counter()
-    history_lines = [json.loads(line) for node in ("producer", "consumer")
-                     for line in sim.traces.get(node, "").splitlines()
-                     if '"kind":"history"' in line]
+def lines_of(sim, nodes: tuple[str, ...], kind: str) -> list[dict]:
+    """The `kind` lines of the named nodes' traces, parsed, in node then line order."""
+    tag = f'"kind":"{kind}"'
+    return [json.loads(line) for node in nodes for line in sim.traces.get(node, "").splitlines()
+            if tag in line]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What replay says of a run: its verdict, the report a person reads, its JSON, and the
+    writes the spec's ghost state excuses (every in-sync replica lost them in crashes)."""
+
+    verdict: str  # accepted | divergence | unreadable
+    report: str
+    json: dict
+    excused: frozenset[int]
+
+    @property
+    def broken_promises(self) -> list[dict]:
+        return [v for v in self.json.get("invariant_violations", ()) if v["promised"]]
+
+
+def replayed(sim) -> Replayed:
     try:
         replay = replay_run(load_texts(sim.traces, sim.run_json()))
-        verdict = replay.verdict
-        report = format_result(replay) if verdict != "accepted" else "; ".join(
-            f"{name} violated in the replayed state, which this configuration promises: "
-            f"{detail}" for name, detail in replay.broken_promises)
-        replay_json = replay.to_json()
-        excused = set(replay.excused_values)
     except TraceError as error:
-        verdict, report, replay_json, excused = "unreadable", str(error), {}, set()
-    t2 = time.perf_counter()
-    checked = None
+        return Replayed("unreadable", str(error), {}, frozenset())
+    report = format_result(replay) if replay.verdict != "accepted" else "; ".join(
+        f"{name} violated in the replayed state, which this configuration promises: "
+        f"{detail}" for name, detail in replay.broken_promises)
+    return Replayed(replay.verdict, report, replay.to_json(), frozenset(replay.excused_values))
+
+
+@dataclass(frozen=True)
+class ClientsChecked:
+    """The clients' history checked against the final logs, less what replay excuses."""
+
+    counts: Counter  # anomalies the guarantee does not excuse, by kind
+    json: dict
+    acked: int
+    history: HistoryResult | None  # None: the history is malformed
+    # What the trace lines alone show (reads only, nothing excused): Spark's view.
+    from_traces: dict
+
+
+def clients_checked(history_lines: list[dict], logs: dict[int, list[int]],
+                    excused: frozenset[int]) -> ClientsChecked:
     try:
-        history = checked = check_history(history_lines, final_logs(sim))
-        # An anomaly that involves an excused write (lost, read before it was lost, replaced
-        # at its offset, overtaken by a later write) is the guarantee's stated exception.
-        anomalies = [a for a in history.anomalies if not excused.intersection(a.values)]
-        counts = Counter(a.kind for a in anomalies)
-        history_json = history.to_json()
-        history_json["anomalies"] = dict(counts)
-        history_json["details"] = [d for d in history_json.get("details", [])
-                                   if not excused.intersection(d.get("values", ()))]
-        acked = sum(history.acked.values())
-    except HistoryError as error:
-        counts, history_json, acked = Counter({"malformed_history": 1}), {"error": str(error)}, 0
-        anomalies = []
-    try:
-        # What the trace lines alone show (reads only, nothing excused): Spark's view.
         from_traces = {"anomalies": check_history(history_lines).to_json()["anomalies"]}
     except HistoryError as error:
         from_traces = {"error": str(error)}
-    meta = [json.loads(line) for line in sim.traces.get("meta", "").splitlines()
-            if '"kind":"event"' in line]
-    loss = losses_of(checked, excused, meta) if checked else Losses(0, (), (), None)
-    nemesis = [json.loads(line) for line in sim.traces.get("nemesis", "").splitlines()
-               if '"kind":"nemesis"' in line]
-    line = timeline(meta, config.partitions, config.min_insync_replicas, options.duration_ms,
-                    config.brokers, nemesis,
-                    {p: config.assignment(p)[0] for p in range(config.partitions)}).to_json()
-    line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
-    kip966 = [v for v in replay_json.get("invariant_violations", ())
-              if v["invariant"] in KIP966_INVARIANTS]
-    broken = [v for v in replay_json.get("invariant_violations", ()) if v["promised"]]
-    # A poll-skip is a broker bug under any configuration; an invariant the configuration
-    # does not promise broken in the replayed state is its trade-off, counted, not failed.
-    failed = (verdict != "accepted" or bool(broken)
+    try:
+        history = check_history(history_lines, logs)
+    except HistoryError as error:
+        return ClientsChecked(Counter({"malformed_history": 1}), {"error": str(error)}, 0, None,
+                              from_traces)
+    # An anomaly that involves an excused write (lost, read before it was lost, replaced at
+    # its offset, overtaken by a later write) is the guarantee's stated exception.
+    counts = Counter(a.kind for a in history.anomalies if not excused.intersection(a.values))
+    body = history.to_json()
+    body["anomalies"] = dict(counts)
+    body["details"] = [d for d in body.get("details", [])
+                       if not excused.intersection(d.get("values", ()))]
+    return ClientsChecked(counts, body, sum(history.acked.values()), history, from_traces)
+
+
+def judged(config: ClusterConfig, replay: Replayed, counts: Counter) -> tuple[bool, str]:
+    """(failed, report) of a run. A poll-skip is a broker bug under any configuration; an
+    invariant the configuration does not promise broken in the replayed state is its
+    trade-off, counted, not failed."""
+    failed = (replay.verdict != "accepted" or bool(replay.broken_promises)
               or (promises_durability(config) and bool(counts))
               or bool(counts.get(K.POLL_SKIP)))
+    report = replay.report
     if counts and not report:
         report = "; ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    return failed, report
+
+
+def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: str,
+            traces: bool = False) -> RunOutcome:
+    """One seeded run, forward: simulate, replay, check the clients' history, count the
+    losses and the time without a leader, judge."""
+    t0 = time.perf_counter()
+    sim = simulate(config, options)
+    t1 = time.perf_counter()
+    replay = replayed(sim)
+    t2 = time.perf_counter()
+    clients = clients_checked(lines_of(sim, ("producer", "consumer"), "history"),
+                              final_logs(sim), replay.excused)
+    meta = lines_of(sim, ("meta",), "event")
+    loss = (losses_of(clients.history, replay.excused, meta) if clients.history
+            else Losses(0, (), (), None))
+    line = timeline(meta, config.partitions, config.min_insync_replicas, options.duration_ms,
+                    config.brokers, lines_of(sim, ("nemesis",), "nemesis"),
+                    {p: config.assignment(p)[0] for p in range(config.partitions)}).to_json()
+    line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
+    kip966 = [v for v in replay.json.get("invariant_violations", ())
+              if v["invariant"] in KIP966_INVARIANTS]
+    failed, report = judged(config, replay, clients.counts)
+    counts, history_json, excused = clients.counts, clients.json, replay.excused
     history_json["split"] = K.split(counts, given_up_of(header_config(config, options)))
-    result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay_json,
-              "history": history_json, "history_from_traces": from_traces, "failed": failed,
-              "excused_values": sorted(excused), "losses": loss.to_json(),
+    result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay.json,
+              "history": history_json, "history_from_traces": clients.from_traces,
+              "failed": failed, "excused_values": sorted(excused), "losses": loss.to_json(),
               "policy": policy_of(config), "timeline": line}
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
@@ -148,7 +191,8 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     if traces:
         directory = (out or Path(".")).resolve() / f"run-{options.seed}"
         files = {str(directory / f"{node}.ndjson"): text for node, text in sim.traces.items()}
-    return RunOutcome(options.seed, sim.summary["events"], acked, verdict, dict(counts),
+    return RunOutcome(options.seed, sim.summary["events"], clients.acked, replay.verdict,
+                      dict(counts),
                       len(excused), t1 - t0, t2 - t1, failed, report, result,
                       len(loss.excused), loss.note(), len(loss.lost), line, len(kip966), files)
 
