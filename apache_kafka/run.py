@@ -117,29 +117,27 @@ class KafkaRun:
             return
         name = f"b{node}"
         if kind in ("crash", "controller-kill"):
-            self.stats["crashes"] += 1
             if kind == "controller-kill":
                 self.stats["controller_kills"] += 1
-            self.log("crash", name)
-            c.kill(node)
-            self.sleep_until(self.now() + length_ms)
-            self.log("restart", name)
-            c.restart(node)
+            self.down_for(node, length_ms, "crashes", ("crash", c.kill), ("restart", c.restart))
         elif kind == "pause":
-            self.stats["pauses"] += 1
-            self.log("pause", name)
-            c.pause(node)
-            self.sleep_until(self.now() + length_ms)
-            self.log("resume", name)
-            c.resume(node)
+            self.down_for(node, length_ms, "pauses", ("pause", c.pause), ("resume", c.resume))
         elif kind == "partition":
-            self.stats["partitions"] += 1
             others = [f"b{n.id}" for n in c.nodes if n.id != node]
-            self.log("partition", name, groups=[[name], others])
-            c.partition(node)
-            self.sleep_until(self.now() + length_ms)
-            self.log("heal", name)
-            c.heal(node)
+            self.down_for(node, length_ms, "partitions", ("partition", c.partition),
+                          ("heal", c.heal), groups=[[name], others])
+
+    def down_for(self, node: int, length_ms: int, stat: str, down: tuple, up: tuple,
+                 **fields) -> None:
+        """One fault on `node` for `length_ms`, counted under `stat`: `down` and then `up`, each
+        a (nemesis word, cluster action) pair, logged as it is done."""
+        name = f"b{node}"
+        self.stats[stat] += 1
+        self.log(down[0], name, **fields)
+        down[1](node)
+        self.sleep_until(self.now() + length_ms)
+        self.log(up[0], name)
+        up[1](node)
 
     def nemesis(self, end_ms: int | None) -> None:
         o = self.o

@@ -26,7 +26,7 @@ from pathlib import Path
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main as isrlab_main
-from model_check.conformance.corrupt import KINDS, read_run, write_run
+from model_check.conformance.corrupt import KINDS, leaf_paths, read_run, write_run
 
 
 def replay(files: dict, run_dir: Path) -> tuple[int | None, str]:
@@ -40,17 +40,6 @@ def replay(files: dict, run_dir: Path) -> tuple[int | None, str]:
     return code, err.getvalue()
 
 
-def _leaves(value, path):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(value, list):
-        for k, v in enumerate(value):
-            yield from _leaves(v, (*path, k))
-    else:
-        yield path
-
-
 def _random_change(files: dict, rng: random.Random, changed: list[str]) -> dict:
     files = dict(files)
     for _ in range(rng.randint(1, 3)):
@@ -58,7 +47,7 @@ def _random_change(files: dict, rng: random.Random, changed: list[str]) -> dict:
         lines = files[name].splitlines()
         i = 0 if name == "run.json" else rng.randrange(len(lines))
         body = json.loads(lines[i])
-        path = rng.choice(list(_leaves(body, ())))
+        path = rng.choice(list(leaf_paths(body)))
         target = body
         for key in path[:-1]:
             target = target[key]

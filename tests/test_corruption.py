@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from impl.config import ClusterConfig
 from impl.sim import SimOptions, simulate
 from isrlab.cli import main
-from model_check.conformance.corrupt import KINDS, Files, read_run, write_run
+from model_check.conformance.corrupt import KINDS, Files, leaf_paths, read_run, write_run
 
 pytestmark = pytest.mark.xdist_group("test_corruption")  # one worker builds its shared fixtures
 
@@ -68,17 +68,6 @@ def test_each_kind_of_corruption(kind, clean_run, tmp_path):
         assert code == 0, f"{kind.name}: rejected\n{text[:400]}"
 
 
-def _leaves(value, path=()):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _leaves(v, (*path, i))
-    else:
-        yield path, value
-
-
 _replacement = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6),
                          st.text(max_size=6), st.just([]), st.just({}))
 
@@ -96,8 +85,7 @@ def test_random_field_changes_never_end_in_a_traceback(data, clean_run, tmp_path
         else:
             i = data.draw(st.integers(0, len(lines) - 1), label="line")
         body = json.loads(lines[i])
-        leaves = list(_leaves(body))
-        path, _ = data.draw(st.sampled_from(leaves), label="field")
+        path = data.draw(st.sampled_from(list(leaf_paths(body))), label="field")
         target = body
         for key in path[:-1]:
             target = target[key]

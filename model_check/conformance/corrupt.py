@@ -366,6 +366,20 @@ def whitespace_changed(files, rng):
     return out
 
 
+
+def leaf_paths(value, path: tuple = ()):
+    """The path (keys and indices) of every scalar in a JSON value: where a fuzzer may
+    write."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaf_paths(v, (*path, k))
+    elif isinstance(value, list):
+        for k, v in enumerate(value):
+            yield from leaf_paths(v, (*path, k))
+    else:
+        yield path
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("ack of a value never sent", True, ack_of_a_value_never_sent,
          "a producer `ok` names a value no ProducerSend carried"),
