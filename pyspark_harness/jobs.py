@@ -30,13 +30,15 @@ defines them when it has no final logs (same names, same questions):
 
 Availability, per partition of a run (from the metadata store's `partitions` states):
   The partition's state holds from one change to the next; the last one until the run's end
-  (its latest `time_ms` in any line). Time is counted from the first state the store reports.
+  (its latest `time_ms` in any line, or its configured duration when later). Time is counted
+  from 0: until the store first reports a partition, its first replica leads it with every
+  replica in sync at epoch 0 (`first_states`; runs whose store wrote no trace have none).
   A broker is down from a nemesis `crash` naming it to its `restart` (or
   the run's end). `offline_ms`: no live broker leads the partition: the store names no leader
   (`no_leader_ms`, leader -1) or names one that is down. `under_min_isr_ms`: a live leader,
   but fewer ISR members than min.insync.replicas (acks=all writes refused); it never overlaps
   `offline_ms`. `elections`:
-  changes that raise the leader epoch to a live leader, after the first state. Election
+  changes that raise the leader epoch to a live leader (from epoch 0 at the start). Election
   latency: from a nemesis `crash` of the broker that led the partition
   just before it, to the first later state with a live leader and a higher leader epoch (null
   when none came before the run ended). ISR shrinks and expands: `LeaderShrinkIsr` and
@@ -157,21 +159,54 @@ def runs(headers: DataFrame) -> DataFrame:
     )
 
 
-def run_ends(events: DataFrame, history: DataFrame, nemesis: DataFrame) -> DataFrame:
-    """(run, end_ms): the latest `time_ms` of any line of the run."""
+def run_ends(events: DataFrame, history: DataFrame, nemesis: DataFrame,
+             run_table: DataFrame | None = None) -> DataFrame:
+    """(run, end_ms): the latest `time_ms` of any line of the run, or its configured
+    `duration_ms` (`runs`) when later: the run lasts that long after its last line."""
     times = (events.select("run", "time_ms")
              .unionByName(history.select("run", "time_ms"))
              .unionByName(nemesis.select("run", "time_ms")))
-    return times.groupBy("run").agg(F.max("time_ms").alias("end_ms"))
+    ends = times.groupBy("run").agg(F.max("time_ms").alias("end_ms"))
+    if run_table is None:
+        return ends
+    return ends.join(run_table.select("run", "duration_ms"), "run", "left").select(
+        "run", F.greatest("end_ms", F.col("duration_ms").cast("long")).alias("end_ms"))
 
 
 # ------------------------------------------------------------------------------------------
 # Availability
 
 
+def first_states(headers: DataFrame, metadata_node: str = METADATA_NODE) -> DataFrame:
+    """Each partition's state from the run's start, before the store reports it: replicas
+    (p + j) mod brokers for j below the replication factor (every broker without one), the
+    first of them leader, all in sync, epochs 0 (impl.config.ClusterConfig.assignment; the
+    campaign's timeline starts there too). Only for runs whose metadata store wrote a trace:
+    without one nothing says who led later. Columns as `partition_timeline`'s input, at
+    start_ms 0 and seq -1 (before any line at 0), action null."""
+    c = F.col("config")
+    runs = headers.where(F.col("node") == metadata_node).groupBy("run").agg(
+        F.min(c["partitions"]).alias("partitions"), F.min(c["brokers"]).alias("brokers"),
+        F.min(F.coalesce(c["replication_factor"], c["brokers"])).alias("replicas"))
+    runs = runs.where((F.col("partitions") > 0) & (F.col("brokers") > 0)
+                      & (F.col("replicas") > 0))
+    parts = runs.select("run", "brokers", "replicas", F.explode(
+        F.sequence(F.lit(0).cast("long"), F.col("partitions").cast("long") - 1))
+        .alias("partition"))
+    replicas = F.transform(F.sequence(F.lit(0).cast("long"), F.col("replicas").cast("long") - 1),
+                           lambda j: (F.col("partition") + j) % F.col("brokers"))
+    return parts.select("run", "partition", F.lit(0).cast("long").alias("start_ms"),
+                        F.lit(-1).cast("long").alias("seq"), F.lit(None).alias("action"),
+                        (F.col("partition") % F.col("brokers")).alias("leader"),
+                        F.lit(0).alias("leader_epoch"), replicas.alias("isr"),
+                        F.lit(0).alias("partition_epoch"))
+
+
 def partition_timeline(events: DataFrame, ends: DataFrame,
-                       metadata_node: str = METADATA_NODE) -> DataFrame:
-    """Every partition state the metadata store reported, as intervals [start_ms, end_ms).
+                       metadata_node: str = METADATA_NODE,
+                       first: DataFrame | None = None) -> DataFrame:
+    """Every partition state the metadata store reported, as intervals [start_ms, end_ms),
+    after `first` (`first_states`: each partition's state from the run's start).
 
     Columns: run, partition, start_ms, seq, end_ms, duration_ms, is_last, leader,
     leader_epoch, isr, isr_size, partition_epoch, is_election, action. The last state of a
@@ -187,6 +222,11 @@ def partition_timeline(events: DataFrame, ends: DataFrame,
                 F.col("p.leader").alias("leader"), F.col("p.leader_epoch").alias("leader_epoch"),
                 F.col("p.isr").alias("isr"), F.col("p.partition_epoch").alias("partition_epoch"))
     )
+    if first is not None:
+        # A leader can die before the store's first line about its partition: count from 0.
+        types = dict(changes.dtypes)
+        changes = changes.unionByName(first.select(
+            *(F.col(name).cast(types[name]).alias(name) for name in changes.columns)))
     order = Window.partitionBy("run", "partition").orderBy("start_ms", "seq")
     previous_epoch = F.lag("leader_epoch").over(order)
     timeline = changes.select(

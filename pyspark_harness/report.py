@@ -75,11 +75,12 @@ def compute(tables: J.Tables, replay_fn: J.ReplayFn | None = None,
     `final_logs`: `final_logs_frame` (the runs' final logs, for `writes_lost`); `given_up`:
     see GivenUp, what splits the anomalies into expected and bad."""
     run_table = J.runs(tables.headers).cache()
-    ends = J.run_ends(tables.events, tables.history, tables.nemesis).cache()
+    ends = J.run_ends(tables.events, tables.history, tables.nemesis, run_table).cache()
     # Scan the big tables once each: keep only the lines and columns the jobs read.
     events = J.relevant_events(tables.events).cache()
     history = J.relevant_history(tables.history).cache()
-    timeline = J.with_leader_down(J.partition_timeline(events, ends),
+    timeline = J.with_leader_down(J.partition_timeline(
+        events, ends, first=J.first_states(tables.headers)),
                                   J.brokers_down(tables.nemesis, ends)).cache()
     found = J.anomalies(history).cache()
     lost = J.acked_writes_lost(history, found, final_logs).cache()
@@ -679,7 +680,7 @@ def _policy_section(data: dict) -> list[str]:
             "`isr-kill-all`: every replica loses power at once). Policies: `clean` waits for an "
             "ISR member, `unclean` takes any replica, `elr` adds KIP-966's eligible leader "
             "replicas, `elr+lkl` also elects the last known leader (Kafka's default with ELR). "
-            "Fractions are of the partition time the metadata store reported.\n",
+            "Fractions are of the partition time of the runs.\n",
             _markdown_table(["policy", "nemesis", "runs", "writes_acked", "writes_lost",
                              "lost_write_rate", "lost_write_95", "offline_fraction",
                              "under_min_isr_fraction", "elections"],
@@ -795,7 +796,7 @@ def _page(data: dict, frames: dict, figures: list[str], chosen: str | None, even
         "## Per configuration\n",
         "Definitions: `pyspark_harness/jobs.py` (module docstring). Rates are lost / "
         "acknowledged writes, with a 95% Wilson interval; fractions are of the partition time "
-        "the metadata store reported.\n",
+        "of the runs.\n",
         _markdown_table(config_columns, configs),
     ]
     for name, title in (("lost_write_rate.png", "Lost acknowledged writes"),

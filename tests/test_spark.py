@@ -297,9 +297,11 @@ def test_wilson_intervals_and_the_expected_or_bad_split(spark):
 def test_availability_and_preferred_leader_tables_match_the_traces(report, lines):
     expected_isr: Counter = Counter()
     elections: Counter = Counter()
-    partitions = set()  # (run, partition) the store reported
+    partitions = set()  # (run, partition): every partition of the run's config
     preferred = []
     for run, run_lines in lines.items():
+        count = next(b for b in run_lines if b["kind"] == "header")["config"]["partitions"]
+        partitions.update((run, p) for p in range(count))
         meta = sorted(events_of(run_lines, node="meta"), key=lambda b: (b["time_ms"], b["seq"]))
         for b in meta:
             if b["action"] in (A.LEADER_SHRINK_ISR, A.LEADER_EXPAND_ISR) \
@@ -308,11 +310,11 @@ def test_availability_and_preferred_leader_tables_match_the_traces(report, lines
             if b["action"] == A.CONTROLLER_ELECT_PREFERRED_LEADER \
                     and b["outcome"] == Code.ELECTED_PREFERRED:
                 preferred.append((run, str(b["time_ms"]), str(b["args"]["partition"])))
-        epoch: dict[int, int] = {}
+        # Each partition starts at leader epoch 0: the store's first state can be an election.
+        epoch = dict.fromkeys(range(count), 0)
         for b in meta:
             for p in b["state"]["partitions"]:
-                partitions.add((run, p["partition"]))
-                if p["partition"] in epoch and p["leader"] >= 0 \
+                if p["leader"] >= 0 \
                         and p["leader_epoch"] > epoch[p["partition"]]:
                     elections[run, p["partition"]] += 1
                 epoch[p["partition"]] = p["leader_epoch"]
@@ -892,3 +894,37 @@ def test_the_ingest_counts_what_it_wrote(spark, corpus, tmp_path):
     assert result.runs == stored.where("table = 'headers'").select("run").distinct().count() == 1
     assert [(Path(f).name, n) for f, n, _ in result.malformed_examples] == [
         (node.name, len(node.read_text(encoding="utf-8").splitlines()))]
+
+
+def test_offline_time_counts_a_leader_killed_before_the_store_reports_its_partition(
+        spark, tmp_path):
+    """Each partition is led by its first replica from the run's start: seed 1004's leader of
+    partition 0 crashes at 3.7 s, the store's first line about it comes at 5 s. Spark's
+    offline and no-leader time equal the campaign's timeline (policies.timeline) run by run."""
+    campaign = tmp_path / "campaign"
+    assert isrlab(["campaign", "--seed", "1003", "--runs", "2", "--brokers", "3",
+                   "--partitions", "1", "--variant", "kip-320", "--acks", "1", "--min-isr", "1",
+                   "--unclean", "--duration", "20s", "--nemesis", "crash,partition,pause,slow",
+                   "--faults", "2", "--keep", "all", "--workers", "1", "--quiet",
+                   "--out", str(campaign)]) == 0
+    early = []  # runs whose first leader crashes before the store's first state
+    for run_dir in sorted(campaign.glob("run-*")):
+        lines = [json.loads(t) for f in ("meta", "nemesis")
+                 for t in (run_dir / f"{f}.ndjson").read_text(encoding="utf-8").splitlines()]
+        first_state = min(b["time_ms"] for b in lines if b["kind"] == "event"
+                          and b["node"] == "meta" and b["state"].get("partitions"))
+        if any(b["kind"] == "nemesis" and b["f"] == "crash" and b["target"] == "b0"
+               and b["time_ms"] < first_state for b in lines):
+            early.append(run_dir.name)
+    assert early == ["run-1004"]
+    out = tmp_path / "out"
+    assert isrlab(["analyze", str(campaign), "--runs-from", "campaign", "--out", str(out),
+                   "--master", "local[1]", "--quiet"]) == 0
+    timelines = {f"seed-{d.name.split('-')[1]}": json.loads(
+        (d / "result.json").read_text())["timeline"] for d in sorted(campaign.glob("run-*"))}
+    rows = table(out, "per_run", "run", "offline_ms", "no_leader_ms", "observed_ms")
+    assert {r: (int(o), int(n)) for r, o, n, _ in rows} == {
+        run: (t["offline_ms"], t["no_leader_ms"]) for run, t in timelines.items()}
+    assert timelines["seed-1004"]["offline_ms"] > 0
+    # The whole run is observed: 20 s of the one partition, from 0 to the configured end.
+    assert {int(ms) for _, _, _, ms in rows} == {20_000}
