@@ -14,15 +14,13 @@ import json
 import sys
 
 from isrlab.options import (
-    ACKS_CHOICES,
     SEED,
     SMALL,
     UsageError,
     absolute_path,
-    add_elr_options,
     add_expiries_option,
+    add_model_options,
     add_quiet_option,
-    add_rule_options,
     integer,
     invariant_names,
     kafka_config,
@@ -42,9 +40,7 @@ def register(sub) -> None:
                            "the configuration's trade-off); 1: a promised invariant is violated "
                            "(shortest counterexample); 2: bad usage; 3: stopped at --max-states.")
     check.add_argument("--model", choices=("kafka", "tla-compat"), default="kafka")
-    check.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
-    check.add_argument("--config", type=absolute_path, metavar="FILE.properties",
-                       help="Kafka-style config file")
+    add_model_options(check)
     for flag, kind, what in (
         ("--brokers", SMALL, "brokers, default 3"),
         ("--partitions", SMALL, "partitions, default 1"),
@@ -59,11 +55,6 @@ def register(sub) -> None:
     ):
         check.add_argument(flag, type=kind, metavar="N", help=what)
     add_expiries_option(check)
-    check.add_argument("--acks", choices=ACKS_CHOICES)
-    check.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
-                       help="unclean.leader.election.enable (default off)")
-    add_elr_options(check)
-    add_rule_options(check)
     check.add_argument("--invariant", action="append", metavar="NAME",
                        help="check only these, promised by the configuration or not")
     check.add_argument("--no-invariants", action="store_true", help="explore without checking")

@@ -9,12 +9,10 @@ import argparse
 import sys
 
 from isrlab.options import (
-    ACKS_CHOICES,
     SEED,
     SMALL,
     absolute_path,
-    add_elr_options,
-    add_rule_options,
+    add_model_options,
     integer,
     invariant_names,
     kafka_config,
@@ -30,16 +28,11 @@ def register(sub) -> None:
     fuzz.add_argument("--steps", type=integer(1, 10**5), default=50, help="max steps per run")
     fuzz.add_argument("--seed", type=SEED)
     fuzz.add_argument("--out", type=absolute_path, metavar="FILE", help="where to write the transcript")
-    fuzz.add_argument("--variant")
-    fuzz.add_argument("--config", type=absolute_path, metavar="FILE.properties")
+    add_model_options(fuzz)
     for flag, kind in (("--brokers", SMALL), ("--partitions", SMALL),
                        ("--records", integer(1, 1000)), ("--epochs", integer(1, 1000)),
                        ("--crashes", integer(0, 1000)), ("--min-isr", SMALL)):
         fuzz.add_argument(flag, type=kind, metavar="N")
-    fuzz.add_argument("--acks", choices=ACKS_CHOICES)
-    fuzz.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None)
-    add_elr_options(fuzz)
-    add_rule_options(fuzz)
     fuzz.add_argument("--invariant", action="append", metavar="NAME")
     fuzz.set_defaults(func=run, no_invariants=False, error_prefix="isrlab fuzz")
 

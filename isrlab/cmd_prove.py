@@ -18,10 +18,9 @@ from isrlab.options import (
     WORKERS,
     UsageError,
     absolute_path,
-    add_elr_options,
     add_expiries_option,
+    add_model_options,
     add_quiet_option,
-    add_rule_options,
     integer,
     kafka_config,
     progress,
@@ -43,9 +42,7 @@ def register(sub) -> None:
     mode.add_argument("--bmc", type=integer(0, 1000), metavar="K",
                       help="search K steps for a violation")
     mode.add_argument("--induction", action="store_true", help="prove the invariants inductive")
-    p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
-    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
-                   help="Kafka-style config file")
+    add_model_options(p)
     for flag, what in (
         ("--brokers", "brokers (BMC default 2, induction default 3)"),
         ("--records", "max records written (BMC; default 1)"),
@@ -58,11 +55,6 @@ def register(sub) -> None:
         p.add_argument(flag, type=integer(1, 64) if flag != "--crashes" else integer(0, 64),
                        metavar="N", help=what)
     add_expiries_option(p)
-    p.add_argument("--acks", choices=("0", "1", "all", "-1"))
-    add_rule_options(p)
-    add_elr_options(p)
-    p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
-                   help="unclean.leader.election.enable (default off)")
     p.add_argument("--invariant", action="append", metavar="NAME",
                    help="check only these (repeatable); induction default: NoCommittedDataLoss, "
                    "LogMatching, HighWatermarkBelowLogEnd")

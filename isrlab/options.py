@@ -267,6 +267,19 @@ def add_elr_options(p: argparse.ArgumentParser) -> None:
                    "leader when ISR and ELR are empty (default on, as Kafka)")
 
 
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """The protocol settings of a spec Config, shared by check, prove and fuzz: the variant, a
+    Kafka-style config file, acks, unclean election, KIP-966 and the variant's rule switches."""
+    p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
+    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
+                   help="Kafka-style config file")
+    p.add_argument("--acks", choices=ACKS_CHOICES)
+    p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
+                   help="unclean.leader.election.enable (default off)")
+    add_elr_options(p)
+    add_rule_options(p)
+
+
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
     defaults = ClusterConfig()
     p.add_argument("--seed", type=SEED, default=None, help="random seed (printed; default 1)")
