@@ -54,10 +54,12 @@ class TradeOff:
 TRADE_OFFS: tuple[TradeOff, ...] = (
     TradeOff("B10", lambda c: c.acks != "all", ("AckedWritesDurable",),
              "acks below all: the leader acknowledges a write no follower has yet"),
-    TradeOff("B9", lambda c: c.unclean_leader_election_enable, ("AckedWritesDurable", "ConsumerNeverSeesUncommitted", "LogMatching"),
+    TradeOff("B9", lambda c: c.unclean_leader_election_enable,
+             ("AckedWritesDurable", "ConsumerNeverSeesUncommitted", "LogMatching"),
              "unclean leader election: a replica outside the ISR may lead without what the "
              "ISR committed"),
-    TradeOff("B8", lambda c: not c.eligible_leader_replicas_enable, ("AckedWritesDurableKip966", "LeaderCandidatesComplete"),
+    TradeOff("B8", lambda c: not c.eligible_leader_replicas_enable,
+             ("AckedWritesDurableKip966", "LeaderCandidatesComplete"),
              "eligible leader replicas off: the last ISR member may come back from a crash "
              "without a write and lead, which only KIP-966 rules out"),
 )
@@ -81,7 +83,6 @@ def promises(config: Config, names=None) -> list[Promise]:
 def promised(config: Config, names=None) -> list[str]:
     """The names among `names` (every invariant when None) that `config` promises."""
     return [p.invariant for p in promises(config, names) if p.promised]
-
 
 
 def given_up(config: Config) -> frozenset[str]:
