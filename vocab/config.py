@@ -69,6 +69,20 @@ class Kind(StrEnum):
     VARIANT = "variant"  # one of VARIANT_NAMES
 
 
+class ConfigType(StrEnum):
+    """Kafka's `ConfigDef.Type` of an integer key: the Java type its value must fit."""
+
+    INT = "INT"  # a Java int
+    LONG = "LONG"  # a Java long
+
+
+# The values each type holds, as Java's int and long do.
+TYPE_RANGES: dict[ConfigType, tuple[int, int]] = {
+    ConfigType.INT: (-(1 << 31), (1 << 31) - 1),
+    ConfigType.LONG: (-(1 << 63), (1 << 63) - 1),
+}
+
+
 class Layer(StrEnum):
     """Which configurations a key belongs to."""
 
@@ -98,6 +112,10 @@ class Key:
     cluster: Use | None
     bound: bool = False  # an exploration bound: a guard of the model, not protocol
     doc: str = ""
+    # An integer's Java type in Kafka's ConfigDef (isrlab's own settings are INT, its
+    # exploration bounds LONG, as replay lifts them out of reach): a value outside it is
+    # refused, whatever the key's own range says.
+    type: ConfigType = ConfigType.INT
 
     @property
     def layer(self) -> Layer:
@@ -108,6 +126,11 @@ class Key:
 
 def _both(field: str, min: int | None = None, max: int | str | None = None) -> dict:
     return {"model": Use(field, min, max), "cluster": Use(field, min, max)}
+
+
+def _bound(field: str, min: int) -> dict:
+    """An exploration bound of the model."""
+    return {"model": Use(field, min), "cluster": None, "bound": True, "type": ConfigType.LONG}
 
 
 # Kafka's settings first, then the model's semantic switches and exploration bounds, then the
@@ -133,12 +156,15 @@ KEYS: tuple[Key, ...] = (
         doc="with ELR: elect the last known leader when ISR and ELR are empty (Kafka's default)"),
     Key("replica.lag.time.max.ms", Kind.INT,
         model=Use("replica_lag_time_max_ticks", 0), cluster=Use("replica_lag_time_max_ms", 1),
-        doc="how long a follower may lag before the leader shrinks the ISR (model: ticks)"),
+        doc="how long a follower may lag before the leader shrinks the ISR (model: ticks)",
+        type=ConfigType.LONG),
     Key("replica.lag.max.messages", Kind.OPTIONAL_INT,
         model=Use("replica_lag_max_messages", 1), cluster=None,
-        doc="pre-0.9 Kafka: a follower this many messages behind leaves the ISR"),
+        doc="pre-0.9 Kafka: a follower this many messages behind leaves the ISR",
+        type=ConfigType.LONG),
     Key("log.flush.interval.messages", Kind.OPTIONAL_INT,
-        **_both("log_flush_interval_messages", 1), doc="fsync after this many appends"),
+        **_both("log_flush_interval_messages", 1), doc="fsync after this many appends",
+        type=ConfigType.LONG),
     Key("leader.keeps.last.fetch", Kind.BOOL, model=Use("leader_keeps_last_fetch"), cluster=None,
         doc="a new leader's last fetch stays in flight (as on a real network)"),
     Key("recovery.truncates.epoch.cache", Kind.BOOL,
@@ -149,21 +175,16 @@ KEYS: tuple[Key, ...] = (
         "rejects; meanwhile the HW counts the maximal ISR"),
     Key("hw.over.requested.isr", Kind.BOOL, model=Use("hw_over_requested_isr"), cluster=None,
         doc="B6: while an ISR change is pending the HW counts the requested ISR"),
-    Key("max.records", Kind.INT, model=Use("max_records", 0), cluster=None, bound=True),
-    Key("max.leader.epochs", Kind.INT, model=Use("max_leader_epochs", 1), cluster=None,
-        bound=True),
-    Key("max.crashes", Kind.INT, model=Use("max_crashes", 0), cluster=None, bound=True),
-    Key("max.session.expiries", Kind.INT, model=Use("max_session_expiries", 0), cluster=None,
-        bound=True),
-    Key("max.controller.failovers", Kind.INT, model=Use("max_controller_failovers", 0),
-        cluster=None, bound=True,
+    Key("max.records", Kind.INT, **_bound("max_records", 0)),
+    Key("max.leader.epochs", Kind.INT, **_bound("max_leader_epochs", 1)),
+    Key("max.crashes", Kind.INT, **_bound("max_crashes", 0)),
+    Key("max.session.expiries", Kind.INT, **_bound("max_session_expiries", 0)),
+    Key("max.controller.failovers", Kind.INT, **_bound("max_controller_failovers", 0),
         doc="0: the controller never fails; above 0 it is a role a broker holds, failing over "
         "at most this many times"),
-    Key("max.message.drops", Kind.INT, model=Use("max_message_drops", 0), cluster=None,
-        bound=True),
-    Key("max.partition.epoch", Kind.INT, model=Use("max_partition_epoch", 0), cluster=None,
-        bound=True),
-    Key("max.ticks", Kind.INT, model=Use("max_ticks", 0), cluster=None, bound=True),
+    Key("max.message.drops", Kind.INT, **_bound("max_message_drops", 0)),
+    Key("max.partition.epoch", Kind.INT, **_bound("max_partition_epoch", 0)),
+    Key("max.ticks", Kind.INT, **_bound("max_ticks", 0)),
     Key("replica.fetch.wait.max.ms", Kind.INT, model=None,
         cluster=Use("replica_fetch_wait_max_ms", 1), doc="how long a leader parks an empty fetch"),
     Key("replica.fetch.max.bytes", Kind.INT, model=None,

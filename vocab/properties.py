@@ -10,7 +10,9 @@ Every error is one line, `FILE:LINE: key: what is wrong`, fit to print as it is.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -21,8 +23,10 @@ from vocab.config import (
     FALSE_WORDS,
     KEYS_BY_NAME,
     TRUE_WORDS,
+    TYPE_RANGES,
     UNSET_WORDS,
     VARIANT_NAMES,
+    ConfigType,
     Key,
     Kind,
     Layer,
@@ -66,18 +70,47 @@ def read_pairs(text: str, path: str = "<config>") -> list[Pair]:
     return pairs
 
 
-def load_pairs(path: str | Path) -> list[Pair]:
-    """Read a properties file; an unreadable file is a PropertiesError too."""
+# A config file is a few dozen lines; anything near this size is not one.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of this `st_mode` is when it is not a regular file (None when it is): only a
+    regular file has an end, so only one can be read safely (a FIFO or /dev/zero never ends)."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def load_pairs(path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> list[Pair]:
+    """Read a properties file; an unreadable file is a PropertiesError too, and so is anything
+    but a regular file of at most `max_bytes`."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # Non-blocking, so that opening a FIFO returns at once and is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            what = not_regular(os.fstat(handle.fileno()).st_mode)
+            if what:
+                raise PropertiesError(f"{path}: {what}, not a config file", where=str(path))
+            data = handle.read(max_bytes + 1)
     except OSError as error:
         raise PropertiesError(f"{path}: cannot read: {error.strerror}", where=str(path)) from None
+    if len(data) > max_bytes:
+        raise PropertiesError(f"{path}: larger than {max_bytes} bytes, not a config file",
+                              where=str(path))
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise PropertiesError(f"{path}: not UTF-8 text", where=str(path)) from None
     return read_pairs(text, str(path))
 
 
-_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_INTEGER = re.compile(r"-?[0-9]+")
+# More digits than any long has: refused as out of range without converting megabytes.
+_DIGITS_MAX = 19
 
 
 def shown(text: str, limit: int = 60) -> str:
@@ -85,13 +118,17 @@ def shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def parse_value(kind: Kind, raw: str) -> object:
-    """The value of one key's text; ValueError says what is wrong (without where or key)."""
+def parse_value(kind: Kind, raw: str, type: ConfigType = ConfigType.INT) -> object:
+    """The value of one key's text; ValueError says what is wrong (without where or key).
+    An integer must fit `type`, Kafka's ConfigDef type of the key."""
     text = raw.strip()
     if kind is Kind.INT or (kind is Kind.OPTIONAL_INT and text.lower() not in UNSET_WORDS):
         # ASCII digits only: int() would also take other scripts' digits and underscores.
         if not _INTEGER.fullmatch(text):
             raise ValueError(f"expected an integer, got {shown(text)}")
+        low, high = TYPE_RANGES[type]
+        if len(text.lstrip("-")) > _DIGITS_MAX or not low <= int(text) <= high:
+            raise ValueError(f"{shown(text)} does not fit Kafka's {type} type ({low}..{high})")
         return int(text)
     if kind is Kind.OPTIONAL_INT:
         return None
@@ -139,7 +176,7 @@ def settings(pairs: Iterable[Pair], layer: Layer) -> list[Setting]:
             raise PropertiesError(f"{where}: {name}: {_not_here(key, layer)}",
                                   where=where, key=name)
         try:
-            value = parse_value(key.kind, raw)
+            value = parse_value(key.kind, raw, key.type)
         except ValueError as error:
             raise PropertiesError(f"{where}: {name}: {error}", where=where, key=name) from None
         out.append(Setting(where, key, value))
@@ -165,13 +202,17 @@ def problem(key: Key, use: Use, value: object, value_of: Callable[[str], object]
         return None
     if not isinstance(value, int) or isinstance(value, bool):
         return "must be an integer"
-    low, high = use.min, use.max
-    high_text = str(high)
+    # The key's own range within its Java type's, so that every integer has both bounds.
+    type_low, type_high = TYPE_RANGES[key.type]
+    low = type_low if use.min is None else max(use.min, type_low)
+    high, high_text = use.max, str(use.max)
     if isinstance(high, str):
         high_text = f"the number of {high} ({value_of(high)})"
         high = value_of(high)
-    if (low is None or value >= low) and (high is None or value <= high):
+    if high is None or high > type_high:
+        high, high_text = type_high, f"{type_high} (Kafka's {key.type} type)"
+    if low <= value <= high:
         return None
-    if low is not None and high is not None:
-        return f"must be between {low} and {high_text}"
-    return f"must be >= {low}" if low is not None else f"must be <= {high_text}"
+    if use.max is None:  # a lower bound of its own: say the side that was crossed
+        return f"must be >= {low}" if value < low else f"must be <= {high_text}"
+    return f"must be between {low} and {high_text}"
