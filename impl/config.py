@@ -150,6 +150,14 @@ class ClusterConfig:
             raise ConfigError(f"bugs: unknown bug {unknown[0]!r} (known: {', '.join(BUGS)})")
 
     @property
+    def replica_fetch_timeout_ms(self) -> int | None:
+        """How long a follower waits for the answer to a fetch before it gives the request up
+        and fetches again (None: for ever). Kafka's fetcher times a request out after
+        replica.socket.timeout.ms, which must be at least replica.fetch.wait.max.ms; here it
+        is the long poll plus request.timeout.ms, with no key of its own."""
+        return self.replica_fetch_wait_max_ms + self.request_timeout_ms
+
+    @property
     def rules(self) -> VariantRules:
         return VARIANTS[self.variant]
 

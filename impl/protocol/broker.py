@@ -16,8 +16,12 @@ Each partition's replica follows Kafka's replication protocol with the configure
   expands it when a follower has caught up, each change a compare-and-set at the metadata
   store (`AlterIsr`); while that request is out, the partition's inputs wait (as Kafka's
   ZooKeeper-era leaders held the partition lock across the write).
-- follower: one fetch (or OffsetsForLeaderEpoch) in flight at a time to the leader in its view;
-  truncation per variant: to its HW on a leader change (`high-watermark`), by an
+- follower: one fetch (or OffsetsForLeaderEpoch) in flight at a time to the leader in its view,
+  given up after `ClusterConfig.replica_fetch_timeout_ms` (as Kafka's fetcher times out a
+  request and closes its connection) and sent again after the backoff; the next fetch's trace
+  line says which one it gave up, so replay drops that one in the spec (its `NetworkDropFetch`).
+  A leader drops a follower's parked fetch when a newer one of that follower arrives.
+  Truncation per variant: to its HW on a leader change (`high-watermark`), by an
   OffsetsForLeaderEpoch round (`epoch-end`, `epoch-end-279`), or by the diverging epoch in a
   fetch answer (`diverging-epoch`).
 
@@ -39,6 +43,7 @@ from impl.protocol.messages import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
+    RECORD_OVERHEAD,
     REQUEST_TIMED_OUT,
     UNKNOWN,
     UNKNOWN_LEADER_EPOCH,
@@ -133,7 +138,7 @@ class Replica:
     __slots__ = (
         "partition", "log", "high_watermark", "flushed", "epoch_cache", "leader",
         "leader_epoch", "isr", "partition_epoch", "truncation_pending", "fetch_in_flight",
-        "fetch_to", "fetch_seq",
+        "fetch_to", "fetch_seq", "fetch_expires_at", "gave_up_seq",
         "fetch_at", "remote_leo", "remote_broker_epoch", "caught_up_ms", "hw_sent", "parked",
         "purgatory", "alter", "alter_retry_at", "deferred",
     )
@@ -158,6 +163,8 @@ class Replica:
         self.fetch_in_flight = False
         self.fetch_to = NO_LEADER  # the broker our in-flight fetch went to
         self.fetch_seq = 0  # the number of our latest fetch (Fetch.seq)
+        self.fetch_expires_at = NEVER  # when we give up the fetch in flight
+        self.gave_up_seq = UNKNOWN  # the fetch given up since our last send, if any
         self.fetch_at = NEVER
         # Leader side, indexed by broker id.
         self.remote_leo = [UNKNOWN] * brokers
@@ -253,6 +260,8 @@ class BrokerCore:
                 deadline = min(deadline, r.alter_retry_at)
                 continue
             deadline = min(deadline, r.fetch_at)
+            if r.fetch_in_flight:
+                deadline = min(deadline, r.fetch_expires_at)
             for entry in r.parked.values():
                 deadline = min(deadline, entry[0])
             if r.purgatory:
@@ -271,6 +280,8 @@ class BrokerCore:
                 effects.append(Send(META, r.alter))
             if r.alter is not None:
                 continue  # the partition waits for its ISR change
+            if r.fetch_in_flight and now >= r.fetch_expires_at:
+                effects += self._give_up_fetch(r, now)
             if now >= r.fetch_at:
                 r.fetch_at = NEVER
                 effects += self._send_fetch(r, now)
@@ -475,6 +486,7 @@ class BrokerCore:
                 r.purgatory = deque()
                 r.truncation_pending = False
                 r.fetch_at = NEVER  # our last fetch, if any, stays in flight; its answer is dropped
+                r.gave_up_seq = UNKNOWN
                 outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
         hw_moved = self._advance_hw(r)
         effects.insert(0, self._transition(r, A.BECOME_LEADER, args, outcome, mid))
@@ -539,6 +551,12 @@ class BrokerCore:
         r.fetch_in_flight = True
         r.fetch_to = r.leader
         r.fetch_seq = (r.fetch_seq + 1) & 0x7FFFFFFF  # as Kafka's int32 correlation id
+        timeout = self.config.replica_fetch_timeout_ms
+        r.fetch_expires_at = NEVER if timeout is None else now + timeout
+        detail = None
+        if r.gave_up_seq != UNKNOWN:
+            detail = {"gave_up": r.gave_up_seq}
+            r.gave_up_seq = UNKNOWN
         if r.truncation_pending:
             request = OffsetsForLeaderEpoch(r.partition, self.broker, r.latest_cached_epoch(),
                                             r.leader_epoch, r.fetch_seq)
@@ -549,9 +567,20 @@ class BrokerCore:
             request = Fetch(r.partition, self.broker, r.leo, r.latest_cached_epoch(),
                             r.leader_epoch, self.broker_epoch, r.fetch_seq)
             outcome = Outcome(Code.FETCH_SENT, fetch_offset=r.leo)
-        t = self._transition(r, A.FOLLOWER_SEND_FETCH, {}, outcome)
+        t = self._transition(r, A.FOLLOWER_SEND_FETCH, {}, outcome, detail=detail)
         t.sends.append((broker_node(r.leader), request))
         return [t]
+
+    def _give_up_fetch(self, r: Replica, now: int) -> list:
+        """No answer within the fetch timeout: the request or its answer is lost (a dropped
+        frame, a long poll the leader let go when it took the connection for broken). Kafka's
+        fetcher fails the request, closes the connection and backs off; a late answer is
+        ignored (`fetch_seq`). The next fetch's trace line names the one given up."""
+        r.fetch_in_flight = False
+        r.fetch_expires_at = NEVER
+        r.gave_up_seq = r.fetch_seq
+        r.fetch_at = now + self.config.replica_fetch_backoff_ms
+        return [Recall(broker_node(r.fetch_to), r.partition)]
 
     def _handle_fetch_response(self, r: Replica, now: int, mid: str, m: FetchResponse) -> list:
         if not r.fetch_in_flight or m.leader != r.fetch_to or m.seq != r.fetch_seq:
@@ -643,6 +672,18 @@ class BrokerCore:
         follower = m.follower
         if not 0 <= follower < self.config.brokers or follower == self.broker:
             return []
+        effects: list = []
+        if not parked and follower in r.parked:
+            # A newer request from the follower: it gave up the parked one (timed out), which
+            # is never to be answered; the new one takes its place.
+            _, _, old_mid, _ = r.parked.pop(follower)
+            effects.append(self._transition(r, A.NETWORK_DROP_FETCH, {"follower": follower},
+                                            Outcome(Code.DROPPED), old_mid,
+                                            {"why": "superseded"}))
+        return effects + self._answer_fetch(r, now, src, mid, m, parked)
+
+    def _answer_fetch(self, r: Replica, now: int, src: str, mid: str, m, parked: bool) -> list:
+        follower = m.follower
         rules = self.rules
         base = {"follower": follower}
 
@@ -878,7 +919,15 @@ class BrokerCore:
         if m.offset > r.leo:
             return [Send(src, ConsumerFetchResponse(r.partition, OFFSET_OUT_OF_RANGE,
                                                     high_watermark=limit, offset=m.offset))]
-        records = tuple((o, r.log[o][1]) for o in range(m.offset, limit))
+        end = limit
+        if m.max_bytes >= 0:  # a Kafka client's fetch: bounded, as Kafka's answer is
+            end, size = m.offset, 0
+            while end < limit:
+                size += len(r.log[end][2]) + RECORD_OVERHEAD
+                if end > m.offset and size > m.max_bytes:
+                    break
+                end += 1
+        records = tuple((o, r.log[o][1]) for o in range(m.offset, end))
         response = ConsumerFetchResponse(r.partition, NONE, records, limit, m.offset)
         if not records:
             return [Send(src, response)]
