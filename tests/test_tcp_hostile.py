@@ -207,24 +207,8 @@ def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_pat
 # The supervisor ----------------------------------------------------------------------------------
 
 
-def _isrlab(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "isrlab.cli", *args], cwd=tcp_helpers.REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
-
-
-def _node_pids(run_dir: Path, role: str | None = None) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"impl.tcp.node" in argv and str(run_dir).encode() in argv and (
-                role is None or role.encode() in argv):
-            found.append(int(entry.name))
-    return found
+_isrlab = tcp_helpers.isrlab
+_node_pids = tcp_helpers.node_pids
 
 
 def test_a_node_that_dies_unasked_fails_the_run(tmp_path):
@@ -401,3 +385,35 @@ def test_a_node_stopped_before_the_runs_time_zero_exits(tmp_path, how):
     if alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, "the orphaned node was still running 20 s after its parent exited"
+
+
+def test_a_fault_beyond_the_runs_end_is_refused_up_front(tmp_path):
+    """A scripted fault the run never reaches would pass for a run that survived it."""
+    proc = _isrlab("cluster", "tcp", "--duration", "2", "--fault",
+                   f"{10**20}:crash:b0:100", "--trace-out", str(tmp_path / "run"))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [
+        f"isrlab cluster tcp: --fault {10**20}:crash:b0:100: starts after the run's "
+        f"2000 ms"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_kafka_port_out_of_room_is_named_by_its_own_flag(tmp_path):
+    proc = _isrlab("cluster", "tcp", "--duration", "1", "--port-base", "65534",
+                   "--trace-out", str(tmp_path / "run"))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [
+        "isrlab cluster tcp: --port-base 65534: must be 0 (any free ports) or in "
+        "1024..65533 (3 ports)"]
+
+
+@pytest.mark.parametrize("where", ["/proc/x", "/proc/x/y"])
+def test_an_output_directory_that_cannot_be_made_is_one_line(tmp_path, where):
+    proc = _isrlab("cluster", "tcp", "--duration", "1", "--trace-out", where)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and where in err, err
+    assert "producer" not in out

@@ -1,0 +1,202 @@
+"""Who may speak to a node of the TCP cluster: only processes of the run, each proving it with
+the run's key; a stranger's hello changes nothing, whatever name it claims, and no frame it
+sends reaches a core or ends a node."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+import tcp_helpers
+import trio
+
+from impl.config import ClusterConfig
+from impl.kafka import replication
+from impl.protocol.messages import FetchResponse, LeaderAndIsr
+from impl.protocol.meta import MetaCore
+from impl.tcp import TcpOptions, framing, run_cluster
+from impl.tcp import supervisor as supervisor_module
+from impl.tcp.supervisor import Processes
+from vocab.actions import ActionName as A
+
+# Real processes on real sockets with timeouts: run alone, not beside a second test worker.
+pytestmark = pytest.mark.serial
+
+KEY = bytes(range(32))
+# A replication frame whose envelope is JSON nested 30,000 deep: 60 KB.
+DEEP = tcp_helpers.raw_frame(bytes([replication.MARK]) + struct.pack(">H", 60_000)
+                             + b"[" * 30_000 + b"]" * 30_000)
+
+
+def _final(tmp_path: Path, node: str) -> dict:
+    return json.loads((tmp_path / node / "final.json").read_text())["partitions"]["0"]
+
+
+async def _send_as_stranger(port: int, frames: bytes) -> None:
+    """Connect, send `frames` at once as a stranger does (without waiting to be asked
+    anything), read whatever comes back until the node closes the connection (2 s at most)."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(frames)
+        with trio.move_on_after(2):
+            while await stream.receive_some(65536):
+                pass
+
+
+def _lone_follower(tmp_path: Path, attack) -> str:
+    """Broker b1 of two, alone (b0 and the metadata store are not running, so its first fetch
+    to b0 stays in flight); `attack(ports)` runs against it, then b1 stops. b1's log."""
+    procs = Processes(tmp_path, KEY)
+
+    async def scenario() -> None:
+        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, KEY, "b1", 2)
+        await listener.aclose()
+        await trio.sleep(0.3)  # b1 has sent its fetch
+        await attack(ports)
+        await trio.sleep(0.3)
+        assert procs.alive("b1")
+        assert await tcp_helpers.stop_one_broker(procs, ports, KEY, "b1") == {"ack": "stop"}
+
+    return tcp_helpers.run_and_read_broker_log(procs, scenario, tmp_path, "b1")
+
+
+def test_a_hello_as_b0_without_the_key_cannot_append_forged_records(tmp_path):
+    epoch = MetaCore(ClusterConfig(brokers=2)).initial_view(0).leader_epoch
+
+    async def attack(ports) -> None:
+        # Every fetch number a first fetch could have: one of them is b1's.
+        forged = b"".join(framing.encode_message("b0", f"b0:m{seq}", 0, FetchResponse(
+            0, 0, epoch, "records", records=((epoch, 99, b"forged"),), high_watermark=1,
+            fetch_offset=0, seq=seq)) for seq in range(20))
+        await _send_as_stranger(ports["b1"], framing.encode_frame({"hello": "b0"}) + forged)
+
+    log = _lone_follower(tmp_path, attack)
+    final = _final(tmp_path, "b1")
+    assert final["committed"] == [] and final["high_watermark"] == 0
+    assert final["leader"] == 0 and final["leader_epoch"] == epoch
+    refusals = [line for line in log.splitlines() if "refusing" in line]
+    assert len(refusals) == 1, log
+    assert "Traceback" not in log
+
+
+def test_a_hello_as_the_metadata_store_cannot_make_a_leader(tmp_path):
+    async def attack(ports) -> None:
+        forged = framing.encode_message("meta", "meta:m1", 0,
+                                        LeaderAndIsr(0, 1, 50, (1,), 50, 0))
+        for hello in ({"hello": "meta"}, {"hello": "meta", "proof": "00" * 32}):
+            await _send_as_stranger(ports["b1"], framing.encode_frame(hello) + forged)
+
+    log = _lone_follower(tmp_path, attack)
+    final = _final(tmp_path, "b1")
+    assert (final["leader"], final["leader_epoch"]) == (0, 0)
+    assert len([line for line in log.splitlines() if "refusing" in line]) == 2, log
+
+
+def test_spoofed_hellos_do_not_break_the_followers_fetches(tmp_path):
+    """A stranger says hello as each follower to every broker and hangs up: the leader must
+    not take its followers' own connections for broken (that dropped their parked fetches,
+    and the followers, never told, stopped fetching: ISR shrunk, acks=all writes failed)."""
+    run_dir = tmp_path / "run"
+    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "7", "--duration", "5",
+                              "--trace-out", str(run_dir))
+    try:
+        ports = tcp_helpers.run_ports(run_dir, time.monotonic() + 30)
+        time.sleep(0.5)
+        brokers = sorted(n for n in ports if n.startswith("b"))
+        for target in brokers:
+            for claimed in brokers:
+                if claimed == target:
+                    continue
+                with socket.create_connection(("127.0.0.1", ports[target])) as spoof:
+                    spoof.sendall(framing.encode_frame({"hello": claimed}))
+                    time.sleep(0.01)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    drops = [line for path in sorted(run_dir.glob("b*.ndjson"))
+             for line in path.read_text().splitlines() if A.NETWORK_DROP_FETCH in line]
+    assert drops == []
+    summary = json.loads((run_dir / "run.json").read_text())["summary"]
+    assert summary["isr_shrinks"] == 0 and summary["writes_failed"] == 0, summary
+    assert summary["writes_acked"] > 20
+    assert proc.returncode == 0, err
+
+
+def test_a_deep_envelope_to_every_port_is_one_line_and_the_run_ends(tmp_path):
+    """60 KB of nesting in a replication envelope raised RecursionError past the decoder's
+    catch: a broker died of it, and sent to the consumer's port it ended the whole run."""
+    run_dir = tmp_path / "run"
+    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "8", "--duration", "4",
+                              "--trace-out", str(run_dir))
+    try:
+        ports = tcp_helpers.run_ports(run_dir, time.monotonic() + 30)
+        for port in ports.values():
+            with socket.create_connection(("127.0.0.1", port)) as bad:
+                bad.sendall(DEEP)
+                bad.settimeout(10)
+                while bad.recv(65536):
+                    pass
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert (run_dir / "run.json").exists()
+    assert "Traceback" not in err
+    for node in ("meta", "b0", "b1", "b2"):
+        log = (run_dir / f"{node}.log").read_text()
+        assert "Traceback" not in log
+        assert len([line for line in log.splitlines() if "unknown peer" in line]) == 1, log
+    assert len([line for line in err.splitlines() if "unknown peer" in line]) == 2, err
+
+
+def test_the_run_key_is_in_no_environment_command_line_or_file(tmp_path, monkeypatch):
+    """The key reaches each node (a restarted one too) on a pipe: not in /proc/PID/environ or
+    cmdline, where any local user can read it, nor in any file the run leaves."""
+    handed_out: list[bytes] = []
+
+    def token_bytes(n: int = 32) -> bytes:
+        handed_out.append(bytes(range(100, 100 + n)))
+        return handed_out[-1]
+
+    monkeypatch.setattr(supervisor_module, "secrets", types.SimpleNamespace(
+        token_bytes=token_bytes, token_hex=lambda n=32: token_bytes(n).hex()))
+    run_dir = tmp_path / "run"
+    seen: dict[int, bytes] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in tcp_helpers.node_pids(run_dir):
+                try:
+                    seen[pid] = (Path(f"/proc/{pid}/environ").read_bytes()
+                                 + Path(f"/proc/{pid}/cmdline").read_bytes())
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        options = TcpOptions(seed=2, duration_ms=3_000, faults=((800, "crash", "b1", 400),))
+        summary = run_cluster(ClusterConfig(), options, run_dir)
+    finally:
+        done.set()
+        watcher.join()
+    assert summary["crashes"] == 1 and summary["node_failures"] == []
+    assert len(handed_out) == 1
+    key = handed_out[0]
+    forms = [key, key.hex().encode(), key.hex().upper().encode()]
+    assert len(seen) == 5, "every node and the restarted b1 were seen"
+    for pid, text in seen.items():
+        assert not any(form in text for form in forms), pid
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    for path in files:
+        data = path.read_bytes()
+        assert not any(form in data for form in forms), path
