@@ -37,6 +37,11 @@ class BadBatch(ValueError):
     """Bytes that are not whole, uncorrupted v2 batches: one line naming what."""
 
 
+class TooLarge(BadBatch):
+    """Batches over the caps `read` was given (checked from the batch headers, before any
+    record is parsed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One batch as read. `records` is (offset, key, value) per record, or None for a
@@ -100,12 +105,15 @@ def write(rows) -> bytes:
     return b"".join(out)
 
 
-def read(data) -> list[Batch]:
-    """Every batch of `data`, each CRC32C verified; BadBatch otherwise."""
+def read(data, max_records: int | None = None, max_batch_bytes: int | None = None
+         ) -> list[Batch]:
+    """Every batch of `data`, each CRC32C verified; BadBatch otherwise. TooLarge when a batch
+    is over `max_batch_bytes` or the batches' record counts add up to over `max_records`."""
     data = bytes(data)
     out = []
     position, total = 0, len(data)
     read_varint = _read_varint
+    records_left = max_records
     try:
         while position < total:
             if total - position < _HEAD.size + _REST.size:
@@ -115,11 +123,21 @@ def read(data) -> list[Batch]:
                 raise BadBatch(f"not a record batch v2 (magic {magic})")
             end = position + _LENGTH_BEFORE + length
             rest_at = position + _REST_AT
+            if max_batch_bytes is not None and _LENGTH_BEFORE + length > max_batch_bytes:
+                raise TooLarge(f"a batch of {_LENGTH_BEFORE + length} bytes (cap "
+                               f"{max_batch_bytes})")
             if length < 9 + _REST.size or end > total:
                 raise BadBatch("batch length runs past the data")
             if crc32c.crc32c(data[rest_at:end]) != crc:
                 raise BadBatch("CRC32C mismatch")
             attributes, _, _, _, producer_id, _, _, count = _REST.unpack_from(data, rest_at)
+            if count < 0:
+                raise BadBatch(f"record count {count}")
+            if records_left is not None:
+                # The count is the sender's word; the records are checked against it below.
+                records_left -= count
+                if records_left < 0:
+                    raise TooLarge(f"over {max_records} records")
             if attributes & COMPRESSION:
                 out.append(Batch(base, epoch, attributes, producer_id, None))
                 position = end

@@ -37,6 +37,21 @@ NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADA
          API_VERSIONS: "ApiVersions", INIT_PRODUCER_ID: "InitProducerId",
          OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch"}
 
+# Decoding limits. Only a Produce carries bulk (its record batches); every other request names
+# topics and partitions, and this broker serves one topic of a few partitions, so a small frame
+# is plenty, and decoding one costs well under a millisecond per kilobyte.
+SOCKET_REQUEST_MAX_BYTES = 16 << 20  # a Produce frame (Kafka's socket.request.max.bytes: 100 MiB)
+SMALL_REQUEST_MAX_BYTES = 256 << 10  # any other request
+# Entries one request may name, counted after decoding (Kafka has no such cap): each costs an
+# answer entry, so these bound the work and the response of any one request.
+MAX_REQUEST_TOPICS = 1000
+MAX_REQUEST_PARTITIONS = 1000
+
+
+def request_max_bytes(api_key: int) -> int:
+    """The largest request frame (without its size prefix) served for `api_key`."""
+    return SOCKET_REQUEST_MAX_BYTES if api_key == PRODUCE else SMALL_REQUEST_MAX_BYTES
+
 
 class BadRequest(ValueError):
     """A frame that cannot be answered as its API: the connection is closed with a log line.
@@ -81,6 +96,9 @@ def parse_request(frame: bytes) -> Request:
     api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
     if api_key not in SUPPORTED:
         raise BadRequest(f"unsupported API key {api_key}", api_key, api_version, correlation_id)
+    if len(frame) > request_max_bytes(api_key):
+        raise BadRequest(f"{NAMES[api_key]} of {len(frame)} bytes (cap "
+                         f"{request_max_bytes(api_key)})", api_key, api_version, correlation_id)
     low, high = SUPPORTED[api_key]
     if not low <= api_version <= high:
         if api_key == API_VERSIONS:
@@ -99,7 +117,29 @@ def parse_request(frame: bytes) -> Request:
     if size + used != len(frame):
         raise BadRequest(f"{NAMES[api_key]} v{api_version}: {len(frame) - size - used} bytes "
                          "after the request body", api_key, api_version, correlation_id)
+    topics, partitions = entries(body)
+    if topics > MAX_REQUEST_TOPICS or partitions > MAX_REQUEST_PARTITIONS:
+        raise BadRequest(f"{NAMES[api_key]} v{api_version} names {topics} topics and "
+                         f"{partitions} partitions (caps {MAX_REQUEST_TOPICS} and "
+                         f"{MAX_REQUEST_PARTITIONS})", api_key, api_version, correlation_id)
     return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def entries(body) -> tuple[int, int]:
+    """(topics, partitions) a request body names: the entries of its top-level lists, and of
+    the lists inside those entries. Every request served here lists topics, each listing its
+    partitions (Fetch also lists forgotten topics; ApiVersions and InitProducerId list none)."""
+    topics = partitions = 0
+    for f in fields(body):
+        value = getattr(body, f.name)
+        if type(value) is not tuple:
+            continue
+        topics += len(value)
+        for entry in value:
+            if is_dataclass(entry):
+                partitions += sum(len(getattr(entry, g.name)) for g in fields(entry)
+                                  if type(getattr(entry, g.name)) is tuple)
+    return topics, partitions
 
 
 # Responses ----------------------------------------------------------------------------------

@@ -19,6 +19,14 @@ A produce request must use the cluster's `acks` (`isrlab cluster tcp --acks`): t
 replay checks against has one acks level per run, so any other level is answered with
 INVALID_REQUIRED_ACKS and nothing is written. An acks=0 request gets no answer, so one the door
 refuses closes its connection instead, as Kafka's broker does.
+
+Bounds. What one request may cost is capped, so that no client holds the core's thread (the
+one that answers replication and heartbeats) for long: the codec caps a request's bytes and
+entries; here a produce request carries at most `MAX_PRODUCE_RECORDS` records (the rest of it is
+answered MESSAGE_TOO_LARGE), a batch at most `MESSAGE_MAX_BYTES`, and a fetch answer at most
+`FETCH_MAX_BYTES` (`MAX_PARTITION_FETCH_BYTES` per partition), which the core is asked to
+honour so it never serves (and traces) more. A partition named twice in one Produce or Fetch
+is answered INVALID_REQUEST for the repeats.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from impl.kafka.codec import (
     encode_response,
 )
 from impl.protocol.messages import (
+    RECORD_OVERHEAD,
     ConsumerFetch,
     ConsumerFetchResponse,
     Produce,
@@ -52,9 +61,17 @@ from vocab.outcomes import KAFKA_ERROR_NUMBERS, Code
 
 HOST = "127.0.0.1"
 NUMBERED = 10**15
-ERRORS = {"NONE": 0, **{e.value: n for e, n in KAFKA_ERROR_NUMBERS.items()}}
+ERRORS = {"NONE": 0, "MESSAGE_TOO_LARGE": 10,
+          **{e.value: n for e, n in KAFKA_ERROR_NUMBERS.items()}}
 ACKS = {-1: "all", 1: "1", 0: "0"}
 EARLIEST, LATEST = -2, -1
+MESSAGE_MAX_BYTES = 1048588  # Kafka's message.max.bytes (its default): one batch at most
+MAX_PRODUCE_RECORDS = 10_000  # records of one produce request (Kafka caps bytes only)
+FETCH_MAX_BYTES = 1 << 20  # one fetch answer's records (Kafka's fetch.max.bytes: 50 MiB)
+# One partition's records in an answer: the request's partition_max_bytes (the consumer's
+# max.partition.fetch.bytes, 1 MiB by default) at most this, so that the core's ConsumerServe
+# trace line, about 22 bytes a record, stays near 200 KB even for one-byte records.
+MAX_PARTITION_FETCH_BYTES = 256 << 10
 
 
 @dataclass
@@ -166,7 +183,8 @@ class KafkaDoor:
         brokers = [{"node_id": b, "host": HOST, "port": port, "rack": None}
                    for b, port in sorted(self.kafka_ports.items())]
         asked = request.body.topics
-        names = [self.topic] if asked is None else [t.name for t in asked]
+        # Each name once, as Kafka answers a set of topics.
+        names = [self.topic] if asked is None else list(dict.fromkeys(t.name for t in asked))
         topics = []
         for name in names:
             if name != self.topic:
@@ -220,15 +238,23 @@ class KafkaDoor:
         results: list[tuple[str, int, int, str | None]] = []  # topic, partition, records, error
         inputs = []
         awaited = 0  # ProduceResponses the core will send
+        seen: set[tuple[str, int]] = set()
+        records_left = MAX_PRODUCE_RECORDS
         for topic in body.topic_data:
             for part in topic.partition_data:
                 p = part.index
                 error = self._produce_error(topic.name, p, acks)
+                if (topic.name, p) in seen:
+                    error = "INVALID_REQUEST"
+                seen.add((topic.name, p))
                 values: list[int] = []
                 payloads: list[bytes] = []
                 if error is None:
                     try:
-                        read = batches.read(part.records or b"")
+                        read = batches.read(part.records or b"", records_left,
+                                            MESSAGE_MAX_BYTES)
+                    except batches.TooLarge:
+                        error = "MESSAGE_TOO_LARGE"
                     except batches.BadBatch:
                         error = "CORRUPT_MESSAGE"
                     else:
@@ -240,6 +266,7 @@ class KafkaDoor:
                         else:
                             payloads = [v or b"" for b in read for _, _, v in b.records]
                             values = [self._value(v) for v in payloads]
+                            records_left -= len(values)
                 if values and not self.core.tracing:
                     # Throughput runs (no traces): the whole batch in one append.
                     inputs.append((None, Produce(p, tuple(values), tuple(payloads), acks)))
@@ -324,26 +351,41 @@ class KafkaDoor:
         body = request.body
         asked = []  # (topic, partition, offset, max_bytes, error)
         inputs = []
+        seen: set[tuple[str, int]] = set()
+        # The answer's bytes: the request's max_bytes (v3+) within the broker's cap.
+        answer_max = max(0, min(getattr(body, "max_bytes", FETCH_MAX_BYTES), FETCH_MAX_BYTES))
         for topic in body.topics:
             for part in topic.partitions:
                 p = part.partition
                 error, _ = self._leading(topic.topic, p, part)
-                asked.append((topic.topic, p, part.fetch_offset, part.partition_max_bytes, error))
+                if (topic.topic, p) in seen:
+                    error = "INVALID_REQUEST"
+                seen.add((topic.topic, p))
+                if error is None and part.fetch_offset < 0:
+                    error = "OFFSET_OUT_OF_RANGE"
+                max_bytes = max(0, min(part.partition_max_bytes, MAX_PARTITION_FETCH_BYTES,
+                                       answer_max))
+                asked.append((topic.topic, p, part.fetch_offset, max_bytes, error))
                 if error is None:
-                    inputs.append((None, ConsumerFetch(p, part.fetch_offset)))
+                    inputs.append((None, ConsumerFetch(p, part.fetch_offset, max_bytes)))
 
         def finish(answers, timed_out=False):
             got = {a.partition: a for a in answers if type(a) is ConsumerFetchResponse}
             topics: dict[str, list] = {}
+            room = answer_max  # what is left of the answer's bytes
             for name, p, _offset, max_bytes, error in asked:
-                a = got.get(p)
+                a = got.get(p) if error is None else None
                 records = b""
                 hw = -1
-                if error is None and a is not None:
+                if a is not None:
                     error = a.error
                     hw = a.high_watermark
-                    if error == "NONE" and a.records:
-                        records = self._records(p, a.records, max_bytes)
+                    if error == "NONE" and a.records and (room > 0 or room == answer_max):
+                        # As KIP-74: the first partition with records gets one record even
+                        # when that record alone is over the caps.
+                        records = self._records(p, a.records, min(max_bytes, room),
+                                                room == answer_max)
+                        room -= len(records)
                 topics.setdefault(name, []).append({
                     "partition_index": p, "error_code": ERRORS.get(error or "NONE", -1),
                     "high_watermark": hw, "last_stable_offset": hw, "log_start_offset": 0,
@@ -356,7 +398,8 @@ class KafkaDoor:
 
         return Step(inputs=inputs, pending=Pending(request, len(inputs), finish))
 
-    def _records(self, p: int, served: tuple, max_bytes: int) -> bytes:
+    def _records(self, p: int, served: tuple, max_bytes: int, first: bool) -> bytes:
+        """The served records as batches, up to `max_bytes` (one at least when `first`)."""
         log = self.core.replicas[p].log
         out = []
         size = 0
@@ -364,8 +407,8 @@ class KafkaDoor:
             epoch, stored, payload = log[offset]
             if stored != value:
                 break  # the log moved under the answer (not within one synchronous step)
-            size += len(payload) + 24
-            if out and size > max(max_bytes, 1):
+            size += len(payload) + RECORD_OVERHEAD
+            if (out or not first) and size > max_bytes:
                 break
             out.append((offset, epoch, None, payload))
         return batches.write(out)

@@ -211,6 +211,12 @@ class ProduceResponse(Message):
 class ConsumerFetch(Message):
     partition: int
     offset: int
+    # The answer's size cap: payload bytes plus RECORD_OVERHEAD per record, the first record
+    # served whatever its size (as Kafka's fetch.max.bytes, KIP-74); -1: up to the HW.
+    max_bytes: int = -1
+
+
+RECORD_OVERHEAD = 24  # bytes a record costs in a fetch answer beyond its payload, about
 
 
 @dataclass(frozen=True, slots=True)
