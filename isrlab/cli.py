@@ -27,10 +27,30 @@ COMMANDS = ("scenario", "check", "fuzz", "analyze", "campaign", "cluster", "prov
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit code 2."""
+    """argparse, but a usage error is one line and exit code 2, naming each option by one
+    spelling."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._typed = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {self._one_name(message)}\n")
+
+    def _one_name(self, message: str) -> str:
+        """argparse names an option with several spellings by all of them
+        (`--out/--trace-out`); name the one the user typed (or abbreviated), else the first."""
+        typed = [word.split("=", 1)[0] for word in getattr(self, "_typed", ())
+                 if word.startswith("-")]
+        for action in self._actions:
+            names = action.option_strings
+            if len(names) < 2 or "/".join(names) not in message:
+                continue
+            used = next((name for word in typed for name in names if word == name), None) or \
+                next((name for word in typed for name in names
+                      if word.startswith("--") and name.startswith(word)), names[0])
+            message = message.replace("/".join(names), used)
+        return message
 
 
 def build_parser() -> argparse.ArgumentParser:

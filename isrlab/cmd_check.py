@@ -17,16 +17,16 @@ from isrlab.options import (
     SEED,
     SMALL,
     UsageError,
-    absolute_path,
     add_expiries_option,
     add_model_options,
     add_quiet_option,
     integer,
     invariant_names,
     kafka_config,
-    output_file,
+    output_file_path,
     progress,
     workers_or_auto,
+    write_output,
 )
 
 
@@ -90,14 +90,14 @@ def register(sub) -> None:
                        help="simulation: number of traces")
     check.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_option(check)
-    check.add_argument("--itf", type=absolute_path, metavar="FILE",
+    check.add_argument("--itf", type=output_file_path, metavar="FILE",
                        help="write the counterexample as an ITF trace")
-    check.add_argument("--junit", type=absolute_path, metavar="FILE",
+    check.add_argument("--junit", type=output_file_path, metavar="FILE",
                        help="write a JUnit XML report")
-    check.add_argument("--html", type=absolute_path, metavar="FILE",
+    check.add_argument("--html", type=output_file_path, metavar="FILE",
                        help="write the counterexample as a space-time view (one HTML file: a "
                        "lane per process, messages as arrows, per step the fields that changed)")
-    check.add_argument("--mermaid", type=absolute_path, metavar="FILE",
+    check.add_argument("--mermaid", type=output_file_path, metavar="FILE",
                        help="write the counterexample as a Mermaid sequence diagram")
     check.add_argument("--drive", action="store_true", help="drive the counterexample through "
                        "the reference broker of the same variant (as isrlab drive)")
@@ -171,10 +171,6 @@ def run(args: argparse.Namespace) -> int:
         unchecked,
     )
 
-    output_file("--itf", args.itf)
-    output_file("--junit", args.junit)
-    output_file("--html", args.html)
-    output_file("--mermaid", args.mermaid)
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)
@@ -208,21 +204,23 @@ def run(args: argparse.Namespace) -> int:
                              max_depth=args.max_depth, workers=args.workers,
                              symmetry=not args.no_symmetry, check_invariants=bool(names),
                              progress=search_progress(shown), reduction=reduction)
+    # The files are written after the result is printed: a failed write (a full disk) costs
+    # the file, not the search's outcome.
+    outputs = []
     if args.itf and result.violation:
-        with open(args.itf, "w", encoding="utf-8") as out:
-            json.dump(itf_trace(model, result), out, indent=1)
+        outputs.append(("--itf", args.itf, lambda: json.dumps(itf_trace(model, result), indent=1)))
     if args.junit:
-        with open(args.junit, "w", encoding="utf-8") as out:
-            out.write(junit_xml(model, variant, result, names, not_checked))
+        outputs.append(("--junit", args.junit,
+                        lambda: junit_xml(model, variant, result, names, not_checked)))
     if (args.html or args.mermaid) and result.violation:
         from model_check.explore.spacetime import timeline, to_html, to_mermaid
 
         view = timeline(model, result, f"{variant}: {result.violation.invariant} after "
                         f"{len(result.violation.trace) - 1} steps")
-        for path, render in ((args.html, to_html), (args.mermaid, to_mermaid)):
+        for flag, path, render in (("--html", args.html, to_html),
+                                   ("--mermaid", args.mermaid, to_mermaid)):
             if path:
-                with open(path, "w", encoding="utf-8") as out:
-                    out.write(render(view))
+                outputs.append((flag, path, lambda render=render: render(view)))
     body = result_json(model, variant, result, not_checked)
     driven = None
     if args.drive and result.violation:
@@ -242,4 +240,7 @@ def run(args: argparse.Namespace) -> int:
         if driven is not None:
             print()
             print(driven.render("the counterexample", verbose=False))
+    sys.stdout.flush()
+    for flag, path, text in outputs:
+        write_output(flag, path, text())
     return exit_code(model, result)

@@ -14,10 +14,13 @@ Everything is written under ./isrlab-demo/ (the corpus, the report, the failing 
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sys
 import time
 from pathlib import Path
+
+from isrlab.options import OutputError, output_dir, shown_path
 
 ROOT = Path(__file__).resolve().parent.parent
 B1 = ROOT / "tests" / "testdata" / "b1_hw_truncation.txt"
@@ -152,10 +155,25 @@ def _spark_part(corpus: Path) -> int:
 def register(sub) -> None:
     p = sub.add_parser("demo", help="the main job on embedded defaults",
                        description=__doc__.splitlines()[0])
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, error_prefix="isrlab demo")
+
+
+# Failures of the place written to, not of the demo: one line, not a traceback.
+_STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
 
 
 def run(args) -> int:
+    output_dir(f"./{OUT}", str(OUT.absolute()))
+    try:
+        return _run()
+    except OSError as error:
+        if error.errno not in _STORAGE_ERRORS:
+            raise
+        where = shown_path(str(error.filename or OUT))
+        raise OutputError(f"./{OUT}: cannot write {where}: {error.strerror}") from None
+
+
+def _run() -> int:
     start = time.perf_counter()
     OUT.mkdir(exist_ok=True)
     _spec_part()

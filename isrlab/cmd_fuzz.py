@@ -6,18 +6,23 @@ Exit 0: no violation found; 1: a violation (written as a scenario transcript); 2
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from isrlab.options import (
     SEED,
     SMALL,
-    absolute_path,
     add_model_options,
     integer,
     invariant_names,
     kafka_config,
     output_file,
+    output_file_path,
+    write_output,
 )
+
+# Where the transcript goes without --out: the directory the user is in.
+DEFAULT_OUT = "fuzz-counterexample.txt"
 
 
 def register(sub) -> None:
@@ -27,7 +32,8 @@ def register(sub) -> None:
     fuzz.add_argument("--examples", type=integer(1, 10**7), default=100, help="number of runs")
     fuzz.add_argument("--steps", type=integer(1, 10**5), default=50, help="max steps per run")
     fuzz.add_argument("--seed", type=SEED)
-    fuzz.add_argument("--out", type=absolute_path, metavar="FILE", help="where to write the transcript")
+    fuzz.add_argument("--out", type=output_file_path, metavar="FILE",
+                      help=f"where to write the transcript (default ./{DEFAULT_OUT})")
     add_model_options(fuzz)
     for flag, kind in (("--brokers", SMALL), ("--partitions", SMALL),
                        ("--records", integer(1, 1000)), ("--epochs", integer(1, 1000)),
@@ -41,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from model_check.explore.fuzz import fuzz
     from spec import INVARIANTS
 
-    output_file("--out", args.out)
+    out = args.out or os.path.abspath(DEFAULT_OUT)
+    output_file("--out", out)
     config = kafka_config(args)
     names = invariant_names(args, list(INVARIANTS))
     seed = args.seed if args.seed is not None else 0
@@ -62,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for number, action in enumerate(result.actions, start=1):
         print(f"  {number:>3}. {action}")
     if result.transcript is not None:
-        out = args.out or "fuzz-counterexample.txt"
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write(result.transcript)
+        write_output("--out", out, result.transcript)
         status = "reproduces" if result.reproduced else "DOES NOT reproduce"
         print(f"transcript written to {out} ({status}: isrlab scenario {out})")
     return 1

@@ -15,15 +15,19 @@ import json
 import sys
 
 from isrlab.options import (
+    SEED,
     WORKERS,
     UsageError,
-    absolute_path,
     add_expiries_option,
     add_model_options,
     add_quiet_option,
+    input_file,
     integer,
     kafka_config,
+    output_file_path,
     progress,
+    read_input,
+    write_output,
 )
 
 BMC_DEFAULTS = dict(brokers=2, max_records=1, max_leader_epochs=2, max_crashes=1)
@@ -77,12 +81,12 @@ def register(sub) -> None:
     p.add_argument("--houdini", action="store_true",
                    help="induction: infer more lemmas (Houdini over a grammar of candidates, "
                    "filtered by reachable states; docs/prove.md), then check them all")
-    p.add_argument("--lemmas-file", type=absolute_path, metavar="FILE.json",
+    p.add_argument("--lemmas-file", type=input_file(), metavar="FILE.json",
                    help="induction: check these inferred lemmas (a JSON list of names, as "
                    "--save-lemmas writes) instead of searching")
-    p.add_argument("--save-lemmas", type=absolute_path, metavar="FILE.json",
+    p.add_argument("--save-lemmas", type=output_file_path, metavar="FILE.json",
                    help="--houdini: write the inferred lemmas' names here")
-    p.add_argument("--seed", type=integer(0), default=1,
+    p.add_argument("--seed", type=SEED, default=1,
                    help="--houdini: seed of the random runs that filter candidates")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_option(p)
@@ -135,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     lemmas = [] if args.no_lemmas else (args.lemma or proof_lemmas(invariants, config))
     added = [x for name in args.add_lemma or [] for x in LAYERS.get(name, (name,))]
     lemmas = list(dict.fromkeys([*lemmas, *added]))
+    inferred_names = None  # written after the outcome is printed, which a failed write keeps
     try:
         if args.bmc is not None:
             with progress(args, "BMC depths", total=args.bmc + 1) as shown:
@@ -147,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
                 config, invariants, lemmas, found, cache_slots=args.cache_slots or 3,
                 seed=args.seed, log=None if args.json or args.quiet else _progress,
                 classify_states=args.max_states)
-            if args.save_lemmas is not None and search is not None:
-                _write_lemmas(args.save_lemmas, [c.name for c in search.lemmas])
+            if search is not None:
+                inferred_names = [c.name for c in search.lemmas]
         else:
             with progress(args, "induction: action instances asked") as shown:
                 outcome = prove.induction(config, invariants, lemmas,
@@ -162,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(prove.to_json(outcome, config), sort_keys=True))
     else:
         print(prove.summary(outcome, config))
+    if args.save_lemmas is not None and inferred_names is not None:
+        sys.stdout.flush()
+        _write_lemmas(args.save_lemmas, inferred_names)
     if outcome.result == "cti":
         reachable = outcome.cti is not None and outcome.cti.classification == "reachable"
         return 1 if reachable else 3
@@ -177,10 +185,7 @@ def _lemmas_file(path: str, brokers: int):
     from model_check.prove import houdini
 
     try:
-        with open(path, encoding="utf-8") as f:
-            names = json.load(f)
-    except OSError as error:
-        raise UsageError(f"--lemmas-file {path}: {error.strerror}") from None
+        names = json.loads(read_input("--lemmas-file", path))
     except ValueError as error:
         raise UsageError(f"--lemmas-file {path}: not JSON ({error})") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -192,9 +197,4 @@ def _lemmas_file(path: str, brokers: int):
 
 
 def _write_lemmas(path: str, names: list[str]) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(names, f, indent=1)
-            f.write("\n")
-    except OSError as error:
-        raise UsageError(f"--save-lemmas {path}: {error.strerror}") from None
+    write_output("--save-lemmas", path, json.dumps(names, indent=1) + "\n")

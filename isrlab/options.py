@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
+import tempfile
 from pathlib import Path
 
 from impl.config import BUGS, VARIANTS, ClusterConfig
@@ -21,11 +23,15 @@ from vocab.config import (
     ConfigError,
     Layer,
 )
-from vocab.properties import load_pairs, settings
+from vocab.properties import MAX_CONFIG_BYTES, load_pairs, not_regular, settings
 
 
 class UsageError(Exception):
     """Bad usage the command line cannot catch by itself; `isrlab` prints it and exits 2."""
+
+
+class OutputError(UsageError):
+    """An output file could not be written (a full disk, say): one line, exit 2."""
 
 
 ACKS_CHOICES = (*ACKS_LEVELS, *ACKS_ALIASES)
@@ -41,16 +47,27 @@ def shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+# Java's long: the widest integer any flag takes (a seed, a count), as Kafka's LONG.
+LONG_MAX = (1 << 63) - 1
+
+
 def integer(lo: int, hi: int | None = None):
     """An argparse type: a plain ASCII integer in [lo, hi] (Python's int() would also take
-    other scripts' digits, underscores and spaces)."""
+    other scripts' digits, underscores and spaces); without `hi`, at most LONG_MAX."""
+    top = LONG_MAX if hi is None else hi
+
     def parse(text: str) -> int:
         if not _INTEGER.fullmatch(text):
             raise argparse.ArgumentTypeError(f"{shown(text)} is not an integer")
-        value = int(text)
-        if value < lo or (hi is not None and value > hi):
-            span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-            raise argparse.ArgumentTypeError(f"{value} is out of range ({span})")
+        # More digits than a long has: out of range, without converting megabytes of them.
+        value = int(text) if len(text) <= 40 else None
+        if value is None or value < lo or value > top:
+            shown_value = shown(text) if value is None else value
+            if hi is not None:
+                span = f"{lo}..{hi}"
+            else:
+                span = f">= {lo}" if value is not None and value < lo else f"<= {top}"
+            raise argparse.ArgumentTypeError(f"{shown_value} is out of range ({span})")
         return value
     parse.__name__ = "integer"
     return parse
@@ -85,6 +102,210 @@ def absolute_path(text: str) -> str:
 absolute_path.__name__ = "path"
 
 
+# Files --------------------------------------------------------------------------------------------
+#
+# A path flag is checked where the options are parsed, before any work: an input must be a
+# regular file (a FIFO or /dev/zero would never end, a directory is not a file) no larger than
+# its cap; an output must be a place a file (or directory) can be written, not a device, not
+# under /proc or /sys. `write_output` then turns a failed write (a full disk) into one line.
+
+# Inputs read whole (transcripts, lemma lists): far above any real one, far below the memory.
+MAX_INPUT_BYTES = 64 << 20
+# Pseudo-filesystems: a write there changes the kernel's settings or fails half-way.
+SYSTEM_ROOTS = ("/proc", "/sys")
+
+
+def shown_path(path: str) -> str:
+    """A path in an error line: quoted, cut short only when absurdly long."""
+    return shown(path, limit=256)
+
+
+def input_problem(path: str, max_bytes: int = MAX_INPUT_BYTES) -> str | None:
+    """Why `path` cannot be read as an input file (None when it can): os.stat, before any
+    open, so that nothing blocks on a FIFO or reads a device."""
+    try:
+        st = os.stat(path)
+    except OSError as error:
+        return f"{shown_path(path)}: {error.strerror}"
+    what = not_regular(st.st_mode)
+    if what:
+        return f"{shown_path(path)} is {what}, not a regular file"
+    if st.st_size > max_bytes:
+        return f"{shown_path(path)} is {st.st_size} bytes, more than the {max_bytes} this reads"
+    return None
+
+
+def input_file(max_bytes: int = MAX_INPUT_BYTES):
+    """An argparse type for an input file flag: an existing regular file of at most
+    `max_bytes`, made absolute (as `absolute_path`)."""
+    def parse(text: str) -> str:
+        path = absolute_path(text)
+        why = input_problem(path, max_bytes)
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return path
+    parse.__name__ = "file"
+    return parse
+
+
+CONFIG_FILE = input_file(MAX_CONFIG_BYTES)
+
+
+def check_input(flag: str, path: str, max_bytes: int = MAX_INPUT_BYTES) -> None:
+    """Refuse an input file as `input_file` does, for a path that is not parsed by a type
+    (a positional list, say): a UsageError naming the flag."""
+    why = input_problem(path, max_bytes)
+    if why:
+        raise UsageError(f"{flag}: {why}")
+
+
+def read_input(flag: str, path: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """An input file's UTF-8 text; anything else is one UsageError line naming the flag. The
+    checks are made again on the open file: a file swapped for a FIFO since is refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            what = not_regular(os.fstat(handle.fileno()).st_mode)
+            if what:
+                raise UsageError(f"{flag}: {shown_path(path)} is {what}, not a regular file")
+            data = handle.read(max_bytes + 1)
+    except OSError as error:
+        raise UsageError(f"{flag}: {shown_path(path)}: {error.strerror}") from None
+    if len(data) > max_bytes:
+        raise UsageError(f"{flag}: {shown_path(path)} is more than the {max_bytes} bytes this reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{flag}: {shown_path(path)} is not UTF-8 text") from None
+
+
+def _system_root(path: str) -> str | None:
+    real = os.path.realpath(path)
+    return next((root for root in SYSTEM_ROOTS
+                 if real == root or real.startswith(root + os.sep)), None)
+
+
+def _cannot_write_in(directory: str) -> str | None:
+    """Why no file can be made in `directory` (None when one can): a real attempt, since
+    os.access says yes to root on a read-only filesystem."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return None
+    except OSError as error:
+        return f"cannot write in {shown_path(directory)}: {error.strerror}"
+
+
+def output_file_problem(path: str) -> str | None:
+    """Why `path` cannot be written as an output file (None when it can)."""
+    root = _system_root(path)
+    if root:
+        return f"{shown_path(path)} is under {root}, not a place for a file"
+    target = Path(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as error:
+        return f"{shown_path(path)}: {error.strerror}"
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            return f"{shown_path(path)} is a directory"
+        what = not_regular(st.st_mode)
+        if what:
+            return f"{shown_path(path)} is {what}, not a regular file"
+    parent = target.parent
+    if not parent.is_dir():
+        return f"{shown_path(str(parent))} is not a directory"
+    why = _cannot_write_in(str(parent))
+    if why:
+        return why
+    if st is not None:
+        try:  # opening for append writes nothing and says whether a write would be allowed
+            os.close(os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC))
+        except OSError as error:
+            return f"{shown_path(path)} is not writable: {error.strerror}"
+    return None
+
+
+def output_dir_problem(path: str) -> str | None:
+    """Why `path` cannot be (made and) written as an output directory (None when it can)."""
+    root = _system_root(path)
+    if root:
+        return f"{shown_path(path)} is under {root}, not a place for a directory"
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        return f"{shown_path(path)} exists and is not a directory"
+    existing = target
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot write in {shown_path(str(existing))}: not a directory"
+    return _cannot_write_in(str(existing))
+
+
+def output_file_path(text: str) -> str:
+    """An argparse type for an output file flag: absolute, and writable (`output_file_problem`)
+    before any work is done."""
+    path = absolute_path(text)
+    why = output_file_problem(path)
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return path
+
+
+output_file_path.__name__ = "file"
+
+
+def output_dir_path(text: str) -> str:
+    """An argparse type for an output directory flag: absolute, and writable
+    (`output_dir_problem`) before any work is done."""
+    path = absolute_path(text)
+    why = output_dir_problem(path)
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return path
+
+
+output_dir_path.__name__ = "directory"
+
+
+def write_output(flag: str, path: str, text: str) -> None:
+    """Write an output file whole: into a temporary file beside it, renamed over it once
+    written, so that a failed write (a full disk) leaves no half file and any old one as it
+    was. Any OSError is an OutputError, one line naming the flag and the path."""
+    real = os.path.realpath(path)  # through a symlink, not over it
+    try:
+        st = os.stat(real)
+    except OSError:
+        st = None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # Not a file to replace (a device the caller let through): written in place.
+            with open(real, "w", encoding="utf-8") as out:
+                out.write(text)
+            return
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".isrlab-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                os.fchmod(out.fileno(), st.st_mode & 0o777 if st else 0o666 & ~_umask())
+            os.replace(temporary, real)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+    except OSError as error:
+        raise OutputError(f"{flag}: cannot write {shown_path(path)}: {error.strerror}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def add_quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (ISRLAB_NO_PROGRESS=1 does the same)")
@@ -99,32 +320,16 @@ def progress(args: argparse.Namespace, what: str, total: int | None = None):
 
 def output_file(flag: str, path: str | None) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
-    if path is None:
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise UsageError(f"{flag}: {shown(path)} is a directory")
-    parent = target.parent
-    if not parent.is_dir():
-        raise UsageError(f"{flag}: {shown(str(parent))} is not a directory")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{flag}: cannot write in {shown(str(parent))}")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise UsageError(f"{flag}: {shown(path)} is not writable")
+    why = None if path is None else output_file_problem(path)
+    if why:
+        raise UsageError(f"{flag}: {why}")
 
 
 def output_dir(flag: str, path: str | None) -> None:
     """Refuse an output directory that cannot be made or written, before any work is done."""
-    if path is None:
-        return
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise UsageError(f"{flag}: {shown(path)} exists and is not a directory")
-    existing = target
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"{flag}: cannot write in {shown(str(existing))}")
+    why = None if path is None else output_dir_problem(path)
+    if why:
+        raise UsageError(f"{flag}: {why}")
 
 
 def acks_level(flag: str | None) -> str | None:
@@ -271,7 +476,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     """The protocol settings of a spec Config, shared by check, prove and fuzz: the variant, a
     Kafka-style config file, acks, unclean election, KIP-966 and the variant's rule switches."""
     p.add_argument("--variant", help="hw-truncation, kip-101, kip-279, kip-320, current")
-    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
+    p.add_argument("--config", type=CONFIG_FILE, metavar="FILE.properties",
                    help="Kafka-style config file")
     p.add_argument("--acks", choices=ACKS_CHOICES)
     p.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=None,
@@ -302,7 +507,7 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                    help="log.flush.interval.messages (default: never flush on append)")
     p.add_argument("--faults", type=SMALL, default=1, metavar="N",
                    help="faults at once (default 1: a majority stays healthy; with --nemesis)")
-    p.add_argument("--config", type=absolute_path, metavar="FILE.properties",
+    p.add_argument("--config", type=CONFIG_FILE, metavar="FILE.properties",
                    help="Kafka-style settings; flags given beside it win")
     p.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help=f"switch on a seeded implementation bug: {', '.join(BUGS)}")

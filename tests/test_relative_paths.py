@@ -82,12 +82,19 @@ PATH_FLAGS = {"--trace-out", "--out", "--config", "--itf", "--junit", "--html", 
 
 def test_every_path_flag_is_made_absolute_where_it_is_parsed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").mkdir()
     seen = []
     for where, flag, action in _path_actions(build_parser()):
         if flag not in PATH_FLAGS or where == "isrlab analyze":
             continue  # analyze's flags are pyspark_harness's, which resolves --out itself
         seen.append(f"{where} {flag}")
         assert action.type is not None, f"{where} {flag} keeps a relative path"
+        # A file flag's type checks the file (an input must exist); a directory's, that no
+        # file is in its way.
+        if getattr(action.type, "__name__", "") == "file":
+            (tmp_path / "x" / "y").write_text("")
+        else:
+            (tmp_path / "x" / "y").unlink(missing_ok=True)
         assert action.type("x/y") == str(tmp_path / "x" / "y"), f"{where} {flag}"
     assert "isrlab cluster tcp --trace-out" in seen and "isrlab campaign --out" in seen
 

@@ -1,0 +1,7 @@
+"""`python -m isrlab`: the `isrlab` console script, for an environment without it."""
+
+import sys
+
+from isrlab.cli import main
+
+sys.exit(main())
