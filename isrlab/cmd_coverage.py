@@ -53,6 +53,11 @@ def register(sub) -> None:
     p.set_defaults(func=run, error_prefix="isrlab coverage")
 
 
+# Config key -> the flag of this command that sets it.
+_FLAGS = {"variant": "--variant", "brokers": "--brokers", "acks": "--acks",
+          "min.insync.replicas": "--min-isr"}
+
+
 def run(args) -> int:
     from impl.config import ClusterConfig
     from isrlab.options import UsageError
@@ -63,7 +68,9 @@ def run(args) -> int:
         cluster = ClusterConfig(brokers=args.brokers, variant=args.variant, acks=args.acks,
                                 min_insync_replicas=args.min_isr)
     except ConfigError as error:
-        raise UsageError(str(error)) from None
+        # Named by the flag that set the value, not by its config key.
+        flag = _FLAGS.get(error.key or "")
+        raise UsageError(f"{flag}: {error}" if flag else str(error)) from None
     config = coverage.graph_config(
         cluster, max_records=args.records, max_leader_epochs=args.epochs,
         max_crashes=args.crashes, max_session_expiries=args.expiries, max_ticks=0,

@@ -90,7 +90,7 @@ def register(sub) -> None:
                    help="--houdini: seed of the random runs that filter candidates")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_option(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, error_prefix="isrlab prove")
 
 
 def _config(args: argparse.Namespace):

@@ -367,7 +367,11 @@ def kafka_config(args: argparse.Namespace, base=None):
         "last_known_leader_election_enable": getattr(args, "last_known_leader", None),
         "log_flush_interval_messages": getattr(args, "flush", None),
     }
-    config = config.replace(**{k: v for k, v in flags.items() if v is not None})
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        config = config.replace(**given)
+    except ConfigError as error:
+        raise _flag_error(error, given, args.config) from None
     without = getattr(args, "without", None) or []
     with_ = getattr(args, "with_rules", None) or []
     if set(without) & set(with_):
@@ -386,6 +390,33 @@ def kafka_config(args: argparse.Namespace, base=None):
             **{rule: False for rule in sorted(set(without))},
             **{rule: True for rule in sorted(set(with_))}))
     return config
+
+
+# A spec Config field -> the flag of check, prove and fuzz that sets it.
+MODEL_FLAGS = {
+    "brokers": "--brokers", "partitions": "--partitions",
+    "replication_factor": "--replication-factor", "max_records": "--records",
+    "max_leader_epochs": "--epochs", "max_crashes": "--crashes",
+    "max_session_expiries": "--expiries", "max_controller_failovers": "--controller-failovers",
+    "acks": "--acks", "min_insync_replicas": "--min-isr",
+    "log_flush_interval_messages": "--flush",
+}
+
+
+def _flag_error(error: ConfigError, given: dict, config_file: str | None) -> ConfigError:
+    """A value refused by the config, named by the flag that set it (`--min-isr:
+    min.insync.replicas: ...`), or by the flag that moved its bound when the key came from
+    the file (`--brokers 2` under a file's `min.insync.replicas=3`)."""
+    key = KEYS_BY_NAME.get(error.key or "")
+    if key is None or key.model is None:
+        return error
+    if key.model.field in given and key.model.field in MODEL_FLAGS:
+        return ConfigError(f"{MODEL_FLAGS[key.model.field]}: {error}", key=error.key)
+    bound = KEYS_BY_NAME.get(key.model.max) if isinstance(key.model.max, str) else None
+    if bound is not None and bound.model.field in given and bound.model.field in MODEL_FLAGS:
+        where = f" (set in {config_file})" if config_file else ""
+        return ConfigError(f"{MODEL_FLAGS[bound.model.field]}: {error}{where}", key=error.key)
+    return error
 
 
 def add_expiries_option(p: argparse.ArgumentParser) -> None:
@@ -536,6 +567,14 @@ def cluster_config(args: argparse.Namespace) -> ClusterConfig:
         key = KEYS_BY_NAME.get(error.key or "")
         bound = key.cluster.max if key and key.cluster else None
         line = where.get(error.key or "") or (where.get(bound) if isinstance(bound, str) else None)
+        # A rule between two keys (session.timeout.ms over heartbeat.interval.ms): the line of
+        # the other key it names, when only that one came from the file.
+        line = line or next((at for name, at in where.items()
+                             if re.search(rf"\b{re.escape(name)}\b", str(error))), None)
         if line:
             raise ConfigError(f"{line}: {error}", key=error.key) from None
+        flag = next((f"--{dest.replace('_', '-')}" for dest, name in CLUSTER_FLAGS
+                     if name == error.key and getattr(args, dest) is not None), None)
+        if flag:
+            raise ConfigError(f"{flag}: {error}", key=error.key) from None
         raise
