@@ -9,11 +9,32 @@ wall clock and every random choice comes from one `random.Random(seed)`, so a se
 commit give the same trace bytes every time.
 
 The network: a link is cut by a partition (messages sent across it are lost, both ends learn
-the connection broke) or slowed; a crashed node loses what was in flight to and from it.
+the connection broke) or slowed; a crashed node loses what was in flight to and from it. The
+exception is the controller's LeaderAndIsr to a live broker: it waits for the link to heal, as
+Kafka's controller queues its requests to each broker and sends one until it is answered,
+dropping the queue only when the broker dies (a KRaft broker fetches the metadata log again).
+Without that, a broker cut off while its partition changed leader kept its old view for ever.
+The driven cluster of `model_check` (which never calls `run`) loses it, as the spec may.
 The nemesis: crash (kill -9: the unflushed suffix is lost; restart after a while), pause (a
 GC pause: the node handles nothing, its session may expire), partition (one broker cut off
 from everyone, or from the metadata store only), slow (extra delay on a broker's links).
+Message faults, each on one broker's messages for a while at a rate drawn from the seed:
+drop (a replication message, Fetch or its answer, is lost and neither end is told, as when
+one end takes a connection for broken: traced as a drop), duplicate (a message arrives twice;
+the transport delivers each message id once and discards the copy, since TCP never
+duplicates and the spec has no duplicates), delay (a link between the broker and one other
+node is slowed; FIFO per link is kept, as over TCP). Only replication messages are dropped:
+the reference store sends a LeaderAndIsr or an answer once, relying on connections that
+break loudly, where a KRaft broker pulls the metadata log again.
 By default one fault at a time, so a majority always stays healthy (`max_faults` allows more).
+
+Liveness (as TigerBeetle's VOPR): at `duration_ms` every fault still on heals at once (crashed
+brokers restart, paused ones resume, cut links and message faults heal), and within
+`liveness_ms` every partition must have a leader and its whole replica set in the store's ISR
+and acknowledge a write sent after the heal; the run stops when it does, and otherwise fails
+with the summary's `liveness` line naming each partition that did not. A full ISR can always
+return here: no fault destroys a broker's disk, and a broker that comes back rejoins (after
+an unclean election it truncates first).
 """
 
 from __future__ import annotations
@@ -30,6 +51,9 @@ from impl.protocol.clients import ConsumerCore, ProducerCore
 from impl.protocol.effects import apply_effects, trace_drop
 from impl.protocol.messages import (
     Fetch,
+    FetchResponse,
+    History,
+    LeaderAndIsr,
     OffsetsForLeaderEpoch,
     Recall,
     Transition,
@@ -47,9 +71,13 @@ from vocab.outcomes import Code
 # isr-kill-all: every replica of the partition loses power at once (a site outage) and they come
 # back one by one after their sessions expired: no replica is left that kept everything.
 ISR_KILLS = ("isr-kill", "isr-kill-process", "isr-kill-all")
-NEMESIS_KINDS = ("crash", "partition", "pause", "slow", *ISR_KILLS)
+MESSAGE_FAULTS = ("drop", "duplicate", "delay")
+NEMESIS_KINDS = ("crash", "partition", "pause", "slow", *ISR_KILLS, *MESSAGE_FAULTS)
+# Messages a drop fault may lose: a follower gives up a fetch it gets no answer to.
+DROPPABLE = (Fetch, OffsetsForLeaderEpoch, FetchResponse)
+LIVENESS_CHECK_MS = 100  # how often the liveness phase looks at the cluster
 
-_DELIVER, _TIMER, _WRITE, _NEMESIS, _UNREACHABLE = range(5)
+_DELIVER, _TIMER, _WRITE, _NEMESIS, _UNREACHABLE, _CHECK = range(6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +97,8 @@ class SimOptions:
     # the other brokers only), slow.
     faults: tuple[tuple[int, str, str, int], ...] = ()
     torn_writes: bool = True
+    # After the faults heal at duration_ms, how long the cluster has to recover (0: no check).
+    liveness_ms: int = 10_000
     # Spec rules the run is judged without (written in the header for replay): a directed run
     # of a planted bug that is one of them switched off (vocab.config.BUG_RULES).
     spec_rules_off: tuple[str, ...] = ()
@@ -143,8 +173,19 @@ class Simulation:
         self.spins: dict[str, int] = {}  # a core whose deadline never moves is a bug: stop
         self.next_value = 1
         self.faulted: set[str] = set()  # brokers under a fault now
+        self.active: dict[tuple[str, str], None] = {}  # (kind, target) of faults on now
+        self.lossy: dict[str, float] = {}  # broker -> drop rate of its replication messages
+        self.duplicating: dict[str, float] = {}  # broker -> rate of its messages sent twice
+        self.delayed: dict[frozenset, int] = {}  # link -> extra delay ms
+        self.delivered: set[str] = set()  # message ids delivered (or lost): copies discarded
+        self.holding = False  # whether LeaderAndIsr waits out a cut link (set by `run`)
+        self.held: dict[str, list[tuple[str, object]]] = {}  # broker -> (id, LeaderAndIsr)
+        self.healed_at: int | None = None  # when the liveness phase began
+        self.acked_since_heal: set[int] = set()  # partitions with a write acknowledged since
+        self.live_after_ms: int | None = None
         self.stats = {"elections": 0, "isr_shrinks": 0, "isr_expands": 0, "crashes": 0,
-                      "pauses": 0, "partitions": 0, "dropped_messages": 0, "events": 0}
+                      "pauses": 0, "partitions": 0, "dropped_messages": 0, "events": 0,
+                      "message_faults": 0, "duplicated_messages": 0, "duplicates_discarded": 0}
         for node in self.cores:
             self._schedule_timer(node)
         self._push(options.write_interval_ms, _WRITE, None)
@@ -179,8 +220,17 @@ class Simulation:
     # Running ---------------------------------------------------------------------------------
 
     def run(self) -> SimResult:
-        end = self.options.duration_ms
-        while self.queue and self.queue[0][0] <= end:
+        self.holding = True
+        self._run_until(self.options.duration_ms)
+        if self.options.liveness_ms:
+            self.now = max(self.now, self.options.duration_ms)
+            self._heal_all()
+            self._push(self.now, _CHECK, None)
+            self._run_until(self.healed_at + self.options.liveness_ms)
+        return self._result()
+
+    def _run_until(self, end: int) -> None:
+        while self.queue and self.queue[0][0] <= end and self.live_after_ms is None:
             time, _, kind, data = heapq.heappop(self.queue)
             self.now = time
             if kind == _DELIVER:
@@ -208,7 +258,11 @@ class Simulation:
                 src, dst = data
                 if hasattr(self.cores[src], "on_disconnected"):
                     self._input(src, lambda core, dst=dst: core.on_disconnected(self.now, dst))
-        return self._result()
+            elif kind == _CHECK:
+                if not self._not_live():
+                    self.live_after_ms = self.now - self.healed_at
+                else:
+                    self._push(self.now + LIVENESS_CHECK_MS, _CHECK, None)
 
     def _input(self, node: str, call) -> None:
         """Hand an input to a node's core (queued while it is paused) and apply the effects."""
@@ -223,24 +277,49 @@ class Simulation:
 
     def _apply(self, node: str, effects: list) -> None:
         apply_effects(effects, self.now, self.traces[node], _NodeEffects(self, node))
+        if self.healed_at is not None and node == "producer":
+            for effect in effects:
+                if type(effect) is History and effect.body.get("type") == "ok":
+                    self.acked_since_heal.add(effect.body["partition"])
 
     def _count(self, t: Transition) -> None:
         for key, n in event_counts(t.action, t.outcome, t.outcome_args).items():
             self.stats[key] += n
 
+    def _waits(self, src: str, dst: str, message) -> bool:
+        """Whether a message that cannot travel now waits for the link (see the module doc)."""
+        return (self.holding and src == "meta" and type(message) is LeaderAndIsr
+                and bool(self.alive.get(dst)))
+
     def _send(self, src: str, dst: str, mid: str, message) -> None:
+        if frozenset((src, dst)) in self.cut and self._waits(src, dst, message):
+            self.held.setdefault(dst, []).append((mid, message))
+            return
         if not self.alive.get(dst) or frozenset((src, dst)) in self.cut:
             self._drop(src, dst, mid, message, "unreachable")
             # As a TCP connect fails: the sender learns the peer is unreachable.
             self._push(self.now + 1, _UNREACHABLE, (src, dst))
             return
+        if self.lossy and type(message) in DROPPABLE:
+            rate = max(self.lossy.get(src, 0.0), self.lossy.get(dst, 0.0))
+            if rate and self.rng.random() < rate:
+                self._drop(src, dst, mid, message, "nemesis")  # neither end is told
+                return
         low, high = self.options.link_delay_ms
         delay = self.rng.randint(low, high) + self.slow.get(src, 0) + self.slow.get(dst, 0)
+        if self.delayed:
+            delay += self.delayed.get(frozenset((src, dst)), 0)
         link = (src, dst)
         at = max(self.now + delay, self.link_last.get(link, 0))  # FIFO, as over TCP
         self.link_last[link] = at
         self.in_flight.setdefault(link, {})[mid] = message
-        self._push(at, _DELIVER, (src, dst, mid, message, self.link_gen.get(link, 0)))
+        gen = self.link_gen.get(link, 0)
+        self._push(at, _DELIVER, (src, dst, mid, message, gen))
+        if self.duplicating:
+            rate = max(self.duplicating.get(src, 0.0), self.duplicating.get(dst, 0.0))
+            if rate and self.rng.random() < rate:
+                self.stats["duplicated_messages"] += 1
+                self._push(at + self.rng.randint(0, high), _DELIVER, (src, dst, mid, message, gen))
 
     def _recall(self, src: str, recall: Recall) -> None:
         """A follower's request to its old leader dies with the fetcher's connection, if it
@@ -270,6 +349,10 @@ class Simulation:
         trace_drop(self.traces["nemesis"], self.now, src, dst, mid, message, why)
 
     def _deliver(self, src: str, dst: str, mid: str, message, gen: int) -> None:
+        if mid in self.delivered:
+            self.stats["duplicates_discarded"] += 1
+            return  # a copy: the transport hands each message id over once
+        self.delivered.add(mid)
         if gen != self.link_gen.get((src, dst), 0):
             return  # lost (and logged) when the link broke
         if mid in self.recalled:
@@ -287,7 +370,10 @@ class Simulation:
             for link in ((node, peer), (peer, node)):
                 self.link_gen[link] = self.link_gen.get(link, 0) + 1
                 for mid, message in self.in_flight.pop(link, {}).items():
-                    self._drop(link[0], link[1], mid, message, "connection lost")
+                    if self._waits(link[0], link[1], message):
+                        self.held.setdefault(link[1], []).append((mid, message))
+                    else:
+                        self._drop(link[0], link[1], mid, message, "connection lost")
                 # Messages waiting unread at a paused receiver die with the connection too
                 # (the spec's crash loses every message to and from the crashed broker).
                 src, dst = link
@@ -295,7 +381,8 @@ class Simulation:
                     kept = []
                     for call in self.backlog[dst]:
                         held = getattr(call, "message", None)
-                        if held is not None and held[0] == src:
+                        if (held is not None and held[0] == src
+                                and not self._waits(src, dst, held[2])):
                             self._drop(src, dst, held[1], held[2], "connection lost")
                         else:
                             kept.append(call)
@@ -310,6 +397,8 @@ class Simulation:
 
     def _nemesis(self, data) -> None:
         opts = self.options
+        if self.healed_at is not None:
+            return  # the liveness phase: every fault has healed, and no new one starts
         if data is not None and data[0] == "start":
             _, kind, target, length = data
             self.faulted.add(target)
@@ -368,6 +457,7 @@ class Simulation:
     def _start_fault(self, kind: str, target: str, length: int) -> None:
         log = self.traces["nemesis"]
         others = [n for n in self.cores if n != target]
+        self.active[(kind, target)] = None
         if kind in ("crash", "crash-process"):
             self.stats["crashes"] += 1
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "crash", "target": target})
@@ -398,11 +488,24 @@ class Simulation:
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "slow", "target": target,
                        "delay_ms": delay})
             self.slow[target] = delay
+        elif kind in MESSAGE_FAULTS:
+            self.stats["message_faults"] += 1
+            line = {"kind": "nemesis", "time_ms": self.now, "f": kind, "target": target}
+            if kind == "delay":
+                peer = self.rng.choice(sorted(n for n in (*self.brokers, "meta") if n != target))
+                line.update(groups=[[target], [peer]], delay_ms=self.rng.randint(20, 1500))
+                self.delayed[frozenset((target, peer))] = line["delay_ms"]
+            else:
+                # The rate is the seed's; the nemesis line format has no field for it.
+                rate = self.rng.uniform(0.05, 0.5)
+                (self.lossy if kind == "drop" else self.duplicating)[target] = rate
+            log.other(line)
         self._push(self.now + length, _NEMESIS, (kind, target))
 
     def _heal(self, data) -> None:
         kind, target = data
         log = self.traces["nemesis"]
+        self.active.pop((kind, target), None)
         if kind in ("crash", "crash-process"):
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "restart", "target": target})
             self._restart(target)
@@ -420,9 +523,50 @@ class Simulation:
         elif kind.startswith("partition"):
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
             self.cut = {c for c in self.cut if target not in c}
+            for dst in sorted(self.held):
+                if frozenset(("meta", dst)) not in self.cut:
+                    for mid, message in self.held.pop(dst):
+                        self._send("meta", dst, mid, message)
         elif kind == "slow":
             log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
             self.slow.pop(target, None)
+        elif kind in MESSAGE_FAULTS:
+            log.other({"kind": "nemesis", "time_ms": self.now, "f": "heal", "target": target})
+            self.lossy.pop(target, None)
+            self.duplicating.pop(target, None)
+            self.delayed = {link: ms for link, ms in self.delayed.items() if target not in link}
+
+    def _heal_all(self) -> None:
+        """The end of the faults: every one still on heals now, and none starts after."""
+        for kind, target in list(self.active):
+            self._heal((kind, target))
+        for node in self.brokers:  # a crash whose fault line was not the seeded nemesis's
+            if not self.alive[node]:
+                self._heal(("crash", node))
+        self.faulted.clear()
+        self.healed_at = self.now
+
+    def _end_ms(self) -> int:
+        """When the run ended: at its duration, or when the liveness phase ended."""
+        if self.healed_at is None:
+            return self.options.duration_ms
+        if self.live_after_ms is not None:
+            return self.healed_at + self.live_after_ms
+        return self.healed_at + self.options.liveness_ms
+
+    def _not_live(self) -> list[str]:
+        """What keeps the cluster from having recovered: per partition, a leader missing, a
+        replica missing from the store's ISR, or no write acknowledged since the heal."""
+        problems = []
+        for p, ps in enumerate(self.meta.partitions):
+            replicas = sorted(self.config.assignment(p))
+            if ps.leader < 0 or not self.alive[broker_node(ps.leader)]:
+                problems.append(f"p{p}: no leader")
+            elif sorted(ps.isr) != replicas:
+                problems.append(f"p{p}: ISR {sorted(ps.isr)} of {replicas}")
+            elif p not in self.acked_since_heal:
+                problems.append(f"p{p}: no write acknowledged")
+        return problems
 
     def _crash(self, node: str) -> None:
         self.alive[node] = False
@@ -442,6 +586,8 @@ class Simulation:
                                 Code.CRASHED, {}, state, [], None, {"torn_bytes": torn_bytes})
         self.cores[node] = core
         self._break_links(node, [n for n in self.cores if n != node])
+        for mid, message in self.held.pop(node, ()):
+            self._drop("meta", node, mid, message, "connection lost")
 
     def _torn_bytes(self) -> int:
         """How many bytes of the unflushed tail a crash leaves on disk. A torn tail is part of
@@ -475,7 +621,16 @@ class Simulation:
             "writes_unknown": self.producer.stats["info"],
             "reads": self.consumer.reads,
             "unclean_elections": self.meta.unclean_elections,
+            "end_ms": self._end_ms(),
         }
+        if self.healed_at is not None:
+            summary["healed_ms"] = self.healed_at
+            if self.live_after_ms is not None:
+                summary["live_after_ms"] = self.live_after_ms
+            else:
+                waited = self.options.liveness_ms
+                summary["liveness"] = "; ".join(f"{problem} {waited} ms after the faults healed"
+                                                for problem in self._not_live())
         traces = {node: t.text() for node, t in self.traces.items()} if self.options.trace else {}
         return SimResult(self.options.seed, f"seed-{self.options.seed}", self.config,
                          self.options, summary, traces, final_logs)
