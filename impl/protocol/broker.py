@@ -486,7 +486,6 @@ class BrokerCore:
                 r.purgatory = deque()
                 r.truncation_pending = False
                 r.fetch_at = NEVER  # our last fetch, if any, stays in flight; its answer is dropped
-                r.gave_up_seq = UNKNOWN
                 outcome = Outcome(Code.LEADER, leader_epoch=m.leader_epoch)
         hw_moved = self._advance_hw(r)
         effects.insert(0, self._transition(r, A.BECOME_LEADER, args, outcome, mid))
