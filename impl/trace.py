@@ -16,7 +16,14 @@ from vocab.actions import ActionName
 from vocab.outcomes import Code
 from vocab.trace import FORMAT, message_id
 
-__all__ = ["FORMAT", "NodeTrace", "dumps", "event_counts", "header_config", "reproduce_command"]
+__all__ = ["FINAL_LOGS_KEY", "FORMAT", "NodeTrace", "dumps", "event_counts", "header_config",
+           "reproduce_command", "write_final_logs"]
+
+# The final logs of a run live beside run.json, in bounded lines: inline, a long run's made
+# run.json one line longer than a reader takes. run.json names the file under this key.
+FINAL_LOGS_KEY = "final_logs_file"
+FINAL_LOGS_FILE = "final_logs.jsonl"
+FINAL_LOG_LINE_RECORDS = 4096  # records per line: about 60 KB
 
 
 def header_config(config, options) -> dict:
@@ -55,6 +62,21 @@ def reproduce_command(config, options, mode: str = "sim") -> str:
     for bug in sorted(config.bugs):
         parts.append(f"--bug {bug}")
     return " ".join(parts)
+
+
+def write_final_logs(directory: Path, final_logs: dict) -> dict:
+    """Write a run's final logs ({partition: [[offset, value], ...]}) to `directory`, at most
+    FINAL_LOG_LINE_RECORDS records a line, each partition's in offset order; return what
+    run.json holds instead of them: {FINAL_LOGS_KEY: {"file": name, "records": {partition:
+    count}}}."""
+    counts = {}
+    with open(Path(directory) / FINAL_LOGS_FILE, "w", encoding="utf-8") as out:
+        for partition, log in sorted(final_logs.items(), key=lambda item: int(item[0])):
+            counts[str(partition)] = len(log)
+            for start in range(0, len(log), FINAL_LOG_LINE_RECORDS):
+                chunk = [list(record) for record in log[start:start + FINAL_LOG_LINE_RECORDS]]
+                out.write(dumps({"partition": int(partition), "records": chunk}) + "\n")
+    return {FINAL_LOGS_KEY: {"file": FINAL_LOGS_FILE, "records": counts}}
 
 
 def dumps(obj: object) -> str:

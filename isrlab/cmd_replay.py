@@ -1,10 +1,17 @@
 """`isrlab replay TRACE_DIR_OR_FILES...`: check a reference-broker run against the spec.
 
+The spec that judges the run is the user's: the run's variant, with the rules `--without`
+names switched off. A run whose headers claim it was run without some rules (a planted bug's,
+`spec_rules_off`) is still judged by the full variant unless `--without` names the same rules;
+a claim that differs from them is reported and the run is refused. The run's run.json is
+required (`--no-run-json` replays the traces alone and says what that leaves unchecked).
+
 Exit 0 when every event is accepted and every invariant the run's configuration promises
 (spec.promises) holds in the replayed state (one it does not promise is reported as its
 trade-off); 1 at the first divergence (the report names the event, the guard or the fields that
-differ, the last accepted events, and how to reproduce the run) or when a promised invariant is
-violated; 2 for an unreadable trace.
+differ, the last accepted events, and how to reproduce the run), when a promised invariant is
+violated, or when the run is refused (rules claimed other than those judged by, traces cut
+short); 2 for an unreadable trace or run.json, or an output file that cannot be written.
 """
 
 from __future__ import annotations
@@ -26,15 +33,43 @@ def _kafka_run(path: str) -> bool:
     return isinstance(info, dict) and info.get("target") == "kafka"
 
 
+# Where no output file may go: the kernel's views (devices, such as /dev/full, which fails
+# every write, are refused as not regular files).
+_NOT_OUTPUT = ("/proc", "/sys")
+
+
+def output_path(flag: str, path: str | None) -> None:
+    """Refuse, before any work, an output file that cannot be written or is not a file: its
+    directory missing or read-only, a directory, a device, a FIFO, anything under /proc or
+    /sys."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from isrlab.options import UsageError, output_file, shown
+
+    if path is None:
+        return
+    real = os.path.realpath(path)
+    for top in _NOT_OUTPUT:
+        if real == top or real.startswith(top + "/"):
+            raise UsageError(f"{flag}: {shown(path)} is under {top}, not a place for an output "
+                             "file")
+    output_file(flag, path)
+    if Path(real).exists() and not stat.S_ISREG(os.stat(real).st_mode):
+        raise UsageError(f"{flag}: {shown(path)} exists and is not a regular file")
+
+
 def run(args) -> int:
-    from isrlab.options import UsageError, output_file
+    from isrlab.options import UsageError
     from model_check.conformance.replay import TraceError, format_result, replay_paths
 
     window = None
     try:
-        output_file("--html", args.html)
+        output_path("--html", args.html)
         if args.window is not None:
             window = _window(args.window)
+        rules_off = _rules(args.without or [])
     except UsageError as error:
         print(f"isrlab replay: error: {error}", file=sys.stderr)
         return 2
@@ -45,17 +80,37 @@ def run(args) -> int:
               "--target kafka)", file=sys.stderr)
         return 2
     try:
-        result = replay_paths(args.traces, check_invariants=not args.no_invariants)
+        result = replay_paths(args.traces, check_invariants=not args.no_invariants,
+                              rules_off=rules_off, run_json_required=not args.no_run_json)
         if args.html:
             _write_html(args, result, window)
     except TraceError as error:
         print(f"isrlab replay: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"isrlab replay: error: --html: cannot write {args.html}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        return 2
+    if result.unchecked:
+        print(f"isrlab replay: without run.json, not checked: {'; '.join(result.unchecked)}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:
         print(format_result(result))
     return 1 if result.failed else 0
+
+
+def _rules(names: list[str]) -> tuple[str, ...]:
+    """`--without` rules, each a switchable rule of the spec."""
+    from isrlab.options import UsageError
+    from vocab.config import SWITCHABLE_RULES
+
+    for rule in names:
+        if rule not in SWITCHABLE_RULES:
+            raise UsageError(f"--without: unknown rule {rule!r} (known: "
+                             f"{', '.join(SWITCHABLE_RULES)})")
+    return tuple(sorted(set(names)))
 
 
 # Lines shown around a divergence, and from the start of an accepted run, without --window.
@@ -79,7 +134,8 @@ def _write_html(args, result, window) -> None:
     from model_check.conformance.replay import load_run, merge
     from model_check.explore.spacetime import run_timeline, to_html
 
-    order = [e for e in merge(load_run(args.traces)) if e.kind != "header"]
+    order = [e for e in merge(load_run(args.traces, run_json_required=not args.no_run_json))
+             if e.kind != "header"]
     d = result.divergence
     if window is not None:
         lines = [e for e in order if window[0] <= e.time_ms <= window[1]]
@@ -94,11 +150,15 @@ def _write_html(args, result, window) -> None:
     verdict = (f"divergence at {d.event.where}: {d.reason}" if d is not None
                else f"accepted: {result.events:,} events")
     view = run_timeline(lines, f"{result.command or 'run'}: {what}", verdict)
+    page = to_html(view)
     with open(args.html, "w", encoding="utf-8") as out:
-        out.write(to_html(view))
+        out.write(page)
+        out.flush()  # a full disk fails here, inside the `with`, not at an unchecked close
 
 
 def register(sub) -> None:
+    from vocab.config import SWITCHABLE_RULES
+
     p = sub.add_parser("replay", help="check a run's traces against the spec",
                        description=__doc__.splitlines()[0])
     p.add_argument("traces", nargs="+", metavar="TRACE_DIR_OR_FILE")
@@ -110,4 +170,11 @@ def register(sub) -> None:
                    "the first ones of an accepted run, or those in --window")
     p.add_argument("--window", metavar="FROM_MS:TO_MS",
                    help="with --html: the lines whose time is in this range (ms)")
+    p.add_argument("--without", action="append", metavar="RULE",
+                   help="judge the run by the variant with this rule switched off (repeatable; "
+                   "a planted bug's run is judged so only when its header claims the same "
+                   "rules): " + ", ".join(SWITCHABLE_RULES))
+    p.add_argument("--no-run-json", action="store_true",
+                   help="replay the traces without the run's run.json (its counts, final logs "
+                   "and duration are then not checked)")
     p.set_defaults(func=run)

@@ -9,7 +9,8 @@ field tables against the structs below, and the Spark schema is generated from t
 A line is a JSON object whose `kind` says which struct it is (`HeaderLine`, `EventLine`,
 `HistoryLine`, `NemesisLine`). Readers keep the parsed object as a dict and use `check` to
 validate it: `check` raises `LineError` whose text is one line saying what is wrong (the
-reader prefixes `FILE:LINE: `).
+reader prefixes `FILE:LINE: `). An event line's structs omit their defaults when encoded, so
+one re-encoded has the keys of its text (replay counts them to find a key given twice).
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class HeaderLine(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     config: HeaderConfig
 
 
-class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+           omit_defaults=True):
     """A spec action's arguments (absent where the action has no such argument)."""
 
     partition: int | None = None
@@ -112,7 +114,8 @@ class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     partition_epoch: int | None = None
 
 
-class PartitionState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class PartitionState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+                     omit_defaults=True):
     """One partition as the metadata store holds it."""
 
     partition: int
@@ -125,7 +128,8 @@ class PartitionState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     last_known_elr: list[int] | None = None
 
 
-class ReplicaState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class ReplicaState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+                   omit_defaults=True):
     """One replica as a broker holds it."""
 
     partition: int
@@ -141,7 +145,8 @@ class ReplicaState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     partition_epoch: int
 
 
-class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+            omit_defaults=True):
     """An event's post-state: a replica's fields; or the metadata store's changed partitions
     and broker sessions; or, for a crash, what recovery kept of each replica."""
 
@@ -162,7 +167,7 @@ class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class EventLine(msgspec.Struct, tag="event", tag_field="kind", kw_only=True,
-                forbid_unknown_fields=True):
+                forbid_unknown_fields=True, omit_defaults=True):
     """One protocol transition on one node."""
 
     node: str
