@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from impl.trace import FINAL_LOGS_FILE, write_final_logs
 
 Files = dict[str, bytes]
 
@@ -32,7 +35,7 @@ class Kind:
 
 def read_run(run_dir: Path) -> Files:
     return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir())
-            if p.suffix == ".ndjson" or p.name == "run.json"}
+            if p.suffix == ".ndjson" or p.name in ("run.json", FINAL_LOGS_FILE)}
 
 
 def write_run(files: Files, run_dir: Path) -> Path:
@@ -224,7 +227,8 @@ def config_boolean_as_string(files, rng):
 
 
 def drop_of_an_answered_fetch(files, rng):
-    """A NetworkDrop of a fetch that the leader did handle, appended to the nemesis trace."""
+    """A NetworkDrop of a fetch that the leader did handle, in the nemesis trace at the
+    fetch's time, run.json counting it."""
     handled = []
     for name, data in files.items():
         if name.startswith("b"):
@@ -233,13 +237,20 @@ def drop_of_an_answered_fetch(files, rng):
         return None
     fetch = rng.choice(handled)
     lines = _lines(files["nemesis.ndjson"])
-    lines.append({"kind": "event", "node": "nemesis", "seq": len(lines) - 1,
-                  "time_ms": fetch["time_ms"], "action": "NetworkDrop", "args": {},
-                  "outcome": "DROPPED", "send": [], "recv": fetch["recv"],
-                  "detail": {"src": f"b{fetch['args']['follower']}",
-                             "dst": f"b{fetch['args']['broker']}", "type": "Fetch",
-                             "partition": fetch["args"]["partition"], "why": "partition"}})
-    return {**files, "nemesis.ndjson": _dump(lines)}
+    at = next((i for i, b in enumerate(lines) if i and b["time_ms"] > fetch["time_ms"]),
+              len(lines))  # where its time puts it: the nemesis's clock never goes back
+    lines.insert(at, {"kind": "event", "node": "nemesis", "seq": 0,
+                      "time_ms": fetch["time_ms"], "action": "NetworkDrop", "args": {},
+                      "outcome": "DROPPED", "send": [], "recv": fetch["recv"],
+                      "detail": {"src": f"b{fetch['args']['follower']}",
+                                 "dst": f"b{fetch['args']['broker']}", "type": "Fetch",
+                                 "partition": fetch["args"]["partition"], "why": "partition"}})
+    out = {**files, "nemesis.ndjson": _dump(_renumber(lines))}
+    run = _run_json(files)
+    if run is not None:  # counted, so that only the drop itself is wrong
+        run["summary"]["dropped_messages"] += 1
+        out = _with_run_json(out, run)
+    return out
 
 
 def run_json_count_changed(files, rng):
@@ -341,6 +352,277 @@ def event_seq_gap(files, rng):
     return _delete("b0.ndjson", lambda b: b.get("kind") == "event", renumber=False)(files, rng)
 
 
+# What the run says about how to judge it, and what it leaves out ---------------------------------
+
+
+def _run_json(files: Files) -> dict | None:
+    return json.loads(files["run.json"]) if "run.json" in files else None
+
+
+def _with_run_json(files: Files, run: dict) -> Files:
+    return {**files, "run.json": json.dumps(run, sort_keys=True).encode() + b"\n"}
+
+
+def _each_header(files: Files, change: Callable[[dict], None]) -> Files:
+    """Every file's header (and run.json, which repeats it) changed alike."""
+    out = dict(files)
+    for name, data in files.items():
+        if name.endswith(".ndjson"):
+            header, rest = data.split(b"\n", 1)
+            body = json.loads(header)
+            change(body)
+            out[name] = json.dumps(body, sort_keys=True).encode() + b"\n" + rest
+    run = _run_json(files)
+    if run is not None:
+        change(run)
+        out = _with_run_json(out, run)
+    return out
+
+
+def rules_claimed_off(files, rng):
+    """Every header and run.json claim the run is judged without fencing, as a planted
+    bug's run would to be judged by the spec without the rule it breaks."""
+    return _each_header(files, lambda b: b["config"].update(spec_rules_off=["fencing"]))
+
+
+def _cut(files: Files, fraction: float) -> Files:
+    """Every trace file cut after its lines up to `fraction` of the run's duration."""
+    header = json.loads(files["b0.ndjson"].split(b"\n", 1)[0])
+    until = int(header["config"]["duration_ms"] * fraction)
+    out = dict(files)
+    for name, data in files.items():
+        if name.endswith(".ndjson"):
+            lines = _lines(data)
+            out[name] = _dump([b for b in lines if b.get("kind") == "header"
+                               or b["time_ms"] <= until])
+    return out
+
+
+def cut_short_without_run_json(files, rng):
+    out = _cut(files, 0.6)
+    out.pop("run.json", None)
+    return out
+
+
+def cut_short_with_run_json_emptied(files, rng):
+    return {**_cut(files, 0.6), "run.json": b'{"summary": {}}\n'}
+
+
+def node_file_deleted(files, rng):
+    """The consumer's file gone, and run.json's count of its reads with it."""
+    run = _run_json(files)
+    if run is None or "consumer.ndjson" not in files:
+        return None
+    run["summary"]["reads"] = 0
+    out = _with_run_json(files, run)
+    del out["consumer.ndjson"]
+    return out
+
+
+def header_of_another_commit(files, rng):
+    """One file's header (not the first read) names another commit than the rest and
+    run.json."""
+    header, rest = files["b2.ndjson"].split(b"\n", 1)
+    body = json.loads(header)
+    body["commit"] = "0" * 40
+    return {**files, "b2.ndjson": json.dumps(body, sort_keys=True).encode() + b"\n" + rest}
+
+
+def run_json_unknown_key(files, rng):
+    run = _run_json(files)
+    if run is None:
+        return None
+    run["verdict"] = "accepted"
+    return _with_run_json(files, run)
+
+
+def run_json_summary_key_removed(files, rng):
+    run = _run_json(files)
+    if run is None:
+        return None
+    del run["summary"][rng.choice(["events", "writes_acked", "isr_shrinks", "leaders"])]
+    return _with_run_json(files, run)
+
+
+def run_json_elections_changed(files, rng):
+    run = _run_json(files)
+    if run is None:
+        return None
+    run["summary"]["elections"] += 1
+    return _with_run_json(files, run)
+
+
+# Outcomes ---------------------------------------------------------------------------------------
+
+
+def _edit_event(files, rng, pick: Callable[[dict], bool], change) -> Files | None:
+    """Change one event line, chosen by `rng` among those `pick` accepts, of any broker's or
+    the metadata store's file."""
+    names = sorted(n for n in files if n.endswith(".ndjson"))
+    rng.shuffle(names)
+    for name in names:
+        out = _edit_one(files, rng, name, lambda b: b.get("kind") == "event" and pick(b),
+                        change)
+        if out is not None:
+            return out
+    return None
+
+
+def outcome_not_a_code(files, rng):
+    return _edit_event(files, rng, lambda b: b["action"] == "FollowerSendFetch",
+                       _set("outcome", "ZZZ_NOT_A_CODE"))
+
+
+def isr_change_rewritten_unchanged(files, rng):
+    return _edit_event(files, rng, lambda b: b.get("outcome") == "ISR_CHANGED",
+                       _set("outcome", "ISR_UNCHANGED"))
+
+
+def outcome_another_code(files, rng):
+    """A follower's answer handled as a truncation: a real code, not the spec's."""
+    return _edit_event(files, rng, lambda b: b.get("outcome") == "RECORDS_APPENDED",
+                       _set("outcome", "TRUNCATED"))
+
+
+def outcome_field_changed(files, rng):
+    """A fetch answer's HW, one more, in its outcome's fields only."""
+    def change(b: dict, lines: list[dict]) -> None:
+        b["outcome_args"]["high_watermark"] += 1
+    return _edit_event(files, rng, lambda b: b.get("outcome") == "RECORDS_SENT", change)
+
+
+# Who logged what, and when ---------------------------------------------------------------------
+
+
+def node_renamed(files, rng):
+    """b2's file, its lines and message ids, say b9 (a broker the run does not have)."""
+    out = {}
+    for name, data in files.items():
+        data = data.replace(b'"b2:m', b'"b9:m')
+        if name == "b2.ndjson":
+            data = data.replace(b'"node":"b2"', b'"node":"b9"').replace(
+                b'"node": "b2"', b'"node": "b9"')
+            name = "b9.ndjson"
+        out[name] = data
+    return out
+
+
+def event_moved_to_another_node(files, rng):
+    """One of b2's events that sends nothing moved into b1's file, at its time, both files
+    renumbered: the same events, one logged by the wrong node."""
+    b1, b2 = _lines(files["b1.ndjson"]), _lines(files["b2.ndjson"])
+    chosen = [i for i, b in enumerate(b2) if b.get("kind") == "event" and not b["send"]
+              and b["action"] == "FollowerHandleFetchResponse"]
+    if not chosen:
+        return None
+    moved = b2.pop(rng.choice(chosen))
+    moved["node"] = "b1"
+    at = next((i for i, b in enumerate(b1) if i and b["time_ms"] > moved["time_ms"]), len(b1))
+    b1.insert(at, moved)
+    return {**files, "b1.ndjson": _dump(_renumber(b1)), "b2.ndjson": _dump(_renumber(b2))}
+
+
+def clock_goes_back(files, rng):
+    """Two neighbouring event lines of one node with their times swapped."""
+    lines = _lines(files["b0.ndjson"])
+    pairs = [i for i in range(1, len(lines) - 1)
+             if lines[i]["time_ms"] < lines[i + 1]["time_ms"]]
+    if not pairs:
+        return None
+    i = rng.choice(pairs)
+    lines[i]["time_ms"], lines[i + 1]["time_ms"] = lines[i + 1]["time_ms"], lines[i]["time_ms"]
+    return {**files, "b0.ndjson": _dump(lines)}
+
+
+def drop_of_a_message_never_sent(files, rng):
+    """A NetworkDrop of a fetch no follower sent, run.json counting it."""
+    run = _run_json(files)
+    if run is None or "nemesis.ndjson" not in files:
+        return None
+    lines = _lines(files["nemesis.ndjson"])
+    time_ms = max(b["time_ms"] for b in lines[1:]) if len(lines) > 1 else 1
+    lines.append({"kind": "event", "node": "nemesis", "seq": len(lines) - 1,
+                  "time_ms": time_ms, "action": "NetworkDrop", "args": {},
+                  "outcome": "DROPPED", "send": [], "recv": "b1:m999999",
+                  "detail": {"src": "b1", "dst": "b0", "type": "Fetch", "partition": 0,
+                             "why": "partition"}})
+    run["summary"]["dropped_messages"] += 1
+    return {**_with_run_json(files, run), "nemesis.ndjson": _dump(lines)}
+
+
+def consumer_read_repeated(files, rng):
+    """A consumer read line twice, renumbered, run.json counting it."""
+    run = _run_json(files)
+    out = _duplicate("consumer.ndjson", _is_read, renumber=True)(files, rng)
+    if run is None or out is None:
+        return None
+    run["summary"]["reads"] += 1
+    return _with_run_json(out, run)
+
+
+def consumer_reads_swapped(files, rng):
+    """Two reads of one partition, one after the other, with their records swapped."""
+    lines = _lines(files["consumer.ndjson"])
+    reads = [i for i, b in enumerate(lines) if _is_read(b)]
+    pairs = [(i, j) for i, j in zip(reads, reads[1:], strict=False)
+             if lines[i]["partition"] == lines[j]["partition"]]
+    if not pairs:
+        return None
+    i, j = rng.choice(pairs)
+    lines[i]["records"], lines[j]["records"] = lines[j]["records"], lines[i]["records"]
+    return {**files, "consumer.ndjson": _dump(lines)}
+
+
+def key_given_twice(files, rng):
+    """An event line whose `outcome` is given twice, a forged one first: a reader that keeps
+    the last sees the real one, one that keeps the first sees the forgery."""
+    def change(line: bytes) -> bytes:
+        return line.replace(b'{', b'{"outcome":"DIVERGED",', 1)
+    lines = files["b0.ndjson"].split(b"\n")
+    chosen = [i for i, line in enumerate(lines) if b'"kind":"event"' in line]
+    if not chosen:
+        return None
+    i = rng.choice(chosen)
+    lines[i] = change(lines[i])
+    return {**files, "b0.ndjson": b"\n".join(lines)}
+
+
+def _final_logs_beside(files: Files) -> Files | None:
+    """The run with its final logs moved out of run.json into the file beside it."""
+    run = _run_json(files)
+    if run is None or "final_logs" not in run:
+        return None
+    with tempfile.TemporaryDirectory() as directory:
+        run.update(write_final_logs(Path(directory), run.pop("final_logs")))
+        logs = (Path(directory) / FINAL_LOGS_FILE).read_bytes()
+    return {**_with_run_json(files, run), FINAL_LOGS_FILE: logs}
+
+
+def final_log_file_changed(files, rng):
+    out = _final_logs_beside(files)
+    if out is None:
+        return None
+    lines = _lines(out[FINAL_LOGS_FILE])
+    chunk = rng.choice([b for b in lines if b["records"]])
+    k = rng.randrange(len(chunk["records"]))
+    chunk["records"][k][1] += 10**6
+    return {**out, FINAL_LOGS_FILE: _dump(lines)}
+
+
+def final_log_file_short(files, rng):
+    """The final logs' file missing its last records, run.json's count unchanged."""
+    out = _final_logs_beside(files)
+    if out is None:
+        return None
+    lines = _lines(out[FINAL_LOGS_FILE])
+    lines[-1]["records"] = lines[-1]["records"][:-1]
+    return {**out, FINAL_LOGS_FILE: _dump(lines)}
+
+
+def final_logs_beside_run_json(files, rng):
+    return _final_logs_beside(files)
+
+
 # Controls: the same run in other bytes --------------------------------------------------------
 
 
@@ -434,6 +716,44 @@ KINDS: tuple[Kind, ...] = (
          "value, offset or partition as a string"),
     Kind("oversize line", True, oversize_line, "a 2 MiB detail"),
     Kind("truncated mid-line", True, truncated_mid_line, "a file cut inside a line"),
+    Kind("spec rules claimed off", True, rules_claimed_off,
+         "headers and run.json claim the run is judged without fencing"),
+    Kind("cut short, run.json deleted", True, cut_short_without_run_json,
+         "every file cut at 60% of the duration, run.json gone"),
+    Kind("cut short, run.json emptied", True, cut_short_with_run_json_emptied,
+         "every file cut at 60% of the duration, run.json's summary empty"),
+    Kind("node file deleted", True, node_file_deleted,
+         "the consumer's file gone, run.json counting no reads"),
+    Kind("header of another commit", True, header_of_another_commit,
+         "b2's header names another commit"),
+    Kind("run.json unknown key", True, run_json_unknown_key, "run.json says verdict: accepted"),
+    Kind("run.json summary key removed", True, run_json_summary_key_removed,
+         "a count left out of run.json's summary"),
+    Kind("run.json elections changed", True, run_json_elections_changed,
+         "run.json counts one election more"),
+    Kind("outcome not a code", True, outcome_not_a_code, "ZZZ_NOT_A_CODE for a fetch sent"),
+    Kind("ISR change rewritten as unchanged", True, isr_change_rewritten_unchanged,
+         "ISR_CHANGED written ISR_UNCHANGED"),
+    Kind("outcome of another code", True, outcome_another_code,
+         "RECORDS_APPENDED written TRUNCATED"),
+    Kind("outcome field changed", True, outcome_field_changed,
+         "a fetch answer's outcome_args.high_watermark one more"),
+    Kind("node renamed", True, node_renamed, "b2's lines and ids say b9"),
+    Kind("event moved to another node", True, event_moved_to_another_node,
+         "one of b2's events in b1's file"),
+    Kind("clock goes back", True, clock_goes_back, "two lines of b0 with their times swapped"),
+    Kind("drop of a message never sent", True, drop_of_a_message_never_sent,
+         "a NetworkDrop of a fetch nobody sent"),
+    Kind("consumer read repeated", True, consumer_read_repeated, "a read line twice"),
+    Kind("consumer reads swapped", True, consumer_reads_swapped,
+         "two reads of a partition with their records swapped"),
+    Kind("key given twice", True, key_given_twice, "an event's outcome twice, a forgery first"),
+    Kind("final log file changed", True, final_log_file_changed,
+         "a value in final_logs.jsonl replaced"),
+    Kind("final log file short", True, final_log_file_short,
+         "the last record of final_logs.jsonl gone"),
+    Kind("final logs beside run.json (control)", False, final_logs_beside_run_json,
+         "the same final logs in final_logs.jsonl"),
     Kind("keys reordered (control)", False, keys_reordered, "same JSON, keys shuffled"),
     Kind("whitespace changed (control)", False, whitespace_changed, "same JSON, other spacing"),
 )

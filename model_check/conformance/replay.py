@@ -373,12 +373,12 @@ def _checked_run(headers: list[tuple[str, dict]], nodes: dict[str, list[Event]],
     if run_json is None:
         run.unchecked = ["run.json's summary counts against the traces",
                          "the final logs against the spec's", "the headers against run.json",
-                         "the run's duration against its last line (a run cut short)"]
-        return run
-    for key in HEADER_KEYS:
-        if run_json.get(key) != header.get(key):
-            raise TraceError(f"run.json: {key} differs from the traces' header")
-    cut = _cut_short(header, run_json, nodes)
+                         "the end of a run with a liveness phase (its duration is checked)"]
+    else:
+        for key in HEADER_KEYS:
+            if run_json.get(key) != header.get(key):
+                raise TraceError(f"run.json: {key} differs from the traces' header")
+    cut = _cut_short(header, run_json or {}, nodes)
     if files and cut is not None:
         run.refusals.append(cut)
     return run
@@ -441,6 +441,8 @@ def _load_run_json(path: Path) -> dict:
                          f"{', '.join(sorted(RUN_JSON_KEYS))})")
     missing = [k for k in ("run", "seed", "mode", "commit", "config", "summary")
                if k not in body]
+    if "final_logs" not in body and FINAL_LOGS_KEY not in body:
+        missing.append("final_logs")
     if missing:
         raise TraceError(f"{path}: no {missing[0]!r}")
     _check_summary_shape(body["summary"], str(path))
@@ -528,6 +530,8 @@ def load_texts(texts: dict[str, str], run_json: dict | None = None) -> Run:
         unknown = sorted(set(run_json) - RUN_JSON_KEYS - {FINAL_LOGS_KEY})
         if unknown:
             raise TraceError(f"run.json: unknown key {unknown[0]!r}")
+        if "final_logs" not in run_json:
+            raise TraceError("run.json: no 'final_logs'")
         _check_summary_shape(run_json.get("summary"), "run.json")
         _check_final_logs_shape(run_json.get("final_logs", {}), "run.json")
     return _checked_run(headers, nodes, run_json, files=False)
