@@ -1209,11 +1209,13 @@ def _follower_send_fetch(rp: Replayer, body: dict, args: dict) -> None:
     mid = body["send"][0]
     r = rp.state.replica(p, b)
     old = rp.state.fetches[p][b]
-    if old is not None and (old.leader not in (r.leader, b)
+    gave_up = (body.get("detail") or {}).get("gave_up") is not None
+    if old is not None and (old.leader not in (r.leader, b) or gave_up
                             or rp.slot.get((p, b)) in rp.dropped):
         # Still in flight to (or from) a leader it no longer follows: the follower gave up on
-        # it, on a leader change or when that connection broke (which the old leader may log
-        # only later: it was paused). A silent spec step explains it; only another leader's
+        # it, on a leader change, when that connection broke (which the old leader may log
+        # only later: it was paused) or when it got no answer in time (`gave_up`; the leader
+        # may still answer it). A silent spec step explains it; only another leader's
         # message qualifies, so two fetches in flight to one leader remain a divergence, unless
         # the run logs the old one's loss later (a partitioned leader logs a dropped frame only
         # when it reads it, which may be after the follower, told its connection broke, fetched
