@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from isrlab.cmd_cluster import MESSAGE_FAULTS, add_sim_options
 from isrlab.options import (
     WORKERS,
     UsageError,
@@ -58,7 +59,7 @@ def run(args) -> int:
     seed = 1 if args.seed is None else args.seed
     nemesis = args.nemesis if args.nemesis else ("crash", "partition", "pause")
     options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=nemesis,
-                         max_faults=args.faults)
+                         max_faults=args.faults, liveness_ms=args.liveness)
     out = Path(args.out)
     if args.spark == SUBMITTED_OR_LOCAL:
         # spark-submit starts the JVM with its own master and sets the gateway port.
@@ -117,6 +118,10 @@ def run_clients(args) -> int:
     kafka = args.target == "kafka"
     default = ("crash", "pause") if kafka else ("crash", "partition", "pause")
     nemesis = args.nemesis if args.nemesis else default
+    simulated = [k for k in nemesis if k in MESSAGE_FAULTS]
+    if simulated:
+        raise UsageError(f"--nemesis: {simulated[0]} runs in the simulator only (campaign "
+                         "without --clients)")
     cluster_args = ["--brokers", str(config.brokers), "--partitions", str(config.partitions),
                     "--min-isr", str(config.min_insync_replicas),
                     "--unclean" if config.unclean_leader_election_enable else "--no-unclean",
@@ -230,6 +235,7 @@ def register(sub) -> None:
     p = sub.add_parser("campaign", help="many simulated runs, each replayed and history-checked",
                        description=__doc__.split("\n\n")[0])
     add_cluster_options(p)
+    add_sim_options(p)
     p.set_defaults(duration=20_000)
     p.add_argument("--runs", type=integer(1, 10**6), default=20)
     p.add_argument("--workers", type=WORKERS, default=None,

@@ -5,7 +5,9 @@ Both modes take the same options. `sim` runs every node in one process under vir
 metadata store as an OS process on 127.0.0.1 with real files, signals and sockets; `kafka`
 runs Apache Kafka's own jars the same way (apache_kafka/run.py), for the same clients.
 Exit 0 on a completed run, 1 when a node process died without a fault asking it to (named on
-stderr and in run.json), 2 on bad usage, config or set-up (a port in use, say).
+stderr and in run.json) or, in `sim`, when the cluster did not recover within `--liveness`
+after the faults healed (named on stderr and in run.json's summary), 2 on bad usage, config or
+set-up (a port in use, say).
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ import sys
 from pathlib import Path
 
 from isrlab.options import (
+    NEMESIS,
     UsageError,
     absolute_path,
     add_cluster_options,
     cluster_config,
     integer,
     output_dir,
+    parse_duration,
 )
+
+# The simulator's message faults (impl.sim.MESSAGE_FAULTS), which --nemesis takes in `sim`
+# and `campaign` only.
+MESSAGE_FAULTS = ("drop", "duplicate", "delay")
 
 
 def _commit() -> str:
@@ -66,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         from impl.sim import SimOptions, simulate
 
         options = SimOptions(seed=seed, duration_ms=args.duration, nemesis=args.nemesis,
-                             commit=_commit(), max_faults=args.faults)
+                             commit=_commit(), max_faults=args.faults,
+                             liveness_ms=args.liveness)
         print(f"isrlab cluster sim: seed {seed}, {config.brokers} brokers, "
               f"{config.partitions} partitions, {args.duration / 1000:g} s simulated, "
               f"nemesis {','.join(args.nemesis) or 'none'}")
@@ -80,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         late = [f[2] for f in args.fault if int(f[2][1:]) >= config.brokers]
         if late:
             raise UsageError(f"--fault: no broker {late[0]} ({config.brokers} brokers)")
-        scripted = [k for k in args.nemesis if k in ISR_KILLS]
+        scripted = [k for k in args.nemesis if k in (*ISR_KILLS, *MESSAGE_FAULTS)]
         if scripted:
             raise UsageError(f"--nemesis: {scripted[0]} runs in the simulator only "
                              f"(isrlab cluster sim)")
@@ -113,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"isrlab cluster: FAILED: {f['node']} exited with status {f['exit']} at "
               f"{f['time_ms'] / 1000:.1f} s without a fault asking it to (log: {f['log']})",
               file=sys.stderr)
-    return 1 if failures else 0
+    if summary.get("liveness"):
+        print(f"isrlab cluster: FAILED: not recovered: {summary['liveness']}", file=sys.stderr)
+    elif "live_after_ms" in summary:
+        print(f"  recovered {summary['live_after_ms']} ms after the faults healed")
+    return 1 if failures or summary.get("liveness") else 0
 
 
 def losses_note(run_dir: Path) -> str | None:
@@ -238,6 +251,28 @@ def _port(text: str) -> int:
     return value
 
 
+def add_sim_options(p: argparse.ArgumentParser) -> None:
+    """What only the simulator runs: the message faults among --nemesis, and --liveness."""
+    known = (*NEMESIS, *MESSAGE_FAULTS)
+
+    def nemesis(text: str) -> tuple[str, ...]:
+        kinds = tuple(k for k in (x.strip() for x in text.split(",")) if k)
+        for kind in kinds:
+            if kind not in known:
+                raise argparse.ArgumentTypeError(
+                    f"unknown nemesis {kind!r} (known: {', '.join(known)})")
+        return kinds
+
+    for action in p._actions:
+        if action.dest == "nemesis":
+            action.type = nemesis
+            action.help = f"comma-separated faults: {','.join(known)}"
+    p.add_argument("--liveness", type=parse_duration, default=10_000, metavar="T",
+                   help="after the faults heal at --duration, how long the cluster has to "
+                   "lead every partition with a full ISR and acknowledge a write (default "
+                   "10s; 0: no check)")
+
+
 def register(sub) -> None:
     cluster = sub.add_parser("cluster", help="run the reference broker cluster (sim or tcp)",
                              description=__doc__.splitlines()[0])
@@ -247,6 +282,8 @@ def register(sub) -> None:
                        ("tcp", "OS processes on 127.0.0.1 with real files and signals")):
         p = modes.add_parser(mode, help=what)
         add_cluster_options(p)
+        if mode == "sim":
+            add_sim_options(p)
         p.add_argument("--trace-out", type=absolute_path, required=True, metavar="DIR",
                        help="where traces go")
         if mode == "tcp":

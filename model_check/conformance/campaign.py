@@ -5,7 +5,9 @@ memory), replays them through `model_check.conformance.replay`, and checks the c
 `model_check.conformance.history`, excusing the writes the spec's ghost state says Kafka's guarantee gives
 up (every in-sync replica lost them in crashes). A run fails on a divergence, an unreadable
 trace, an invariant the configuration promises (spec.promises) broken in the replayed state,
-or, for a configuration that promises durability, any anomaly. Failing runs' traces are
+a cluster that did not recover after the faults healed (the simulator's liveness phase: a
+partition without a leader, a full ISR or an acknowledged write within `liveness_ms`), or,
+for a configuration that promises durability, any anomaly. Failing runs' traces are
 written to `OUT/run-<seed>/` with `result.json` (replay and history verdicts) and `run.json`
 (seed, config and the command that reproduces the run); `keep="all"` writes every run (a corpus
 for `isrlab analyze`). Runs go in parallel over worker processes; results are reported in seed
@@ -69,6 +71,7 @@ class RunOutcome:
     lost: int = 0  # acknowledged writes missing from the final logs
     timeline: dict = field(default_factory=dict)  # model_check.conformance.policies.Timeline.to_json()
     kip966_violations: int = 0  # replayed states that break KIP-966's durability promise
+    liveness: str | None = None  # what had not recovered after the faults healed, if anything
     # With run_one(traces=True): {path of the node's trace file: its text}, written or not.
     traces: dict[str, str] | None = None
 
@@ -170,19 +173,24 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     meta = lines_of(sim, ("meta",), "event")
     loss = (losses_of(clients.history, replay.excused, meta) if clients.history
             else Losses(0, (), (), None))
-    line = timeline(meta, config.partitions, config.min_insync_replicas, options.duration_ms,
+    end_ms = sim.summary.get("end_ms", options.duration_ms)  # past the duration: liveness
+    line = timeline(meta, config.partitions, config.min_insync_replicas, end_ms,
                     config.brokers, lines_of(sim, ("nemesis",), "nemesis"),
                     {p: config.assignment(p)[0] for p in range(config.partitions)}).to_json()
     line["unclean_elections"] = sim.summary.get("unclean_elections", 0)
     kip966 = [v for v in replay.json.get("invariant_violations", ())
               if v["invariant"] in KIP966_INVARIANTS]
     failed, report = judged(config, replay, clients.counts)
+    liveness = sim.summary.get("liveness")
+    if liveness:
+        failed = True
+        report = "; ".join(x for x in (report, f"liveness: {liveness}") if x)
     counts, history_json, excused = clients.counts, clients.json, replay.excused
     history_json["split"] = K.split(counts, given_up_of(header_config(config, options)))
     result = {"seed": options.seed, "run": f"seed-{options.seed}", "replay": replay.json,
               "history": history_json, "history_from_traces": clients.from_traces,
               "failed": failed, "excused_values": sorted(excused), "losses": loss.to_json(),
-              "policy": policy_of(config), "timeline": line}
+              "policy": policy_of(config), "timeline": line, "liveness": liveness}
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
         sim.write(directory)
@@ -194,7 +202,8 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     return RunOutcome(options.seed, sim.summary["events"], clients.acked, replay.verdict,
                       dict(counts),
                       len(excused), t1 - t0, t2 - t1, failed, report, result,
-                      len(loss.excused), loss.note(), len(loss.lost), line, len(kip966), files)
+                      len(loss.excused), loss.note(), len(loss.lost), line, len(kip966), liveness,
+                      files)
 
 
 class CampaignError(ValueError):
@@ -275,6 +284,7 @@ class CampaignResult:
             "unclean_elections": sum(o.timeline.get("unclean_elections", 0)
                                      for o in self.outcomes),
             "failed_runs": [o.seed for o in self.failed],
+            "liveness_failed_runs": [o.seed for o in self.outcomes if o.liveness],
             "seconds": round(self.seconds, 2),
             "replay_events_per_second": round(events / replay) if replay else None,
             "promises_durability": promises_durability(self.config),
@@ -386,6 +396,7 @@ def format_summary(result: CampaignResult) -> str:
     rows = [
         ("runs", s["runs"]), ("events", s["events"]), ("acked writes", s["acked_writes"]),
         ("divergences", s["divergences"]), ("unreadable traces", s["unreadable"]),
+        ("not recovered after the faults healed", len(s["liveness_failed_runs"])),
         *((f"anomalies: {k}", _judged(v, k, s["anomalies_bad"]))
           for k, v in s["anomalies"].items()),
         ("excused writes (every ISR replica crashed)", s["excused_writes"]),
