@@ -1701,6 +1701,8 @@ def format_result(result: ReplayResult) -> str:
         if d.recent:
             lines.append(f"  the last {len(d.recent)} accepted events:")
             lines += [f"    {line}" for line in d.recent]
+    if result.divergence is not None:
+        lines += [f"refused as well: {reason}" for reason in result.refusals]
     for name, detail in result.invariant_violations:
         if name in result.trade_offs:
             lines.append(f"TRADE-OFF: spec invariant {name} violated in the replayed state, not "
