@@ -1,9 +1,11 @@
-"""Helpers shared by the TCP cluster tests (tests/test_tcp.py, tests/test_tcp_hostile.py): raw
-frames, and one broker process on real sockets that a test talks to as the producer."""
+"""Helpers shared by the TCP cluster tests (tests/test_tcp*.py): raw frames, both sides of the
+handshake, one broker process on real sockets that a test talks to as the producer, and whole
+runs of `isrlab cluster tcp`."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -13,7 +15,9 @@ import trio
 
 from impl.config import ClusterConfig
 from impl.protocol.messages import Produce
+from impl.tcp import framing
 from impl.tcp.framing import LENGTH, FrameDecoder, encode_frame, encode_message
+from impl.tcp.node import open_peer
 from impl.tcp.supervisor import Processes, control, node_command, pick_ports
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,24 +46,42 @@ async def start_one_broker(procs: Processes, tmp_path: Path, secret, node: str =
     ports, command = one_broker_command(tmp_path, node, brokers)
     await procs.spawn(node, command)
     assert await control(ports[node], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
-                         secret)
+                         secret, node)
     return ports, (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
 
 
-async def produce_and_read_answer(ports: dict[str, int], listener) -> list:
+async def accept_peer(listener, key: bytes, name: str) -> tuple[trio.SocketStream, dict,
+                                                                 FrameDecoder]:
+    """The listener's side of the handshake as node `name`: the next connection, the
+    connecting node's hello (checked), and the decoder holding whatever followed it."""
+    stream = await listener.accept()
+    nonce = secrets.token_bytes(framing.NONCE_BYTES)
+    await stream.send_all(encode_frame({"challenge": nonce.hex()}))
+    decoder = FrameDecoder()
+    with trio.fail_after(5):
+        while not (frames := decoder.frames(limit=1)):
+            decoder.feed(await stream.receive_some(65536))
+    hello = frames[0]
+    assert framing.proof_matches(hello["proof"], key, "hello", nonce, hello["hello"], name)
+    await stream.send_all(encode_frame({"welcome": framing.proof(
+        key, "welcome", bytes.fromhex(hello["challenge"]), hello["hello"], name)}))
+    return stream, hello, decoder
+
+
+async def produce_and_read_answer(ports: dict[str, int], listener, key: bytes) -> list:
     """Send b0 one produce (value 41, acks=1) as the producer and return the first two frames
     b0 sends back on the producer's listener (its hello, then the answer); closes the
     connections and the listener."""
-    stream = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-    await stream.send_all(encode_frame({"hello": "producer"}) + encode_message(
-        "producer", "producer:m1", 0, Produce(0, (41,), (b"x",), "1")))
-    inbound = await listener.accept()
-    decoder = FrameDecoder()
-    frames: list = []
+    stream = await open_peer(ports["b0"], "producer", "b0", key)
+    await stream.send_all(encode_message("producer", "producer:m1", 0,
+                                         Produce(0, (41,), (b"x",), "1")))
+    inbound, hello, decoder = await accept_peer(listener, key, "producer")
+    frames: list = [hello]
     with trio.fail_after(5):
         while len(frames) < 2:
-            decoder.feed(await inbound.receive_some(65536))
             frames += decoder.frames()
+            if len(frames) < 2:
+                decoder.feed(await inbound.receive_some(65536))
     await stream.aclose()
     await inbound.aclose()
     await listener.aclose()
@@ -68,7 +90,7 @@ async def produce_and_read_answer(ports: dict[str, int], listener) -> list:
 
 async def stop_one_broker(procs: Processes, ports: dict[str, int], secret, node: str = "b0"):
     """Ask the broker to stop and wait (5 s at most) for it to exit; returns its answer."""
-    reply = await control(ports[node], {"ctl": "stop"}, secret)
+    reply = await control(ports[node], {"ctl": "stop"}, secret, node)
     with trio.fail_after(5):
         await procs.procs[node].wait()
     return reply

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import tcp_helpers
-import trio
 
 from impl.config import ClusterConfig
 from impl.protocol.messages import Produce, ProduceResponse, WireError
 from impl.tcp import TcpOptions, framing, run_cluster
+from impl.tcp.node import open_peer
 from impl.tcp.supervisor import Processes
 from model_check.conformance.history import check_history, load_history
 from model_check.conformance.replay import format_result, replay_paths
@@ -27,7 +26,7 @@ from model_check.conformance.replay import format_result, replay_paths
 # (make test runs these after the parallel part).
 pytestmark = pytest.mark.serial
 
-SECRET = "test-secret"
+KEY = bytes(range(32))
 
 
 # Framing ---------------------------------------------------------------------------------------
@@ -149,31 +148,31 @@ def _events_outcomes(run_dir: Path) -> set[str]:
 
 
 def test_a_malformed_frame_gets_an_error_and_the_broker_keeps_serving(tmp_path):
-    procs = Processes(tmp_path, SECRET)
+    procs = Processes(tmp_path, KEY)
 
     async def scenario() -> None:
-        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, SECRET)
-        with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
-            bad.sendall(framing.encode_frame({"hello": "producer"})
-                        + tcp_helpers.raw_frame(b"{oops")
-                        + tcp_helpers.raw_frame(b'{"src":"p","mid":"p:1","msg":{"type":"X"}}'))
+        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, KEY)
+        async with await open_peer(ports["b0"], "producer", "b0", KEY) as bad:
+            await bad.send_all(
+                tcp_helpers.raw_frame(b"{oops")
+                + tcp_helpers.raw_frame(b'{"src":"p","mid":"p:1","msg":{"type":"X"}}'))
             decoder = framing.FrameDecoder()
             errors: list = []
             while len(errors) < 2:
-                decoder.feed(await trio.to_thread.run_sync(bad.recv, 65536))
+                decoder.feed(await bad.receive_some(65536))
                 errors += decoder.frames()
             assert errors[0]["error"].startswith("frame is not JSON (JSON is malformed")
             assert errors[1:] == [{"error": "unknown message type 'X'"}]
-        with socket.create_connection(("127.0.0.1", ports["b0"])) as huge:
-            huge.sendall(framing.LENGTH.pack(1 << 31))
-            reply = await trio.to_thread.run_sync(huge.recv, 65536)
+        async with await open_peer(ports["b0"], "meta", "b0", KEY) as huge:
+            await huge.send_all(framing.LENGTH.pack(1 << 31))
+            reply = await huge.receive_some(65536)
             assert b"exceeds" in reply
-            assert await trio.to_thread.run_sync(huge.recv, 65536) == b""  # closed
+            assert await huge.receive_some(65536) == b""  # closed
         # Still serving: a produce gets its answer on the producer's listener.
-        frames = await tcp_helpers.produce_and_read_answer(ports, listener)
-        assert frames[0] == {"hello": "b0"}
+        frames = await tcp_helpers.produce_and_read_answer(ports, listener, KEY)
+        assert frames[0]["hello"] == "b0"
         assert framing.decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
-        assert await tcp_helpers.stop_one_broker(procs, ports, SECRET)
+        assert await tcp_helpers.stop_one_broker(procs, ports, KEY)
 
     log = tcp_helpers.run_and_read_broker_log(procs, scenario, tmp_path)
     assert "bad frame from producer: frame is not JSON" in log

@@ -1,5 +1,6 @@
 """Hostile peers and faults on the TCP cluster: no frame kills or stalls a node, nobody without
-the run's secret steers it, and the supervisor notices a node that dies unasked."""
+the run's key steers it, the supervisor notices a node that dies unasked, and bad flags are one
+line before any work."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from hypothesis import strategies as st
 
 from impl.protocol.messages import Produce, ProduceResponse, WireError
 from impl.tcp import framing
+from impl.tcp.node import open_peer
 from impl.tcp.supervisor import Processes, pick_ports
 
 # Real processes on real sockets with timeouts: run alone, not beside a second test worker
 # (make test runs these after the parallel part).
 pytestmark = pytest.mark.serial
 
-SECRET = "the-run-secret"
+KEY = bytes(range(32))
 
 
 def _produce_frame(values, payloads, acks="1", t=0) -> bytes:
@@ -141,66 +143,80 @@ async def _replies(sock: socket.socket, n: int) -> list:
 async def _closed(sock: socket.socket) -> bool:
     with trio.fail_after(10):
         while True:
-            data = await trio.to_thread.run_sync(sock.recv, 65536)
+            try:
+                data = await trio.to_thread.run_sync(sock.recv, 65536)
+            except ConnectionResetError:
+                return True  # closed with bytes of ours unread
             if not data:
                 return True
 
 
+async def _stream_replies(stream, n: int) -> list:
+    decoder = framing.FrameDecoder()
+    out: list = []
+    with trio.fail_after(10):
+        while len(out) < n:
+            data = await stream.receive_some(65536)
+            if not data:
+                break
+            decoder.feed(data)
+            out += decoder.frames()
+    return out
+
+
 def test_a_broker_survives_a_battery_of_hostile_frames_and_still_answers(tmp_path):
-    procs = Processes(tmp_path, SECRET)
+    procs = Processes(tmp_path, KEY)
     far_future = 1 << 62
 
     async def scenario() -> None:
-        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, SECRET)
-        # Frames that would kill or stall an unchecked node: deep nesting, a length mismatch,
-        # a clock 2^62 ahead, a message whose src is not the connection's hello.
-        with socket.create_connection(("127.0.0.1", ports["b0"])) as bad:
-            bad.sendall(framing.encode_frame({"hello": "producer"})
-                        + tcp_helpers.raw_frame(b"[" * 100_000 + b"]" * 100_000)
-                        + _produce_frame([1, 2], ["00"])
-                        + _produce_frame([1], ["00"], t=far_future)
-                        + framing.encode_message("b1", "b1:m1", 0, Produce(0, (1,), (b"x",), "1")))
-            errors = [f["error"] for f in await _replies(bad, 4)]
+        ports, listener = await tcp_helpers.start_one_broker(procs, tmp_path, KEY)
+        # Frames from a proven peer that would kill or stall an unchecked node: deep nesting,
+        # a length mismatch, a clock 2^62 ahead, a message whose src is not the hello's.
+        bad = await open_peer(ports["b0"], "producer", "b0", KEY)
+        async with bad:
+            await bad.send_all(
+                tcp_helpers.raw_frame(b"[" * 100_000 + b"]" * 100_000)
+                + _produce_frame([1, 2], ["00"])
+                + _produce_frame([1], ["00"], t=far_future)
+                + framing.encode_message("b1", "b1:m1", 0, Produce(0, (1,), (b"x",), "1")))
+            errors = [f["error"] for f in await _stream_replies(bad, 4)]
             assert errors == [
                 "frame nests too deeply",
                 "Produce: 2 values but 1 payloads",
                 f"send time {far_future} ms is ahead of this node's clock",
                 "message from 'b1' on 'producer''s connection",
             ]
-        # A forged supervisor: no secret, no control; the connection is closed.
-        for hello in ({"hello": "supervisor"}, {"hello": "supervisor", "secret": "guess"}):
+        # A forged supervisor: no proof of the key, no control; the connection is closed.
+        for hello in ({"hello": "supervisor"}, {"hello": "supervisor", "secret": "guess"},
+                      {"hello": "supervisor", "proof": "0" * 64, "challenge": "0" * 32}):
             with socket.create_connection(("127.0.0.1", ports["b0"])) as forged:
                 forged.sendall(framing.encode_frame(hello) + framing.encode_frame({"ctl": "stop"})
                                + framing.encode_frame({"ctl": "block", "peers": ["meta"]}))
-                replies = await _replies(forged, 1)
-                assert replies == [{"error": "supervisor hello without this run's secret"}]
+                replies = await _replies(forged, 2)
+                assert list(replies[0]) == ["challenge"]
+                assert replies[1:] == [
+                    {"error": "hello as 'supervisor' without a proof of this run's key"}]
                 assert await _closed(forged)
         assert procs.alive("b0")
-        # Half-sent frames beyond the node's total cap are refused, not buffered.
+        # Strangers' frames are not buffered: a first frame over the handshake's cap closes
+        # the connection before its body arrives.
         hogs = []
-        chunk = b"x" * (1 << 20)
         closed = 0
         for _ in range(30):
             hog = socket.create_connection(("127.0.0.1", ports["b0"]))
             hogs.append(hog)
-            hog.sendall(framing.encode_frame({"hello": "producer"})
-                        + framing.LENGTH.pack(framing.MAX_FRAME_BYTES))
-            try:
-                for _ in range(3):
-                    hog.sendall(chunk)
-                    await trio.sleep(0)
-            except OSError:
-                closed += 1
-        await trio.sleep(0.5)
+            hog.sendall(framing.LENGTH.pack(framing.MAX_FRAME_BYTES))
+            closed += await _closed(hog)
         for hog in hogs:
             hog.close()
+        assert closed == 30
         # Still serving, and its timers still fire: the produce is acknowledged.
-        frames = await tcp_helpers.produce_and_read_answer(ports, listener)
+        frames = await tcp_helpers.produce_and_read_answer(ports, listener, KEY)
         assert framing.decode_message(frames[1])[3] == ProduceResponse(0, ((41, 0, "NONE"),))
-        assert await tcp_helpers.stop_one_broker(procs, ports, SECRET) == {"ack": "stop"}
+        assert await tcp_helpers.stop_one_broker(procs, ports, KEY) == {"ack": "stop"}
 
     log = tcp_helpers.run_and_read_broker_log(procs, scenario, tmp_path)
-    assert "partial frames over" in log
+    assert "exceeds the 1024-byte cap" in log
     assert "Traceback" not in log
 
 
@@ -277,13 +293,15 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
 
     monkeypatch.setattr(node_module, "IDLE_TIMEOUT_S", 0.3)
     monkeypatch.setattr(node_module, "HELLO_TIMEOUT_S", 0.3)
-    ports = pick_ports(["b0", "producer"])
+    ports = pick_ports(["b0", "b1", "producer"])
     trace = FileTrace("b0", {}, tmp_path / "b0.ndjson", enabled=False)
-    node = node_module.Node("b0", _IdleCore(), trace, ports, node_module.wall_ms())
+    node = node_module.Node("b0", _IdleCore(), trace, ports, node_module.wall_ms(), key=KEY)
 
     async def eof_within(stream, seconds: float) -> bool:
         with trio.move_on_after(seconds):
-            return await stream.receive_some(100) == b""
+            while await stream.receive_some(100):
+                pass  # the challenge
+            return True
         return False
 
     async def scenario() -> None:
@@ -291,11 +309,9 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
             node.nursery = nursery
             await nursery.start(node.serve)
             silent = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-            stalled = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-            await stalled.send_all(framing.encode_frame({"hello": "producer"})
-                                   + framing.LENGTH.pack(100) + b"x")
-            idle = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-            await idle.send_all(framing.encode_frame({"hello": "producer"}))
+            stalled = await open_peer(ports["b0"], "producer", "b0", KEY)
+            await stalled.send_all(framing.LENGTH.pack(100) + b"x")
+            idle = await open_peer(ports["b0"], "b1", "b0", KEY)
             assert await eof_within(silent, 3)
             assert await eof_within(stalled, 3)
             assert not await eof_within(idle, 1.0)  # a whole frame, then quiet: kept
@@ -338,7 +354,13 @@ def test_hostile_frames_to_the_producer_port_do_not_end_the_run(tmp_path):
                             + _produce_frame([1, 2], ["00"])
                             + framing.encode_frame({"ctl": "stop"}))
                 bad.settimeout(5)
-                assert b"frame nests too deeply" in bad.recv(65536)
+                replies = b""
+                try:
+                    while data := bad.recv(65536):
+                        replies += data
+                except ConnectionResetError:
+                    pass  # closed with our frames unread
+                assert b"hello as 'b0' without a proof of this run's key" in replies
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
@@ -361,9 +383,11 @@ def test_a_node_stopped_before_the_runs_time_zero_exits(tmp_path, how):
     signal, or its parent dying) must still end it, not leave it waiting for ever."""
     _, node = tcp_helpers.one_broker_command(tmp_path)
     if how == "SIGTERM":
-        proc = subprocess.Popen(node, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(node, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         try:
+            proc.stdin.write(KEY.hex() + "\n")
+            proc.stdin.close()
             assert proc.stdout.readline().strip() == "ready"
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=20) == 0, proc.stderr.read()
@@ -373,9 +397,13 @@ def test_a_node_stopped_before_the_runs_time_zero_exits(tmp_path, how):
     # A parent that starts the node, waits for it to be ready, prints its pid and exits.
     parent = subprocess.Popen(
         [sys.executable, "-c",
-         "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, "
-         "text=True); assert p.stdout.readline().strip() == 'ready'; print(p.pid, flush=True)",
-         *node], stdout=subprocess.PIPE, text=True)
+         "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, "
+         "stdout=subprocess.PIPE, text=True); p.stdin.write(sys.stdin.readline()); "
+         "p.stdin.close(); assert p.stdout.readline().strip() == 'ready'; "
+         "print(p.pid, flush=True)",
+         *node], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    parent.stdin.write(KEY.hex() + "\n")
+    parent.stdin.close()
     pid = int(parent.stdout.readline())
     parent.wait(timeout=20)
     deadline = time.monotonic() + 20

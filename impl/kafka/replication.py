@@ -46,6 +46,9 @@ EPOCH_API, EPOCH_VERSION = 23, 4
 TOPIC = "isrlab"
 TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_URL, "isrlab:replication")
 _ENVELOPE = struct.Struct(">BH")
+# An honest envelope is a flat object of under 200 bytes; the cap also bounds its nesting,
+# so a hostile one cannot recurse the JSON decoder into a RecursionError.
+MAX_ENVELOPE_BYTES = 512
 _NAMES = {number: error for error, number in KAFKA_ERROR_NUMBERS.items()}
 _json = msgspec.json.encode
 _unjson = msgspec.json.decode
@@ -127,11 +130,15 @@ def decode(body: bytes | bytearray | memoryview) -> dict:
     if len(body) < _ENVELOPE.size:
         raise ReplicationWireError("replication frame shorter than its envelope header")
     _, size = _ENVELOPE.unpack_from(body)
+    if size > MAX_ENVELOPE_BYTES:
+        raise ReplicationWireError(f"replication envelope of {size} bytes exceeds the "
+                                   f"{MAX_ENVELOPE_BYTES}-byte cap")
     start = _ENVELOPE.size + size
     try:
         envelope = _unjson(body[_ENVELOPE.size:start])
-    except msgspec.DecodeError as error:
-        raise ReplicationWireError(f"replication envelope is not JSON ({error})") from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise ReplicationWireError(f"replication envelope is not JSON ({str(error)[:80]})"
+                                   ) from None
     if not isinstance(envelope, dict):
         raise ReplicationWireError("replication envelope is not a JSON object")
     try:
@@ -141,8 +148,9 @@ def decode(body: bytes | bytearray | memoryview) -> dict:
             message = _decode_request(body, start)
     except ReplicationWireError:
         raise
-    except Exception as error:  # kio raises several types on malformed bytes
-        raise ReplicationWireError(f"malformed Kafka replication message: {error}") from None
+    except Exception as error:  # kio raises several types on malformed bytes, RecursionError too
+        raise ReplicationWireError(f"malformed Kafka replication message: "
+                                   f"{str(error)[:120]}") from None
     return {"src": envelope.get("src"), "mid": envelope.get("mid"), "t": envelope.get("t", 0),
             "msg": message}
 

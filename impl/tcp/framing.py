@@ -6,7 +6,11 @@ impl/kafka/replication.py: a follower's Fetch and OffsetsForLeaderEpoch and the 
 answers travel as Kafka's FetchRequest v15 / OffsetForLeaderEpochRequest v4 and their
 responses, records as v2 batches. Four kinds of JSON object travel:
 
-- hello    `{"hello": "b1"}`: the first frame on a connection, naming the connecting node;
+- challenge `{"challenge": N}`: the first frame the accepting side sends, a fresh nonce;
+- hello    `{"hello": "b1", "proof": P, "challenge": M}`: the connecting side's answer, naming
+  it; P is `proof(key, "hello", N, "b1", listener)` and M its own fresh nonce;
+- welcome  `{"welcome": Q}`: the accepting side's answer, Q = `proof(key, "welcome", M, "b1",
+  listener)`: each side has shown the other it holds the run's key (see `proof`);
 - message  `{"src": "b1", "mid": "b1:m17", "t": 1234, "msg": {...}}`: `msg` is
   `Message.to_wire()`, `t` the sender's clock (ms since the run's start) when it sent it;
 - control  `{"ctl": "block", "peers": [...]}` and friends, from the supervisor (see node.py);
@@ -22,12 +26,17 @@ UTF-8 or not JSON, JSON nested deeper than the decoder's recursion limit, number
 a record batch whose CRC32C does not match. Nothing here raises on bad input from the network
 except `FrameTooLarge`.
 
+A frame of the handshake is read by a decoder capped at `HANDSHAKE_MAX_BYTES`, and only that
+one frame (`frames(limit=1)`): nothing a stranger sends past its hello is decoded.
+
 `message_to_wire` is `Message.to_wire()` with fast paths for the client messages that carry
 records (same JSON, without `dataclasses.asdict`'s deep copy).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import struct
 from dataclasses import dataclass
@@ -46,7 +55,10 @@ from impl.protocol.messages import (
 )
 
 MAX_FRAME_BYTES = 4 << 20
+HANDSHAKE_MAX_BYTES = 1024  # a hello with its proof is under 200 bytes
 LENGTH = struct.Struct(">I")
+KEY_BYTES = 32
+NONCE_BYTES = 16
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _decode_json = msgspec.json.decode
@@ -68,6 +80,31 @@ def encode_frame(body: dict) -> bytes:
     if len(data) > MAX_FRAME_BYTES:
         raise ValueError(f"frame of {len(data)} bytes exceeds the {MAX_FRAME_BYTES}-byte cap")
     return LENGTH.pack(len(data)) + data
+
+
+def proof(key: bytes, step: str, nonce: bytes, connector: str, listener: str) -> str:
+    """HMAC-SHA256 (hex) under the run's key of one handshake step ("hello" from the
+    connecting side, "welcome" from the accepting one) over the other side's fresh nonce and
+    both names: it answers that nonce only, between those two nodes, in that direction."""
+    text = b"\0".join([b"isrlab", step.encode(), nonce, connector.encode(), listener.encode()])
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def proof_matches(given, key: bytes, step: str, nonce: bytes, connector: str,
+                  listener: str) -> bool:
+    """Whether `given` (anything a peer sent) is the proof; compared in constant time."""
+    return isinstance(given, str) and given.isascii() and hmac.compare_digest(
+        given, proof(key, step, nonce, connector, listener))
+
+
+def nonce_of(text) -> bytes | None:
+    """A peer's nonce from its hex, or None if it is not NONCE_BYTES of hex."""
+    if not isinstance(text, str) or len(text) != 2 * NONCE_BYTES:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        return None
 
 
 def message_to_wire(m: Message) -> dict:
@@ -117,14 +154,15 @@ class FrameDecoder:
     def feed(self, data: bytes) -> None:
         self.buffer += data
 
-    def frames(self) -> list[dict | BadFrame]:
-        """Every complete frame buffered so far: a dict, or a BadFrame; FrameTooLarge when a
-        length prefix is over the cap (check it before the body arrives)."""
+    def frames(self, limit: int | None = None) -> list[dict | BadFrame]:
+        """Every complete frame buffered so far (at most `limit`; the rest stay buffered): a
+        dict, or a BadFrame; FrameTooLarge when a length prefix is over the cap (checked
+        before the body arrives)."""
         out: list[dict | BadFrame] = []
         buffer = self.buffer
         position = 0
         end = len(buffer)
-        while end - position >= 4:
+        while end - position >= 4 and (limit is None or len(out) < limit):
             (length,) = LENGTH.unpack_from(buffer, position)
             if length > self.max_bytes:
                 del buffer[:position]
@@ -138,6 +176,8 @@ class FrameDecoder:
                     out.append(replication.decode(buffer[start:position]))
                 except replication.ReplicationWireError as error:
                     out.append(BadFrame(str(error)[:200]))
+                except RecursionError:  # replication.decode catches its own; a second guard
+                    out.append(BadFrame("replication frame nests too deeply"))
                 continue
             try:
                 body = _decode_json(buffer[start:position])

@@ -2,6 +2,7 @@
 
     python -m impl.tcp.node --role b0|meta --config JSON --run-dir DIR --ports JSON
                             --start-ms N [--restart] [--seed S --commit C --run R] [--no-trace]
+                            < the run's key, one line of hex
 
 Theory of operation. `Node` owns one core (`BrokerCore`, `MetaCore`, or in the supervisor's
 process a client core) and is its only caller; every call is synchronous, so inputs are
@@ -15,13 +16,19 @@ Time is integer milliseconds since the run's start: CLOCK_REALTIME minus `--star
 every process of the run agrees. The core's `next_deadline()` sets a cancel-scope deadline.
 
 Connections are one-way: a node sends to a peer on a connection it opened (lazily, on the first
-message; its first frame is a hello naming the sender) and receives on connections peers opened
-to its listener on 127.0.0.1. When a connection breaks the core hears `on_disconnected(peer)`;
-messages that could not be written are logged as `NetworkDrop` events (why `unreachable`).
+message) and receives on connections peers opened to its listener on 127.0.0.1. Each
+connection starts with a handshake under the run's key (framing.py: the listener's challenge,
+the connecting node's hello with its proof, the listener's welcome with its own), so a node
+only hears processes of its run, and only sends to one. The key comes on stdin, one hex line
+from the supervisor (never in the environment or on the command line, which other local users
+can read in /proc). A listener refuses a hello that is not proven, names a node that does not
+talk to it, or names a node already connected to it (after a short grace for the old
+connection's end to arrive): a stranger's hello never touches the real peer's connection.
+When one of a node's own connections breaks, the core hears `on_disconnected(peer)`; messages
+that could not be written are logged as `NetworkDrop` events (why `unreachable`).
 
 The supervisor speaks over the same listener in control frames, each answered with
-`{"ack": ...}`, on a connection whose hello is `{"hello": "supervisor", "secret": S}`: S is
-the run's secret, handed to the node in the environment (`ISRLAB_CONTROL_SECRET`), so no other
+`{"ack": ...}`, on a connection whose hello names `supervisor` and proves the key, so no other
 local process can stop or partition a node:
 - `{"ctl": "block", "peers": [...]}`: a partition. Frames to or from those peers are dropped,
   each logged as a `NetworkDrop` event in this node's trace (why `partition`); the core hears
@@ -34,7 +41,7 @@ local process can stop or partition a node:
   (the supervisor fixes time 0 once every node is ready).
 - `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
   `final.json` of the node's view written to `RUN_DIR/<node>/`.
-A frame over the size cap, a first frame that is not a valid hello, partial frames over the
+A refused handshake, a frame over the size cap, partial frames over the
 buffered-byte cap, and a partial frame idle for `IDLE_TIMEOUT_S` close their connection; any
 other bad frame (not JSON, too deep, a malformed message, a send time ahead of our clock, a
 `src` other than the hello's) gets `{"error": ...}` back. Each is logged as one line on
@@ -45,10 +52,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hmac
 import json
 import math
 import os
+import secrets
+import select
 import signal
 import sys
 import time
@@ -69,18 +77,26 @@ from impl.protocol.messages import (
 from impl.protocol.meta import MetaCore
 from impl.storage import FileDisk
 from impl.tcp.framing import (
+    HANDSHAKE_MAX_BYTES,
+    KEY_BYTES,
+    MAX_FRAME_BYTES,
+    NONCE_BYTES,
     BadFrame,
     FrameDecoder,
     FrameTooLarge,
     decode_message,
     encode_frame,
     encode_message,
+    nonce_of,
+    proof,
+    proof_matches,
 )
 from impl.tcp.tracefile import FileTrace
 
 HOST = "127.0.0.1"
 KAFKA_SRC = "kafka/"  # the source name of requests from Kafka clients (impl/kafka/door.py)
 SUPERVISOR = "supervisor"
+CLIENTS = ("producer", "consumer")  # in the supervisor's process; they never talk to each other
 # Every process of a run reads the same CLOCK_REALTIME, so honest send times are never far ahead.
 MAX_CLOCK_SKEW_MS = 1_000
 # What a node accepts from its listener: a run has a handful of peers, so anything beyond these
@@ -88,10 +104,11 @@ MAX_CLOCK_SKEW_MS = 1_000
 MAX_CONNECTIONS = 64
 MAX_BUFFERED_BYTES = 64 << 20  # over all connections' partial frames
 IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long while a frame is partial
-HELLO_TIMEOUT_S = 5.0
-# The supervisor hands its nodes a per-run secret in the environment (never on the command line
-# nor in any file); a control frame is obeyed only on a connection whose hello carried it.
-SECRET_ENV = "ISRLAB_CONTROL_SECRET"
+HELLO_TIMEOUT_S = 5.0  # for each side's part of the handshake
+# How long a proven hello from a node already connected waits for the old connection's end to
+# be read (a restarted or reconnecting peer whose old connection's EOF is still on its way).
+DUPLICATE_GRACE_S = 1.0
+KEY_TIMEOUT_S = 10.0
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -101,6 +118,57 @@ def wall_ms() -> int:
 
 def log(node: str, text: str) -> None:
     print(f"{node}: {text}", file=sys.stderr, flush=True)
+
+
+class HandshakeFailed(Exception):
+    """The other side did not complete the handshake: one line saying why."""
+
+
+async def _handshake_frame(stream, decoder: FrameDecoder, who: str) -> dict:
+    """The next frame of a handshake, a dict; HandshakeFailed otherwise."""
+    while True:
+        try:
+            frames = decoder.frames(limit=1)
+        except FrameTooLarge as error:
+            raise HandshakeFailed(str(error)) from None
+        if frames:
+            frame = frames[0]
+            if type(frame) is BadFrame:
+                raise HandshakeFailed(frame.reason)
+            return frame
+        data = await stream.receive_some(HANDSHAKE_MAX_BYTES)
+        if not data:
+            raise HandshakeFailed(f"{who} closed the connection during the handshake")
+        decoder.feed(data)
+
+
+async def open_peer(port: int, name: str, listener: str, key: bytes,
+                    timeout_s: float = HELLO_TIMEOUT_S) -> trio.SocketStream:
+    """A connection from `name` to `listener` on `port`, each side having proven it holds the
+    run's key (the module docstring); HandshakeFailed or a connection error otherwise."""
+    stream = await trio.open_tcp_stream(HOST, port)
+    try:
+        with trio.move_on_after(timeout_s):
+            decoder = FrameDecoder(HANDSHAKE_MAX_BYTES)
+            frame = await _handshake_frame(stream, decoder, listener)
+            nonce = nonce_of(frame.get("challenge"))
+            if nonce is None:
+                raise HandshakeFailed(f"{listener} sent no challenge")
+            mine = secrets.token_bytes(NONCE_BYTES)
+            await stream.send_all(encode_frame({
+                "hello": name, "proof": proof(key, "hello", nonce, name, listener),
+                "challenge": mine.hex()}))
+            frame = await _handshake_frame(stream, decoder, listener)
+            if proof_matches(frame.get("welcome"), key, "welcome", mine, name, listener):
+                return stream
+            if isinstance(frame.get("error"), str):
+                raise HandshakeFailed(f"{listener} refused: {frame['error'][:200]}")
+            raise HandshakeFailed(f"the listener on port {port} did not prove it is "
+                                  f"{listener} of this run")
+        raise HandshakeFailed(f"{listener} did not finish the handshake within {timeout_s:g} s")
+    except BaseException:
+        await _close_quietly(stream)
+        raise
 
 
 class _Outbound:
@@ -118,9 +186,10 @@ class Node:
     """Drives one core over TCP (see the module docstring)."""
 
     def __init__(self, name: str, core, trace: FileTrace, ports: dict[str, int], start_ms: int,
-                 storage: BrokerStorage | None = None, secret: str | None = None):
+                 storage: BrokerStorage | None = None, key: bytes = b""):
         self.name = name
-        self.secret = secret
+        self.key = key  # the run's key: without it every handshake fails
+        self.inbound: dict[str, trio.Event] = {}  # proven peers connected now; set at the end
         self.connections = 0
         self.buffered = 0
         self.core = core
@@ -138,6 +207,7 @@ class Node:
         self.last_now = 0
         self.drops: list[tuple] = []
         self.pending_append: list | None = None  # [partition, start, records]: appends merged
+        self.input_ms: int | None = None  # the time of the input being applied
         self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0,
                       "refused_connections": 0}
         self.listeners: list = []
@@ -169,13 +239,19 @@ class Node:
         now = self.now()
         self.apply(call(self.core, now), now)
         self.reschedule()
+        if self.kafka is not None:
+            self.kafka.after_input()  # wakes the Kafka long polls this input answers
 
     def disconnected(self, peer: str) -> None:
         if hasattr(self.core, "on_disconnected"):
             self.handle(lambda core, now: core.on_disconnected(now, peer))
 
     def apply(self, effects: list, now: int) -> None:
-        apply_effects(effects, now, self.trace, self)
+        self.input_ms = now
+        try:
+            apply_effects(effects, now, self.trace, self)
+        finally:
+            self.input_ms = None
         self._write_append()
 
     # The effects' handlers (impl.protocol.effects.Handlers); `send` is under Sending below.
@@ -259,8 +335,11 @@ class Node:
             self.log_drop(self.name, dst, mid, message, why)
 
     def log_drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
+        # A drop of one input's send is at that input's time: the clock may have moved on
+        # since, and the input's later events carry its time (a node's trace never goes back).
+        now = self.now() if self.input_ms is None else self.input_ms
         self.stats["dropped_messages"] += 1
-        trace_drop(self.trace, self.now(), src, dst, mid, message, why)
+        trace_drop(self.trace, now, src, dst, mid, message, why)
         self.stats["events"] += 1
 
     async def _sender(self, dst: str, out: _Outbound, receive) -> None:
@@ -304,8 +383,10 @@ class Node:
         if port is None:
             return False
         try:
-            stream = await trio.open_tcp_stream(HOST, port)
-            await stream.send_all(encode_frame({"hello": self.name}))
+            stream = await open_peer(port, self.name, dst, self.key)
+        except HandshakeFailed as error:
+            log(self.name, f"cannot connect to {dst}: {error}")
+            return False
         except _CONNECTION_ERRORS:
             return False
         out.stream = stream
@@ -353,107 +434,154 @@ class Node:
             await _close_quietly(stream)
             return
         self.connections += 1
-        decoder = FrameDecoder()
-        held = 0  # this connection's share of self.buffered
         peer: str | None = None
+        ended: trio.Event | None = None  # ours in self.inbound once the peer is proven
         try:
-            while True:
-                pending = len(decoder.buffer)
-                timeout = HELLO_TIMEOUT_S if peer is None else IDLE_TIMEOUT_S
-                with trio.move_on_after(timeout) as waited:
-                    data = await stream.receive_some(1 << 20)
-                if waited.cancelled_caught:
-                    if peer is None or pending:
-                        log(self.name, f"closing an idle connection from "
-                                       f"{peer or 'an unknown peer'}")
-                        break
-                    continue
-                if not data:
-                    break
-                decoder.feed(data)
-                try:
-                    frames = decoder.frames()
-                except FrameTooLarge as error:
-                    self.stats["bad_frames"] += 1
-                    log(self.name, f"closing a connection from {peer or 'an unknown peer'}: "
-                                   f"{error}")
-                    await stream.send_all(encode_frame({"error": str(error)}))
-                    break
-                self.buffered += len(decoder.buffer) - held
-                held = len(decoder.buffer)
-                if self.buffered > MAX_BUFFERED_BYTES:
-                    self.stats["bad_frames"] += 1
-                    log(self.name, f"closing a connection from {peer or 'an unknown peer'}: "
-                                   f"partial frames over {MAX_BUFFERED_BYTES} bytes in all")
-                    break
-                errors: list[str] = []
-                controls: list[dict] = []
-                fatal = False
-                for frame in frames:
-                    if type(frame) is BadFrame:
-                        errors.append(frame.reason)
-                        continue
-                    if peer is None:
-                        peer, problem = self._hello(frame)
-                        if problem:
-                            errors.append(problem)
-                            fatal = True
-                            break
-                        continue
-                    if "ctl" in frame:
-                        if peer == SUPERVISOR:
-                            controls.append(frame)
-                        else:
-                            errors.append("control frame from a node that is not the supervisor")
-                        continue
-                    try:
-                        src, mid, sent_ms, message = decode_message(frame)
-                    except WireError as error:
-                        errors.append(str(error))
-                        continue
-                    if src != peer:
-                        errors.append(f"message from {src!r} on {peer!r}'s connection")
-                        continue
-                    if not self.observe(sent_ms):
-                        errors.append(f"send time {sent_ms} ms is ahead of this node's clock")
-                        continue
-                    if src in self.blocked:
-                        self.log_drop(src, self.name, mid, message, "partition")
-                        continue
-                    self.handle(lambda core, now, s=src, i=mid, m=message:
-                                core.on_message(now, s, i, m))
-                self.trace.flush()
-                for reason in errors:
-                    self.stats["bad_frames"] += 1
-                    log(self.name, f"bad frame from {peer or 'an unknown peer'}: {reason[:200]}")
-                    await stream.send_all(encode_frame({"error": reason[:200]}))
-                if fatal:
-                    peer = None
-                    break
-                for frame in controls:
-                    await stream.send_all(encode_frame({"ack": self.control(frame)}))
+            decoder = FrameDecoder(HANDSHAKE_MAX_BYTES)
+            try:
+                peer = await self._accept(stream, decoder)
+            except HandshakeFailed as error:
+                self.stats["refused_connections"] += 1
+                log(self.name, f"refusing a connection from an unknown peer: {error}")
+                await stream.send_all(encode_frame({"error": str(error)[:200]}))
+                return
+            if peer != SUPERVISOR:
+                ended = self.inbound[peer]
+            decoder.max_bytes = MAX_FRAME_BYTES
+            await self._serve_peer(stream, decoder, peer)
         except _CONNECTION_ERRORS:
             pass
         finally:
             self.connections -= 1
-            self.buffered -= held
+            if ended is not None:
+                del self.inbound[peer]
+                ended.set()
             await _close_quietly(stream)
-        if peer is not None and peer != SUPERVISOR and not self.stopped.is_set():
+        # Only the proven connection of a peer breaking tells the core: a stranger's does not.
+        if ended is not None and not self.stopped.is_set():
             self.disconnected(peer)
             self.trace.flush()
 
-    def _hello(self, frame: dict) -> tuple[str | None, str | None]:
-        """(peer, None) for a valid first frame, (None, why) otherwise."""
+    async def _accept(self, stream, decoder: FrameDecoder) -> str:
+        """The listener's side of the handshake: the proven peer's name (registered in
+        `inbound` unless it is the supervisor), or HandshakeFailed saying why not."""
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        await stream.send_all(encode_frame({"challenge": nonce.hex()}))
+        frame = None
+        with trio.move_on_after(HELLO_TIMEOUT_S):
+            frame = await _handshake_frame(stream, decoder, "the peer")
+        if frame is None:
+            raise HandshakeFailed(f"no hello within {HELLO_TIMEOUT_S:g} s")
         name = frame.get("hello")
+        if not isinstance(name, str):
+            raise HandshakeFailed("the first frame must be a hello")
+        shown = repr(name[:40])
+        if not self.talks_to(name):
+            raise HandshakeFailed(f"hello as {shown}: not a node that talks to {self.name}")
+        if not proof_matches(frame.get("proof"), self.key, "hello", nonce, name, self.name):
+            raise HandshakeFailed(f"hello as {shown} without a proof of this run's key")
+        theirs = nonce_of(frame.get("challenge"))
+        if theirs is None:
+            raise HandshakeFailed(f"hello as {shown} without a challenge of its own")
+        if name != SUPERVISOR:
+            old = self.inbound.get(name)
+            if old is not None:
+                with trio.move_on_after(DUPLICATE_GRACE_S):
+                    await old.wait()
+            if name in self.inbound:
+                raise HandshakeFailed(f"hello as {shown}: {name} is connected already")
+            self.inbound[name] = trio.Event()
+        welcome = proof(self.key, "welcome", theirs, name, self.name)
+        await stream.send_all(encode_frame({"welcome": welcome}))
+        return name
+
+    def talks_to(self, name: str) -> bool:
+        """Whether a node named `name` may connect to this one: a node of the run (not itself),
+        or the supervisor to a node process; the clients never talk to each other."""
         if name == SUPERVISOR:
-            given = frame.get("secret")
-            if (self.secret is None or not isinstance(given, str)
-                    or not hmac.compare_digest(given.encode(), self.secret.encode())):
-                return None, "supervisor hello without this run's secret"
-            return name, None
-        if not isinstance(name, str) or name == self.name or name not in self.ports:
-            return None, "the first frame must be a hello naming a node of this run"
-        return name, None
+            return self.name not in CLIENTS
+        if name == self.name or name not in self.ports or name.startswith("kafka-"):
+            return False
+        return not (name in CLIENTS and self.name in CLIENTS)
+
+    async def _serve_peer(self, stream, decoder: FrameDecoder, peer: str) -> None:
+        """Hand a proven peer's messages to the core (and the supervisor's control frames to
+        `control`) until the connection ends or breaks a rule that closes it."""
+        held = 0  # this connection's share of self.buffered
+        try:
+            while True:
+                frames = await self._next_frames(stream, decoder, peer)
+                if frames is None:
+                    return
+                self.buffered += len(decoder.buffer) - held
+                held = len(decoder.buffer)
+                if self.buffered > MAX_BUFFERED_BYTES:
+                    self.stats["bad_frames"] += 1
+                    log(self.name, f"closing a connection from {peer}: partial frames over "
+                                   f"{MAX_BUFFERED_BYTES} bytes in all")
+                    return
+                errors: list[str] = []
+                controls: list[dict] = []
+                for frame in frames:
+                    if type(frame) is BadFrame:
+                        errors.append(frame.reason)
+                    elif "ctl" in frame:
+                        if peer == SUPERVISOR:
+                            controls.append(frame)
+                        else:
+                            errors.append("control frame from a node that is not the supervisor")
+                    else:
+                        self._receive(peer, frame, errors)
+                self.trace.flush()
+                for reason in errors:
+                    self.stats["bad_frames"] += 1
+                    log(self.name, f"bad frame from {peer}: {reason[:200]}")
+                    await stream.send_all(encode_frame({"error": reason[:200]}))
+                for frame in controls:
+                    await stream.send_all(encode_frame({"ack": self.control(frame)}))
+        finally:
+            self.buffered -= held
+
+    async def _next_frames(self, stream, decoder: FrameDecoder, peer: str) -> list | None:
+        """The frames of the next read (already buffered ones first), or None when the
+        connection is to be closed: EOF, a frame over the cap, a partial frame left idle."""
+        while True:
+            try:
+                frames = decoder.frames()
+            except FrameTooLarge as error:
+                self.stats["bad_frames"] += 1
+                log(self.name, f"closing a connection from {peer}: {error}")
+                await stream.send_all(encode_frame({"error": str(error)}))
+                return None
+            if frames:
+                return frames
+            pending = len(decoder.buffer)
+            with trio.move_on_after(IDLE_TIMEOUT_S) as waited:
+                data = await stream.receive_some(1 << 20)
+            if waited.cancelled_caught:
+                if pending:
+                    log(self.name, f"closing an idle connection from {peer}")
+                    return None
+                continue
+            if not data:
+                return None
+            decoder.feed(data)
+
+    def _receive(self, peer: str, frame: dict, errors: list[str]) -> None:
+        """One message frame from a proven peer to the core, or the reason it is refused."""
+        try:
+            src, mid, sent_ms, message = decode_message(frame)
+        except WireError as error:
+            errors.append(str(error))
+            return
+        if src != peer:
+            errors.append(f"message from {src!r} on {peer!r}'s connection")
+        elif not self.observe(sent_ms):
+            errors.append(f"send time {sent_ms} ms is ahead of this node's clock")
+        elif src in self.blocked:
+            self.log_drop(src, self.name, mid, message, "partition")
+        else:
+            self.handle(lambda core, now: core.on_message(now, src, mid, message))
 
     def control(self, frame: dict) -> str:
         what = frame.get("ctl")
@@ -512,7 +640,23 @@ def final_view(node: str, core) -> dict:
     } for r in core.replicas}}
 
 
-def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
+def read_key(stdin, timeout_s: float = KEY_TIMEOUT_S) -> bytes:
+    """The run's key: the first line on stdin, KEY_BYTES in hex, written by the supervisor."""
+    ready, _, _ = select.select([stdin], [], [], timeout_s)
+    if not ready:
+        raise SystemExit(f"node: no run key on stdin within {timeout_s:g} s")
+    line = stdin.readline(2 * KEY_BYTES + 2).strip()
+    try:
+        key = bytes.fromhex(line.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise SystemExit(f"node: the first line on stdin is not the run key "
+                         f"({2 * KEY_BYTES} hex digits)")
+    return key
+
+
+def build(args: argparse.Namespace, key: bytes) -> tuple[Node, BrokerStorage | None, list]:
     """The node's core, storage and trace; the effects to carry out once running."""
     header_config = json.loads(args.config)
     config = parse_config(header_config)
@@ -543,8 +687,7 @@ def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
             views = MetaCore(config).initial_view
             for effect in core.bootstrap([views(p) for p in range(config.partitions)]):
                 storage.apply(effect)
-    secret = os.environ.pop(SECRET_ENV, None)
-    node = Node(role, core, trace, ports, args.start_ms, storage, secret)
+    node = Node(role, core, trace, ports, args.start_ms, storage, key)
     if f"kafka-{role}" in ports:
         from impl.kafka.serve import KafkaServer
 
@@ -554,8 +697,8 @@ def build(args: argparse.Namespace) -> tuple[Node, BrokerStorage | None, list]:
     return node, storage, pending
 
 
-async def run_node(args: argparse.Namespace) -> None:
-    node, storage, pending = build(args)
+async def run_node(args: argparse.Namespace, key: bytes) -> None:
+    node, storage, pending = build(args, key)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             node.nursery = nursery
@@ -615,8 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-trace", dest="trace", action="store_false", help="no trace file")
     p.add_argument("--topic", default="isrlab", help="the topic Kafka clients see")
     args = p.parse_args(argv)
+    key = read_key(sys.stdin.buffer)
     try:
-        trio.run(run_node, args)
+        trio.run(run_node, args, key)
     except KeyboardInterrupt:
         return 130
     return 0

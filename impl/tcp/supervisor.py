@@ -24,8 +24,10 @@ failures included (SIGTERM, then SIGKILL), and nodes exit by themselves if the s
 (they watch their parent). A node that exits when neither the nemesis nor the shutdown asked it
 to is a failed run: named in the summary's `node_failures` and in run.json.
 
-Control frames carry a per-run secret (`secrets.token_hex`) that the supervisor hands its
-nodes in their environment; it is written nowhere.
+Every connection of the run, node to node and supervisor to node, starts with a handshake
+under a per-run key (`secrets.token_bytes`; see node.py and framing.py). The supervisor hands
+the key to each node process on its stdin, a pipe it closes at once: the key is never in an
+environment, a command line, a file, a log or a trace.
 
 Left out: messages a node had written to a socket and that the kernel delivers after the
 node's crash line (the drain before SIGKILL makes that rare); messages lost in a socket
@@ -55,8 +57,8 @@ from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
 from impl.storage import FileDisk
-from impl.tcp.framing import FrameDecoder, FrameTooLarge, encode_frame
-from impl.tcp.node import HOST, SECRET_ENV, SUPERVISOR, Node, wall_ms
+from impl.tcp.framing import KEY_BYTES, FrameDecoder, FrameTooLarge, encode_frame
+from impl.tcp.node import HOST, SUPERVISOR, HandshakeFailed, Node, open_peer, wall_ms
 from impl.tcp.tracefile import FileTrace
 from impl.trace import dumps, event_counts, header_config, reproduce_command
 from vocab.actions import ActionName as A
@@ -91,10 +93,12 @@ class TcpOptions:
 
 
 
-def pick_ports(names: list[str], base_port: int = 0) -> dict[str, int]:
-    """Consecutive ports from `base_port` (each checked free), or any free ports (0)."""
+def pick_ports(names: list[str], base_port: int = 0,
+               flag: str = "--base-port") -> dict[str, int]:
+    """Consecutive ports from `base_port` (each checked free), or any free ports (0); `flag`
+    is the option that gave `base_port`, for the error."""
     if base_port and not 1024 <= base_port <= 65536 - len(names):
-        raise ClusterError(f"--base-port {base_port}: must be 0 (any free ports) or in "
+        raise ClusterError(f"{flag} {base_port}: must be 0 (any free ports) or in "
                            f"1024..{65536 - len(names)} ({len(names)} ports)")
     sockets = []
     try:
@@ -132,20 +136,21 @@ class ClusterError(Exception):
     """The run could not be set up or a node failed it: one line for the user."""
 
 
-def node_env(secret: str) -> dict:
+def node_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env[SECRET_ENV] = secret
     return env
 
 
 class Processes:
-    """The node processes of one run; `kill_all` works with or without a trio loop."""
+    """The node processes of one run; `kill_all` works with or without a trio loop. Each is
+    handed `key`, the run's, on its stdin."""
 
-    def __init__(self, run_dir: Path, secret: str):
+    def __init__(self, run_dir: Path, key: bytes):
+        assert len(key) == KEY_BYTES, "a run key is KEY_BYTES random bytes"
         self.run_dir = run_dir
-        self.secret = secret
+        self.key = key
         self.procs: dict[str, trio.Process] = {}
         self.every: list[trio.Process] = []  # every process ever spawned, for the last cleanup
         self.paused: set[str] = set()
@@ -153,11 +158,17 @@ class Processes:
     async def spawn(self, node: str, cmd: list[str], timeout_s: float = 20) -> None:
         log_path = self.run_dir / f"{node}.log"
         with open(log_path, "ab") as err:
-            proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE, stderr=err,
-                                                    env=node_env(self.secret),
-                                                    cwd=str(REPO_ROOT))
+            proc = await trio.lowlevel.open_process(cmd, stdin=subprocess.PIPE,
+                                                    stdout=subprocess.PIPE, stderr=err,
+                                                    env=node_env(), cwd=str(REPO_ROOT))
         self.procs[node] = proc
         self.every.append(proc)
+        try:
+            await proc.stdin.send_all(self.key.hex().encode() + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # it died at once: said below, from its log
+        finally:
+            await proc.stdin.aclose()
         seen = b""
         with trio.move_on_after(timeout_s):
             while b"ready\n" not in seen:
@@ -221,17 +232,18 @@ def _last_line(path: Path) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
-async def control(port: int, body: dict, secret: str, timeout_s: float = 3.0) -> dict | None:
-    """One control frame to a node; its answer, or None if it did not answer in time."""
+async def control(port: int, body: dict, key: bytes, node: str,
+                  timeout_s: float = 3.0) -> dict | None:
+    """One control frame to `node` listening on `port`; its answer, or None if it did not
+    answer in time (or did not prove it is that node of this run)."""
     with trio.move_on_after(timeout_s):
         try:
-            stream = await trio.open_tcp_stream(HOST, port)
-        except OSError:
+            stream = await open_peer(port, SUPERVISOR, node, key, timeout_s)
+        except (HandshakeFailed, OSError, trio.BrokenResourceError):
             return None
         try:
             async with stream:
-                await stream.send_all(encode_frame({"hello": SUPERVISOR, "secret": secret})
-                                      + encode_frame(body))
+                await stream.send_all(encode_frame(body))
                 decoder = FrameDecoder()
                 while True:
                     data = await stream.receive_some(65536)
@@ -266,6 +278,11 @@ class Cluster:
     """One TCP run (see the module docstring)."""
 
     def __init__(self, config: ClusterConfig, options: TcpOptions, run_dir: Path):
+        late = [f for f in options.faults if options.duration_ms and f[0] >= options.duration_ms]
+        if late:
+            # A fault the run never reaches would pass for one it survived.
+            raise ClusterError(f"--fault {':'.join(map(str, late[0]))}: starts after the "
+                               f"run's {options.duration_ms} ms")
         self.config = config
         self.options = options
         self.run_dir = run_dir
@@ -278,9 +295,9 @@ class Cluster:
                                 options.base_port)
         if options.kafka_port_base is not None:
             self.ports.update(pick_ports([f"kafka-{b}" for b in self.brokers],
-                                         options.kafka_port_base))
-        self.secret = secrets.token_hex(16)
-        self.procs = Processes(run_dir, self.secret)
+                                         options.kafka_port_base, "--port-base"))
+        self.key = secrets.token_bytes(KEY_BYTES)
+        self.procs = Processes(run_dir, self.key)
         self.down: set[str] = set()  # killed by the nemesis and not yet restarted
         self.failures: list[dict] = []  # nodes that exited when nothing asked them to
         self.stopping = False
@@ -296,7 +313,7 @@ class Cluster:
         return wall_ms() - self.start_ms
 
     async def control(self, node: str, body: dict) -> dict | None:
-        return await control(self.ports[node], body, self.secret)
+        return await control(self.ports[node], body, self.key, node)
 
     def command(self, node: str, restart: bool = False) -> list[str]:
         o = self.options
@@ -344,7 +361,8 @@ class Cluster:
         for name, core in (("producer", producer), ("consumer", consumer)):
             trace = FileTrace(name, self.header, self.run_dir / f"{name}.ndjson",
                               enabled=o.trace)
-            self.clients[name] = Node(name, core, trace, self.ports, self.start_ms)
+            self.clients[name] = Node(name, core, trace, self.ports, self.start_ms,
+                                      key=self.key)
         try:
             async with trio.open_nursery() as nursery:
                 for name, node in self.clients.items():
@@ -574,7 +592,11 @@ class Cluster:
         run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
                     "commit": self.options.commit, "config": self.header_cfg,
                     "summary": summary, "final_logs": final_logs, "command": command}
-        (self.run_dir / "run.json").write_text(dumps(run_json) + "\n", encoding="utf-8")
+        path = self.run_dir / "run.json"
+        try:
+            path.write_text(dumps(run_json) + "\n", encoding="utf-8")
+        except OSError as error:
+            raise ClusterError(f"cannot write {path}: {error.strerror}") from None
         return summary
 
     def _final(self, node: str) -> dict | None:
@@ -590,6 +612,10 @@ def run_cluster(config: ClusterConfig, options: TcpOptions, out_dir: Path | str)
     """Run the cluster for `options.duration_ms` and write the run directory; the summary has
     the simulator's keys. No node process outlives this call, however it ends."""
     cluster = Cluster(config, options, Path(out_dir))
+    try:
+        cluster.run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ClusterError(f"--trace-out {out_dir}: {error.strerror}") from None
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         # Started as a background job of a non-interactive shell, the process inherits SIGINT
         # ignored, and `kill -INT`, this supervisor's documented stop, would do nothing.
