@@ -11,12 +11,14 @@ from __future__ import annotations
 import struct
 
 import pytest
+import trio
+import trio.testing
 from kio.records.readers import read_batch
 from test_kafka_door import TOPIC, Harness, batch, produce, request_frame
 
-from impl.kafka import batches, codec, door
+from impl.kafka import batches, codec, door, serve
 from impl.kafka.codec import FETCH, METADATA, PRODUCE, BadRequest, parse_request
-from impl.protocol.messages import Transition
+from impl.protocol.messages import Send, Transition
 
 # Requests built byte by byte: kio's writer takes seconds over a million entries.
 
@@ -184,3 +186,269 @@ def test_a_partition_named_twice_in_a_produce_is_written_once():
     codes = [p.error_code.value for p in answer.responses[0].partition_responses]
     assert codes == [0, 42]
     assert [v for _, v, _ in h.core.replicas[0].log] == [1]
+
+
+# The listener: connections, bytes held, long polls ------------------------------------------
+
+
+class NullTrace:
+    def __init__(self):
+        self.ids = 0
+
+    def message_id(self) -> str:
+        self.ids += 1
+        return f"b0:m{self.ids}"
+
+    def event(self, *args) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+class FakeNode:
+    """What `KafkaServer` needs of a `Node`: its core and trace, and `handle`, which (as
+    Node.handle) hands the core's answers to `kafka/...` back to the server, then tells it an
+    input was taken. Counts the core inputs, by message type."""
+
+    name = "b0"
+
+    def __init__(self, partitions: int = 1, tracing: bool = True):
+        self.core = Harness(partitions=partitions, tracing=tracing).core
+        self.trace = NullTrace()
+        self.inputs: dict[str, int] = {}
+        self.t = 0
+        self.kafka = serve.KafkaServer(self, {0: 19092}, TOPIC)
+        self.on_input = None  # a test's hook, called with each input's message
+
+    def now(self) -> int:
+        self.t += 1
+        return self.t
+
+    def handle(self, call) -> None:
+        effects = call(self, self.now())
+        for effect in effects:
+            for dst, m in _sends(effect):
+                if dst.startswith("kafka/"):
+                    self.kafka.answer(dst, m)
+        after_input = getattr(self.kafka, "after_input", None)
+        if after_input is not None:
+            after_input()
+
+    def on_message(self, now, src, mid, message):
+        """Stands in for the core as `call`'s first argument, to count inputs."""
+        name = type(message).__name__
+        self.inputs[name] = self.inputs.get(name, 0) + 1
+        if self.on_input is not None:
+            self.on_input(message)
+        return self.core.on_message(now, src, mid, message)
+
+
+def _sends(effect):
+    if type(effect) is Send:
+        return [(effect.dst, effect.message)]
+    if type(effect) is Transition:
+        return effect.sends
+    return []
+
+
+def framed(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame)) + frame
+
+
+async def read_reply(stream) -> bytes | None:
+    """One response frame (with its size prefix), or None when the server closed."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+        chunk = await stream.receive_some(1 << 20)
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+API_VERSIONS_FRAME = request_frame(18, 3, {"client_software_name": "t",
+                                           "client_software_version": "1"})
+
+
+async def connect(nursery, server):
+    """A client end of a new in-memory connection the server serves."""
+    client, server_end = trio.testing.memory_stream_pair()
+    nursery.start_soon(server._connection, server_end)
+    await trio.testing.wait_all_tasks_blocked()
+    return client
+
+
+async def served(nursery, server) -> bool:
+    """Whether a new connection's ApiVersions is answered."""
+    client = await connect(nursery, server)
+    try:
+        await client.send_all(framed(API_VERSIONS_FRAME))
+    except trio.BrokenResourceError:
+        return False
+    with trio.move_on_after(1):
+        return await read_reply(client) is not None
+    return False
+
+
+def run(scenario) -> None:
+    trio.run(scenario, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_idle_connections_give_their_slots_back():
+    node = FakeNode()
+    server = node.kafka
+    server.idle_timeout_s = 30
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            clients = [await connect(nursery, server) for _ in range(300)]
+            assert server.connections == server.max_connections == 256
+            assert server.stats["refused_connections"] == 44  # none idle a second yet
+            await trio.sleep(31)
+            assert server.connections == 0
+            assert server.stats["closed_idle"] == 256
+            for client in clients:  # every one was closed by the server
+                assert await client.receive_some(10) == b""
+            assert await served(nursery, server)
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+
+
+def test_a_new_connection_takes_the_slot_of_the_one_idle_longest():
+    node = FakeNode()
+    server = node.kafka
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            first = await connect(nursery, server)
+            await trio.sleep(serve.EVICT_IDLE_MIN_S / 2)
+            for _ in range(server.max_connections - 1):
+                await connect(nursery, server)
+            assert not await served(nursery, server)  # none idle a second
+            await trio.sleep(serve.EVICT_IDLE_MIN_S)
+            assert await served(nursery, server)
+            assert server.stats["evicted_idle"] == 1
+            assert await first.receive_some(10) == b""  # the one idle longest
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+
+
+def test_half_sent_requests_hold_no_more_than_the_cap_in_all():
+    node = FakeNode()
+    server = node.kafka
+    server.queued_max_request_bytes = 8 << 20
+    header = struct.pack(">ihhi", codec.SOCKET_REQUEST_MAX_BYTES, PRODUCE, 9, 7)
+    chunk = bytes(64 << 10)
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            for _ in range(40):  # 40 MiB sent, none of it a whole request
+                client = await connect(nursery, server)
+                try:
+                    await client.send_all(header)
+                    for _ in range(16):
+                        await client.send_all(chunk)
+                        await trio.testing.wait_all_tasks_blocked()
+                except trio.BrokenResourceError:
+                    pass  # this one was shed
+            assert server.stats["buffered_max"] <= server.queued_max_request_bytes
+            assert server.buffered <= server.queued_max_request_bytes
+            assert server.stats["closed_over_bytes"] >= 40 - 8
+            # A whole request sent at once is served beside them.
+            client = await connect(nursery, server)
+            await client.send_all(framed(request_frame(
+                PRODUCE, 9, produce_body([(0, batch([b"7"]))]))))
+            assert await read_reply(client) is not None
+            assert [v for _, v, _ in node.core.replicas[0].log] == [7]
+            nursery.cancel_scope.cancel()
+        assert server.buffered == 0
+
+    run(scenario)
+
+
+def test_parked_long_polls_wake_once_per_append_not_on_a_timer():
+    node = FakeNode()
+    server = node.kafka
+    polls = 200
+    fetch = framed(request_frame(FETCH, 12, fetch_body([(0, 0)], max_wait_ms=10_000)))
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            clients = [await connect(nursery, server) for _ in range(polls)]
+            for client in clients:
+                await client.send_all(fetch)
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.sleep(1)  # a second with nothing to serve
+            assert server.parked == polls
+            assert node.inputs == {"ConsumerFetch": polls}
+            producer = await connect(nursery, server)
+            await producer.send_all(framed(request_frame(
+                PRODUCE, 9, produce_body([(0, batch([b"5"]))]))))
+            assert await read_reply(producer) is not None
+            for client in clients:
+                reply = await read_reply(client)
+                assert b"5" in reply[-40:]  # the record, served
+            # Each poll was asked again once, when the HW moved, and never on a timer.
+            assert server.stats["wakeups"] == polls
+            assert node.inputs == {"ConsumerFetch": 2 * polls, "Produce": 1}
+            assert server.parked == 0
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+
+
+def test_long_polls_over_the_cap_are_answered_at_once():
+    node = FakeNode()
+    server = node.kafka
+    server.max_parked_fetches = 50
+    fetch = framed(request_frame(FETCH, 12, fetch_body([(0, 0)], max_wait_ms=10_000)))
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            clients = [await connect(nursery, server) for _ in range(60)]
+            for client in clients:
+                await client.send_all(fetch)
+            await trio.testing.wait_all_tasks_blocked()
+            assert server.parked == 50
+            assert server.stats["answered_unparked"] == 10
+            start = trio.current_time()
+            await read_reply(clients[-1])  # empty, at once
+            assert trio.current_time() == start
+            await read_reply(clients[0])  # empty, at its max_wait
+            assert trio.current_time() - start == pytest.approx(10, abs=0.01)
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+
+
+def test_a_large_produce_lets_other_tasks_run_between_slices():
+    node = FakeNode()
+    server = node.kafka
+    ticks = [0]
+    seen: list[int] = []
+    node.on_input = lambda message: seen.append(ticks[0])
+
+    async def ticker():
+        while True:
+            ticks[0] += 1
+            await trio.sleep(0)
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)  # never blocks: no wait_all_tasks_blocked here
+            client, server_end = trio.testing.memory_stream_pair()
+            nursery.start_soon(server._connection, server_end)
+            records = [b"%d" % i for i in range(door.MAX_PRODUCE_RECORDS)]
+            await client.send_all(framed(request_frame(
+                PRODUCE, 9, produce_body([(0, batch(records))]))))
+            assert await read_reply(client) is not None
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+    assert len(seen) == door.MAX_PRODUCE_RECORDS
+    # The ticker ran between slices: no more than two slices of inputs (trio may run the
+    # producing task twice in a row) went by without it.
+    assert max(seen.count(t) for t in set(seen)) <= 2 * serve.SLICE_INPUTS
