@@ -320,7 +320,7 @@ def test_silent_and_stalled_connections_are_closed_and_idle_peers_are_not(monkey
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
-    assert node.connections == 0 and node.buffered == 0
+    assert node.connections == 0 and node.inbound == {}
 
 
 def _connect_when_listening(port: int, deadline: float) -> socket.socket:

@@ -275,3 +275,91 @@ def test_a_drop_is_traced_at_its_inputs_time_though_the_clock_moved_on(tmp_path,
     assert [(e["action"], e["time_ms"]) for e in lines] == [
         ("FollowerSendFetch", 1_000), ("NetworkDrop", 1_000),
         ("FollowerSendFetch", 1_000), ("NetworkDrop", 1_000)]
+
+
+class _RecordingCore:
+    """A core that records what it hears: messages, and connections that broke."""
+
+    def __init__(self):
+        self.heard: list = []
+
+    def next_deadline(self) -> int:
+        from impl.protocol.broker import NEVER
+
+        return NEVER
+
+    def on_message(self, now, src, mid, message) -> list:
+        self.heard.append((src, mid))
+        return []
+
+    def on_disconnected(self, now, peer) -> list:
+        self.heard.append(("disconnected", peer))
+        return []
+
+
+def test_a_second_hello_for_a_connected_peer_is_refused_and_breaks_nothing(tmp_path,
+                                                                           monkeypatch):
+    import impl.tcp.node as node_module
+    from impl.protocol.messages import Heartbeat
+    from impl.tcp.tracefile import FileTrace
+
+    monkeypatch.setattr(node_module, "DUPLICATE_GRACE_S", 0.2)
+    ports = supervisor_module.pick_ports(["b0", "b1", "meta", "producer", "consumer"])
+    core = _RecordingCore()
+    node = node_module.Node("b0", core, FileTrace("b0", {}, None), ports,
+                            node_module.wall_ms(), key=KEY)
+    consumer = node_module.Node("consumer", _RecordingCore(), FileTrace("consumer", {}, None),
+                                ports, node_module.wall_ms(), key=KEY)
+
+    async def heard(what, seconds: float = 5) -> bool:
+        with trio.move_on_after(seconds):
+            while what not in core.heard:
+                await trio.sleep(0.01)
+            return True
+        return False
+
+    async def refused(port: int, name: str, listener: str, key: bytes = KEY) -> str:
+        with pytest.raises(node_module.HandshakeFailed) as caught:
+            await node_module.open_peer(port, name, listener, key)
+        return str(caught.value)
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            node.nursery = consumer.nursery = nursery
+            await nursery.start(node.serve)
+            await nursery.start(consumer.serve)
+            first = await node_module.open_peer(ports["b0"], "b1", "b0", KEY)
+            assert "b1 is connected already" in await refused(ports["b0"], "b1", "b0")
+            await _send_as_stranger(ports["b0"], framing.encode_frame({"hello": "b1"}))
+            await first.send_all(framing.encode_message("b1", "b1:m1", 0, Heartbeat(1, 0)))
+            assert await heard(("b1", "b1:m1"))
+            # Who talks to whom: names of the run only, never itself, no client to a client,
+            # the supervisor to node processes only; and only under this run's key.
+            for name in ("b0", "nobody", "kafka-b1"):
+                assert "not a node that talks to b0" in await refused(ports["b0"], name, "b0")
+            for name in ("producer", "supervisor"):
+                assert "not a node that talks to consumer" in await refused(
+                    ports["consumer"], name, "consumer")
+            assert "without a proof of this run's key" in await refused(
+                ports["b0"], "meta", "b0", bytes(32))
+            # Nobody's failed hello broke b1's connection; b1's own closing does.
+            assert ("disconnected", "b1") not in core.heard
+            await first.aclose()
+            assert await heard(("disconnected", "b1"))
+            # A listener that does not hold the key is not talked to either.
+            impostor = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+
+            async def pretend() -> None:
+                stream = await impostor.accept()
+                await stream.send_all(framing.encode_frame({"challenge": "00" * 16}))
+                await stream.receive_some(65536)
+                await stream.send_all(framing.encode_frame({"welcome": "00" * 32}))
+                await stream.receive_some(65536)
+
+            nursery.start_soon(pretend)
+            port = impostor.socket.getsockname()[1]
+            assert "did not prove it is b1 of this run" in await refused(port, "b0", "b1")
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+    assert core.heard == [("b1", "b1:m1"), ("disconnected", "b1")]

@@ -41,8 +41,9 @@ local process can stop or partition a node:
   (the supervisor fixes time 0 once every node is ready).
 - `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
   `final.json` of the node's view written to `RUN_DIR/<node>/`.
-A refused handshake, a frame over the size cap, partial frames over the
-buffered-byte cap, and a partial frame idle for `IDLE_TIMEOUT_S` close their connection; any
+A refused handshake, a frame over the size cap and a partial frame idle for `IDLE_TIMEOUT_S`
+close their connection (so partial frames hold at most `MAX_CONNECTIONS` handshake frames and
+one `MAX_FRAME_BYTES` frame per proven peer, a handful in a run); any
 other bad frame (not JSON, too deep, a malformed message, a send time ahead of our clock, a
 `src` other than the hello's) gets `{"error": ...}` back. Each is logged as one line on
 stderr; the node goes on serving. At most `MAX_CONNECTIONS` connections are served at once.
@@ -102,7 +103,6 @@ MAX_CLOCK_SKEW_MS = 1_000
 # What a node accepts from its listener: a run has a handful of peers, so anything beyond these
 # is a misbehaving local process, refused before it can cost memory.
 MAX_CONNECTIONS = 64
-MAX_BUFFERED_BYTES = 64 << 20  # over all connections' partial frames
 IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long while a frame is partial
 HELLO_TIMEOUT_S = 5.0  # for each side's part of the handshake
 # How long a proven hello from a node already connected waits for the old connection's end to
@@ -191,7 +191,6 @@ class Node:
         self.key = key  # the run's key: without it every handshake fails
         self.inbound: dict[str, trio.Event] = {}  # proven peers connected now; set at the end
         self.connections = 0
-        self.buffered = 0
         self.core = core
         self.trace = trace
         self.ports = ports
@@ -507,40 +506,29 @@ class Node:
     async def _serve_peer(self, stream, decoder: FrameDecoder, peer: str) -> None:
         """Hand a proven peer's messages to the core (and the supervisor's control frames to
         `control`) until the connection ends or breaks a rule that closes it."""
-        held = 0  # this connection's share of self.buffered
-        try:
-            while True:
-                frames = await self._next_frames(stream, decoder, peer)
-                if frames is None:
-                    return
-                self.buffered += len(decoder.buffer) - held
-                held = len(decoder.buffer)
-                if self.buffered > MAX_BUFFERED_BYTES:
-                    self.stats["bad_frames"] += 1
-                    log(self.name, f"closing a connection from {peer}: partial frames over "
-                                   f"{MAX_BUFFERED_BYTES} bytes in all")
-                    return
-                errors: list[str] = []
-                controls: list[dict] = []
-                for frame in frames:
-                    if type(frame) is BadFrame:
-                        errors.append(frame.reason)
-                    elif "ctl" in frame:
-                        if peer == SUPERVISOR:
-                            controls.append(frame)
-                        else:
-                            errors.append("control frame from a node that is not the supervisor")
+        while True:
+            frames = await self._next_frames(stream, decoder, peer)
+            if frames is None:
+                return
+            errors: list[str] = []
+            controls: list[dict] = []
+            for frame in frames:
+                if type(frame) is BadFrame:
+                    errors.append(frame.reason)
+                elif "ctl" in frame:
+                    if peer == SUPERVISOR:
+                        controls.append(frame)
                     else:
-                        self._receive(peer, frame, errors)
-                self.trace.flush()
-                for reason in errors:
-                    self.stats["bad_frames"] += 1
-                    log(self.name, f"bad frame from {peer}: {reason[:200]}")
-                    await stream.send_all(encode_frame({"error": reason[:200]}))
-                for frame in controls:
-                    await stream.send_all(encode_frame({"ack": self.control(frame)}))
-        finally:
-            self.buffered -= held
+                        errors.append("control frame from a node that is not the supervisor")
+                else:
+                    self._receive(peer, frame, errors)
+            self.trace.flush()
+            for reason in errors:
+                self.stats["bad_frames"] += 1
+                log(self.name, f"bad frame from {peer}: {reason[:200]}")
+                await stream.send_all(encode_frame({"error": reason[:200]}))
+            for frame in controls:
+                await stream.send_all(encode_frame({"ack": self.control(frame)}))
 
     async def _next_frames(self, stream, decoder: FrameDecoder, peer: str) -> list | None:
         """The frames of the next read (already buffered ones first), or None when the
