@@ -19,6 +19,7 @@ from isrlab.options import (
     SEED,
     SMALL,
     add_quiet_option,
+    flag_message,
     integer,
     parse_duration,
     parse_nemesis,
@@ -70,7 +71,7 @@ def run(args) -> int:
     except ConfigError as error:
         # Named by the flag that set the value, not by its config key.
         flag = _FLAGS.get(error.key or "")
-        raise UsageError(f"{flag}: {error}" if flag else str(error)) from None
+        raise UsageError(flag_message(flag, error) if flag else str(error)) from None
     config = coverage.graph_config(
         cluster, max_records=args.records, max_leader_epochs=args.epochs,
         max_crashes=args.crashes, max_session_expiries=args.expiries, max_ticks=0,

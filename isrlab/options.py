@@ -392,6 +392,15 @@ def kafka_config(args: argparse.Namespace, base=None):
     return config
 
 
+def flag_message(flag: str, error: ConfigError) -> str:
+    """A config error about a value a flag set, named by the flag; the key too when its name
+    differs (`--min-isr: min.insync.replicas: ...`, but `--brokers: ...`)."""
+    message = str(error)
+    if error.key and flag == f"--{error.key}" and message.startswith(f"{error.key}: "):
+        message = message[len(error.key) + 2:]
+    return f"{flag}: {message}"
+
+
 # A spec Config field -> the flag of check, prove and fuzz that sets it.
 MODEL_FLAGS = {
     "brokers": "--brokers", "partitions": "--partitions",
@@ -411,7 +420,7 @@ def _flag_error(error: ConfigError, given: dict, config_file: str | None) -> Con
     if key is None or key.model is None:
         return error
     if key.model.field in given and key.model.field in MODEL_FLAGS:
-        return ConfigError(f"{MODEL_FLAGS[key.model.field]}: {error}", key=error.key)
+        return ConfigError(flag_message(MODEL_FLAGS[key.model.field], error), key=error.key)
     bound = KEYS_BY_NAME.get(key.model.max) if isinstance(key.model.max, str) else None
     if bound is not None and bound.model.field in given and bound.model.field in MODEL_FLAGS:
         where = f" (set in {config_file})" if config_file else ""
@@ -576,5 +585,5 @@ def cluster_config(args: argparse.Namespace) -> ClusterConfig:
         flag = next((f"--{dest.replace('_', '-')}" for dest, name in CLUSTER_FLAGS
                      if name == error.key and getattr(args, dest) is not None), None)
         if flag:
-            raise ConfigError(f"{flag}: {error}", key=error.key) from None
+            raise ConfigError(flag_message(flag, error), key=error.key) from None
         raise

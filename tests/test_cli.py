@@ -79,13 +79,13 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
     (["campaign", "--runs", "0"],
      "isrlab campaign: error: argument --runs: 0 is out of range (1..1000000)"),
     (["cluster", "sim", "--brokers", "10", "--trace-out", "x"],
-     "isrlab cluster: error: --brokers: brokers: must be between 1 and 9"),
+     "isrlab cluster: error: --brokers: must be between 1 and 9"),
     (["check", "--variant", "nope"], "isrlab check: error: --variant: unknown variant 'nope' "
      "(known: hw-truncation, kip-101, kip-279, kip-320, current)"),
     (["fuzz", "--examples", "0"],
      "isrlab fuzz: error: argument --examples: 0 is out of range (1..10000000)"),
     (["prove", "--bmc", "1", "--brokers", "10"],
-     "isrlab prove: error: --brokers: brokers: must be between 1 and 9"),
+     "isrlab prove: error: --brokers: must be between 1 and 9"),
     # Each flag is range-checked, and a flag a model lacks refused, before any work.
     (["check", "--workers", "many"],
      "isrlab check: error: argument --workers: 'many' is neither an integer nor auto"),
