@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-from isrlab.options import MAX_INPUT_BYTES, OutputError, output_file, shown_path
+from isrlab.options import MAX_INPUT_BYTES, output_file, write_output
 from vocab.properties import not_regular
 
 
@@ -25,7 +24,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_check.explore.scenario import ScenarioError, diff, run_file
+    from model_check.explore.scenario import ScenarioError, diff, run_text
 
     # Every file is checked before any is run: stat before open, so that a FIFO or a device
     # is refused, not read for ever.
@@ -35,17 +34,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"{path}:0: {why}", file=sys.stderr)
             return 2
         if args.rewrite:  # written back
-            output_file(shown_path(path), path)
+            output_file("FILE", path)
     status = 0
     for path in args.files:
         try:
-            result = run_file(path, rewrite=args.rewrite)
+            text = _read(path)
+            result = run_text(text, path)
         except ScenarioError as error:
             print(error, file=sys.stderr)
             return 2
-        except OSError as error:  # only a rewrite writes (a full disk, say)
-            raise OutputError(f"{shown_path(path)}: cannot rewrite: {error.strerror}") from None
         if args.rewrite:
+            if result.rewritten != text:  # whole or not at all: a full disk keeps the old one
+                write_output("FILE", path, result.rewritten)
             changed = len(result.mismatches)
             print(f"{path}: {result.blocks} blocks, {changed} expectations rewritten")
             continue
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{path}: {len(result.mismatches)} of {result.blocks} blocks differ")
         else:
             if args.verbose:
-                print(Path(path).read_text(encoding="utf-8"), end="")
+                print(text, end="")
             # Show where the transcript expects each violation: the step and the invariant.
             for block in result.blocks_run:
                 for line in block.expected:
@@ -64,6 +64,30 @@ def run(args: argparse.Namespace) -> int:
                         print(f"{path}:{block.line}: after `{block.command}`: {line}")
             print(f"{path}: {result.blocks} blocks match")
     return status
+
+
+def _read(path: str) -> str:
+    """A transcript's text, read from the open file under the same checks (a file swapped
+    for a FIFO since it was checked is refused too)."""
+    from model_check.explore.scenario import ScenarioError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            what = not_regular(st.st_mode)
+            if what:
+                raise ScenarioError(f"{path}:0: {what}, not a transcript")
+            data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as error:
+        raise ScenarioError(f"{path}:0: cannot read: {error.strerror}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise ScenarioError(f"{path}:0: more than the {MAX_INPUT_BYTES} bytes a transcript "
+                            "may have")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}:0: not UTF-8 text") from None
 
 
 def _unreadable(path: str) -> str | None:

@@ -311,3 +311,23 @@ def test_a_missing_option_with_two_spellings_is_named_once():
 ])
 def test_a_value_the_config_refuses_is_named_by_its_flag(argv, message):
     assert refused(isrlab(*argv, timeout=30)).startswith(message)
+
+
+def test_a_scenario_rewrite_that_cannot_be_written_keeps_the_transcript(tmp_path, monkeypatch,
+                                                                         capsys):
+    import isrlab.options
+    from isrlab.cli import main
+
+    path = tmp_path / "t.txt"
+    text = (ROOT / "tests" / "testdata" / "b1_hw_truncation.txt").read_text()
+    corrupted = text.replace("VIOLATED", "VIOLATED?", 1)
+    path.write_text(corrupted)
+
+    def full_disk(dir, prefix):
+        return os.open("/dev/full", os.O_WRONLY), str(tmp_path / ".isrlab-tmp")
+
+    monkeypatch.setattr(isrlab.options.tempfile, "mkstemp", full_disk)
+    assert main(["scenario", "--rewrite", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"isrlab scenario: error: FILE: cannot write '{path}': No space left on device"]
+    assert path.read_text() == corrupted
