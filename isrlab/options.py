@@ -74,6 +74,24 @@ def integer(lo: int, hi: int | None = None):
 
 
 SEED = integer(0, (1 << 63) - 1)
+PORT_MIN = 1024  # below: ports only root may bind
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port in PORT_MIN..65535, or 0 for any free port; plain ASCII
+    digits only (int() would also take ' 2000', '+2000' and '2_000')."""
+    value = integer(0, 65535)(text)
+    if 0 < value < PORT_MIN:
+        raise argparse.ArgumentTypeError(f"{value} is out of range ({PORT_MIN}..65535, or 0)")
+    return value
+
+
+def port_span(flag: str, first: int, count: int) -> None:
+    """Refuse, naming `flag` as the user typed it, a first port whose `count` consecutive
+    ports run past 65535 (0, any free ports, always fits)."""
+    if first and first + count - 1 > 65535:
+        raise UsageError(f"{flag}: {first} + {count} ports runs past 65535 (at most "
+                         f"{65536 - count}, or 0 for any free ports)")
 WORKERS = integer(1, MAX_WORKERS)
 SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
 

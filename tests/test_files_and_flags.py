@@ -331,3 +331,17 @@ def test_a_scenario_rewrite_that_cannot_be_written_keeps_the_transcript(tmp_path
     assert capsys.readouterr().err.splitlines() == [
         f"isrlab scenario: error: FILE: cannot write '{path}': No space left on device"]
     assert path.read_text() == corrupted
+
+
+def test_the_port_helpers_name_the_flag_they_are_given():
+    import argparse
+
+    from isrlab.options import UsageError, port, port_span
+
+    assert port("0") == 0 and port("1024") == 1024 and port("65535") == 65535
+    for text in ("80", "65536", "+2000", " 2000", "2_000", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            port(text)
+    port_span("--port-base", 65533, 3)
+    with pytest.raises(UsageError, match=r"^--port-base: 65534 \+ 3 ports runs past 65535"):
+        port_span("--port-base", 65534, 3)
