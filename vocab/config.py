@@ -7,7 +7,9 @@ table, and `vocab.properties` reads every config file with it, so a file means t
 every command and a run the simulator accepts is a run replay accepts.
 
 A key can mean different units in the two layers (the model's abstract ticks, the cluster's
-milliseconds), so each layer's use carries its own field name and range.
+milliseconds), so each layer's use carries its own field name and range. An integer key also
+has the Java type Kafka's ConfigDef gives it (INT or LONG): a value outside that type is refused
+before its own range is looked at, as Kafka's broker refuses it.
 """
 
 from __future__ import annotations
