@@ -128,7 +128,7 @@ absolute_path.__name__ = "path"
 # under /proc or /sys. `write_output` then turns a failed write (a full disk) into one line.
 
 # Inputs read whole (transcripts, lemma lists): far above any real one, far below the memory.
-MAX_INPUT_BYTES = 64 << 20
+MAX_INPUT_BYTES = 16 << 20
 # Pseudo-filesystems: a write there changes the kernel's settings or fails half-way.
 SYSTEM_ROOTS = ("/proc", "/sys")
 

@@ -345,3 +345,14 @@ def test_the_port_helpers_name_the_flag_they_are_given():
     port_span("--port-base", 65533, 3)
     with pytest.raises(UsageError, match=r"^--port-base: 65534 \+ 3 ports runs past 65535"):
         port_span("--port-base", 65534, 3)
+
+
+def test_a_huge_lemmas_file_or_transcript_is_refused_by_its_size(tmp_path):
+    path = tmp_path / "huge"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # sparse
+    line = refused(isrlab("prove", "--induction", "--lemmas-file", path, timeout=30))
+    assert line.endswith(f"argument --lemmas-file: '{path}' is {1 << 30} bytes, more than "
+                         f"the {16 << 20} this reads")
+    line = refused(isrlab("scenario", path, timeout=30))
+    assert line == f"{path}:0: {1 << 30} bytes, more than the {16 << 20} a transcript may have"
