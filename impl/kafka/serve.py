@@ -12,7 +12,7 @@ connection slots without bound:
 - at most `MAX_CONNECTIONS` connections; a connection with no request in flight that sends
   nothing for `CONNECTIONS_MAX_IDLE_MS` is closed (Kafka's connections.max.idle.ms), and when
   every slot is taken a newcomer takes the slot of the connection idle longest (idle at least
-  `EVICT_IDLE_MIN_S`), as Kafka's Selector closes its least recently used connection;
+  `EVICT_IDLE_MIN_S`);
 - the bytes of partial request frames and of answers not yet written, over all connections,
   stay under `QUEUED_MAX_REQUEST_BYTES` (Kafka's queued.max.request.bytes, KIP-72): over it,
   the connections that have held bytes longest are closed until the total fits, so a slow
