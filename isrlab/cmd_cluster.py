@@ -54,7 +54,11 @@ def _summary_lines(summary: dict) -> list[str]:
         f"  writes acked {summary['writes_acked']}, failed {summary['writes_failed']}, "
         f"unknown {summary['writes_unknown']}; consumer reads {summary['reads']}",
         f"  faults: crashes {summary['crashes']}, pauses {summary['pauses']}, "
-        f"partitions {summary['partitions']}; {summary['events']} trace events",
+        f"partitions {summary['partitions']}"
+        + (f", message faults {summary['message_faults']} ({summary['dropped_messages']} "
+           f"messages lost, {summary['duplicates_discarded']} copies discarded)"
+           if summary.get("message_faults") else "")
+        + f"; {summary['events']} trace events",
     ]
 
 

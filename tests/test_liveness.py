@@ -21,7 +21,12 @@ from impl.protocol.messages import (
     Transition,
 )
 from impl.sim import SimOptions, Simulation, simulate
-from model_check.conformance.campaign import CampaignResult, run_one
+from model_check.conformance.campaign import (
+    CampaignResult,
+    format_summary,
+    run_campaign,
+    run_one,
+)
 from model_check.conformance.replay import format_result, load_texts, replay_run
 from vocab.actions import ActionName
 from vocab.outcomes import Code
@@ -102,6 +107,26 @@ def test_cluster_sim_exits_1_naming_what_did_not_recover(monkeypatch, tmp_path, 
                    "after the faults healed\n")
     summary = json.loads((tmp_path / "run.json").read_text())["summary"]
     assert summary["liveness"].startswith("p0: ISR [0, 2]")
+
+
+def test_a_campaign_fails_a_run_that_did_not_recover_and_says_why(monkeypatch):
+    def simulated(config, options):
+        faults = ((2000, "false-disconnect", "b1", 0),)
+        return FalseDisconnect(config, dataclasses.replace(options, faults=faults)).run()
+
+    monkeypatch.setattr("model_check.conformance.campaign.simulate", simulated)
+    options = SimOptions(seed=3, duration_ms=6000)
+    healthy = run_campaign(ClusterConfig(), options, 1, None, keep="none", workers=1)
+    assert healthy.summary()["failed_runs"] == []
+    no_fetch_timeout(monkeypatch)
+    stalled = run_campaign(ClusterConfig(), options, 1, None, keep="none", workers=1)
+    summary = stalled.summary()
+    assert summary["failed_runs"] == summary["liveness_failed_runs"] == [3]
+    assert summary["divergences"] == 0
+    assert stalled.outcomes[0].report == (
+        "liveness: p0: ISR [0, 2] of [0, 1, 2] 10000 ms after the faults healed")
+    [row] = [line for line in format_summary(stalled).splitlines() if "not recovered" in line]
+    assert row.split() == ["not", "recovered", "after", "the", "faults", "healed", "1"]
 
 
 # The give-up in the trace ---------------------------------------------------------------------
