@@ -683,9 +683,11 @@ def test_a_missing_file_exits_2(tmp_path, capsys):
     from isrlab.cli import main
 
     path = tmp_path / "absent.properties"
-    assert main(["cluster", "sim", "--config", str(path), "--trace-out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused where the options are parsed
+        main(["cluster", "sim", "--config", str(path), "--trace-out", str(tmp_path)])
+    assert exit_.value.code == 2
     assert capsys.readouterr().err == (
-        f"isrlab cluster: error: {path}: cannot read: No such file or directory\n")
+        f"isrlab cluster sim: error: argument --config: '{path}': No such file or directory\n")
 
 
 def test_every_run_the_cluster_accepts_replays(tmp_path, capsys):
