@@ -43,9 +43,10 @@ NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADA
 SOCKET_REQUEST_MAX_BYTES = 16 << 20  # a Produce frame (Kafka's socket.request.max.bytes: 100 MiB)
 SMALL_REQUEST_MAX_BYTES = 256 << 10  # any other request
 # Entries one request may name, counted after decoding (Kafka has no such cap): each costs an
-# answer entry, so these bound the work and the response of any one request.
-MAX_REQUEST_TOPICS = 1000
-MAX_REQUEST_PARTITIONS = 1000
+# answer entry, 20-150 us to build and encode (the machine idle or loaded), so these keep any
+# one request to a few milliseconds of the core's thread. A cluster has one topic.
+MAX_REQUEST_TOPICS = 100
+MAX_REQUEST_PARTITIONS = 256
 
 
 def request_max_bytes(api_key: int) -> int:
