@@ -17,13 +17,14 @@ from isrlab.options import (
     SEED,
     SMALL,
     UsageError,
+    absolute_path,
     add_expiries_option,
     add_model_options,
     add_quiet_option,
     integer,
     invariant_names,
     kafka_config,
-    output_file_path,
+    output_file,
     progress,
     workers_or_auto,
     write_output,
@@ -90,14 +91,14 @@ def register(sub) -> None:
                        help="simulation: number of traces")
     check.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_option(check)
-    check.add_argument("--itf", type=output_file_path, metavar="FILE",
+    check.add_argument("--itf", type=absolute_path, metavar="FILE",
                        help="write the counterexample as an ITF trace")
-    check.add_argument("--junit", type=output_file_path, metavar="FILE",
+    check.add_argument("--junit", type=absolute_path, metavar="FILE",
                        help="write a JUnit XML report")
-    check.add_argument("--html", type=output_file_path, metavar="FILE",
+    check.add_argument("--html", type=absolute_path, metavar="FILE",
                        help="write the counterexample as a space-time view (one HTML file: a "
                        "lane per process, messages as arrows, per step the fields that changed)")
-    check.add_argument("--mermaid", type=output_file_path, metavar="FILE",
+    check.add_argument("--mermaid", type=absolute_path, metavar="FILE",
                        help="write the counterexample as a Mermaid sequence diagram")
     check.add_argument("--drive", action="store_true", help="drive the counterexample through "
                        "the reference broker of the same variant (as isrlab drive)")
@@ -171,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
         unchecked,
     )
 
+    # Refused before the work, in run (not by an argparse type) so that `main` returns 2.
+    for flag, path in (("--itf", args.itf), ("--junit", args.junit), ("--html", args.html),
+                       ("--mermaid", args.mermaid)):
+        output_file(flag, path)
     if args.drive and args.model != "kafka":
         raise UsageError("--drive: only the kafka model's counterexamples can be driven")
     model, variant, names = build_model(args)

@@ -12,12 +12,12 @@ import sys
 from isrlab.options import (
     SEED,
     SMALL,
+    absolute_path,
     add_model_options,
     integer,
     invariant_names,
     kafka_config,
     output_file,
-    output_file_path,
     write_output,
 )
 
@@ -32,7 +32,7 @@ def register(sub) -> None:
     fuzz.add_argument("--examples", type=integer(1, 10**7), default=100, help="number of runs")
     fuzz.add_argument("--steps", type=integer(1, 10**5), default=50, help="max steps per run")
     fuzz.add_argument("--seed", type=SEED)
-    fuzz.add_argument("--out", type=output_file_path, metavar="FILE",
+    fuzz.add_argument("--out", type=absolute_path, metavar="FILE",
                       help=f"where to write the transcript (default ./{DEFAULT_OUT})")
     add_model_options(fuzz)
     for flag, kind in (("--brokers", SMALL), ("--partitions", SMALL),

@@ -18,13 +18,14 @@ from isrlab.options import (
     SEED,
     WORKERS,
     UsageError,
+    absolute_path,
     add_expiries_option,
     add_model_options,
     add_quiet_option,
     input_file,
     integer,
     kafka_config,
-    output_file_path,
+    output_file,
     progress,
     read_input,
     write_output,
@@ -84,7 +85,7 @@ def register(sub) -> None:
     p.add_argument("--lemmas-file", type=input_file(), metavar="FILE.json",
                    help="induction: check these inferred lemmas (a JSON list of names, as "
                    "--save-lemmas writes) instead of searching")
-    p.add_argument("--save-lemmas", type=output_file_path, metavar="FILE.json",
+    p.add_argument("--save-lemmas", type=absolute_path, metavar="FILE.json",
                    help="--houdini: write the inferred lemmas' names here")
     p.add_argument("--seed", type=SEED, default=1,
                    help="--houdini: seed of the random runs that filter candidates")
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bmc is None and not args.induction:
         raise UsageError("prove: choose --bmc K or --induction")
+    output_file("--save-lemmas", args.save_lemmas)
     if args.workers < 1:
         raise UsageError("--workers: must be >= 1")
     config = _config(args)
