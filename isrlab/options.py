@@ -73,7 +73,10 @@ def integer(lo: int, hi: int | None = None):
     return parse
 
 
-SEED = integer(0, (1 << 63) - 1)
+SEED = integer(0, LONG_MAX)
+WORKERS = integer(1, MAX_WORKERS)
+SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
+
 PORT_MIN = 1024  # below: ports only root may bind
 
 
@@ -92,8 +95,6 @@ def port_span(flag: str, first: int, count: int) -> None:
     if first and first + count - 1 > 65535:
         raise UsageError(f"{flag}: {first} + {count} ports runs past 65535 (at most "
                          f"{65536 - count}, or 0 for any free ports)")
-WORKERS = integer(1, MAX_WORKERS)
-SMALL = integer(1, 64)  # brokers, partitions, min ISR and such model sizes
 
 
 def workers_or_auto(text: str) -> int | str:
@@ -122,10 +123,12 @@ absolute_path.__name__ = "path"
 
 # Files --------------------------------------------------------------------------------------------
 #
-# A path flag is checked where the options are parsed, before any work: an input must be a
-# regular file (a FIFO or /dev/zero would never end, a directory is not a file) no larger than
-# its cap; an output must be a place a file (or directory) can be written, not a device, not
-# under /proc or /sys. `write_output` then turns a failed write (a full disk) into one line.
+# A path flag is checked before any work: an input must be a regular file (a FIFO or /dev/zero
+# would never end, a directory is not a file) no larger than its cap; an output must be a place
+# a file (or directory) can be written, not a device, not under /proc or /sys. The checks run
+# as argparse types (input_file, output_file_path, output_dir_path) or, where an in-process
+# `main()` must return 2 rather than exit, at the top of run (check_input, output_file,
+# output_dir). `write_output` then turns a failed write (a full disk) into one line.
 
 # Inputs read whole (transcripts, lemma lists): far above any real one, far below the memory.
 MAX_INPUT_BYTES = 16 << 20
