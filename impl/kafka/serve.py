@@ -27,6 +27,7 @@ Refusals are logged at most LOG_LINES_PER_S a second per kind, with a count of t
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from dataclasses import dataclass, field, replace
@@ -74,7 +75,8 @@ class _Connection:
     scope: trio.CancelScope | None = None
     held: int = 0  # bytes of partial frames and unwritten answers, counted in `buffered`
     partial: int = 0  # of which partial frames
-    held_since: float = 0.0
+    partial_since: float = math.inf  # when the partial frame's first bytes came
+    sending_since: float = math.inf  # when the answer being written began to be
     in_flight: int = 0
     closed: bool = False
     srcs: set = field(default_factory=set)  # its requests waiting for the core
@@ -246,14 +248,14 @@ class KafkaServer:
         that have held bytes longest."""
         if conn.closed or n == 0:
             return
-        if conn.held == 0:
-            conn.held_since = trio.current_time()
         conn.held += n
         self.buffered += n
         # Over by at most what one receive (RECEIVE_BYTES) or one answer added, for no longer
-        # than this call.
+        # than this call. A busy client holds bytes all the time, but each request arrives and
+        # each answer leaves at once: what marks a hog is one frame or answer in flight long.
         while self.buffered > self.queued_max_request_bytes:
-            oldest = min((c for c in self.open if c.held), key=lambda c: c.held_since)
+            oldest = min((c for c in self.open if c.held),
+                         key=lambda c: (min(c.partial_since, c.sending_since), -c.held))
             self.stats["closed_over_bytes"] += 1
             self._close(oldest, f"{oldest.held} bytes held of {self.buffered} over all "
                                 f"connections (cap {self.queued_max_request_bytes})", "bytes")
@@ -287,15 +289,19 @@ class KafkaServer:
         async for ticket in receive:
             try:
                 reply = await self._finish(ticket, conn)
+            except _Closed:
+                break
             except Exception as error:  # as in _reader
                 self._internal(ticket.request, error)
                 break
             if reply is not None:
+                conn.sending_since = trio.current_time()
                 with trio.move_on_after(self.idle_timeout_s) as sending:
                     try:
                         await stream.send_all(reply)
                     except _CONNECTION_ERRORS:
                         break
+                conn.sending_since = math.inf
                 if sending.cancelled_caught:
                     self.stats["closed_idle"] += 1
                     self.log("closing a connection: an answer unread for "
@@ -326,7 +332,7 @@ class KafkaServer:
                 if len(buffer) >= 4 + size:
                     frame = bytes(buffer[4:4 + size])
                     del buffer[:4 + size]
-                    self._hold_partial(conn, len(buffer))
+                    self._hold_partial(conn, len(buffer), new_frame=True)
                     return frame
             with trio.move_on_after(self.idle_timeout_s) as waited:
                 data = await stream.receive_some(RECEIVE_BYTES)
@@ -350,7 +356,11 @@ class KafkaServer:
         self.log(f"closing a connection: {why}", "bad")
         raise _Closed
 
-    def _hold_partial(self, conn: _Connection, size: int) -> None:
+    def _hold_partial(self, conn: _Connection, size: int, new_frame: bool = False) -> None:
+        if size == 0:
+            conn.partial_since = math.inf
+        elif new_frame or conn.partial == 0:
+            conn.partial_since = trio.current_time()
         change, conn.partial = size - conn.partial, size
         self._charge(conn, change)
 
@@ -395,8 +405,11 @@ class KafkaServer:
         if not ticket.waits:
             return ticket.reply
         src = ticket.src
+        event = self.waiting.get(src)
+        if event is None:  # the connection was closed (its requests forgotten)
+            raise _Closed
         with trio.move_on_after(_timeout_s(ticket.request)):
-            await self.waiting[src].wait()
+            await event.wait()
         self.waiting.pop(src, None)
         self.owner.pop(src, None)
         conn.srcs.discard(src)
