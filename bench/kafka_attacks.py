@@ -16,7 +16,8 @@ The attacks are plain functions `attack(port, stop, info) -> dict` on blocking s
 a thread until `stop` is set, so another harness can reuse them (`ATTACKS`):
 - metadata-million: a Metadata v1 naming 1,000,000 topics (a 9 MB frame), again and again;
 - fetch-repeated: a Fetch v12 naming partition 0 a thousand times from offset 0, max_bytes and
-  partition_max_bytes 2**31-1, after 20 MB are written;
+  partition_max_bytes 2**31-1, after 20 MB are written (fetch-repeated-256: 256 times, the
+  most the broker decodes);
 - produce-nulls: a Produce v9 (acks=-1) of one batch of 100,000 null records;
 - idle-sockets: 300 connections that send nothing;
 - half-sent: 200 connections, each the first 15 MiB of a 16 MiB Produce, never finished;
@@ -27,6 +28,7 @@ a thread until `stop` is set, so another harness can reuse them (`ATTACKS`):
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import socket
@@ -149,8 +151,8 @@ def metadata_million(port: int, stop: threading.Event, info: dict) -> dict:
     return told
 
 
-def fetch_repeated(port: int, stop: threading.Event, info: dict) -> dict:
-    frame = fetch_request([(0, 0)] * 1000)
+def fetch_repeated(port: int, stop: threading.Event, info: dict, entries: int = 1000) -> dict:
+    frame = fetch_request([(0, 0)] * entries)
     told = {"sent": 0, "closed": 0, "answer_bytes_max": 0, "error_codes": {}}
     while not stop.is_set():
         with _connect(port) as sock:
@@ -277,6 +279,7 @@ def parked_polls(port: int, stop: threading.Event, info: dict, count: int = 200)
 
 
 ATTACKS = {"metadata-million": metadata_million, "fetch-repeated": fetch_repeated,
+           "fetch-repeated-256": functools.partial(fetch_repeated, entries=256),
            "produce-nulls": produce_nulls, "idle-sockets": idle_sockets,
            "half-sent": half_sent, "parked-polls": parked_polls}
 
@@ -334,7 +337,7 @@ def run_attack(name: str, seconds: float, out: Path) -> dict:
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{bootstrap}", acks="all",
                                  linger_ms=0, retries=0, request_timeout_ms=10_000,
                                  max_block_ms=10_000)
-        if name == "fetch-repeated":  # 20 MB for the fetch to read
+        if name.startswith("fetch-repeated"):  # 20 MB for the fetch to read
             for i in range(20_000):
                 producer.send(TOPIC, str(10**9 + i).encode() + b" " * 1000, partition=0)
             producer.flush(timeout=120)
