@@ -194,7 +194,9 @@ def run_one(config: ClusterConfig, options: SimOptions, out: Path | None, keep: 
     if out is not None and (keep == "all" or (keep == "failing" and failed)):
         directory = out / f"run-{options.seed}"
         sim.write(directory)
-        (directory / "result.json").write_text(json.dumps(result, sort_keys=True) + "\n")
+        # default=repr: a report with a value JSON cannot hold is still written, not lost.
+        (directory / "result.json").write_text(json.dumps(result, sort_keys=True, default=repr)
+                                               + "\n")
     files = None
     if traces:
         directory = (out or Path(".")).resolve() / f"run-{options.seed}"
