@@ -106,8 +106,8 @@ def test_spoofed_hellos_do_not_break_the_followers_fetches(tmp_path):
     not take its followers' own connections for broken (that dropped their parked fetches,
     and the followers, never told, stopped fetching: ISR shrunk, acks=all writes failed)."""
     run_dir = tmp_path / "run"
-    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "7", "--duration", "5",
-                              "--trace-out", str(run_dir))
+    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "7", "--duration", "4",
+                              "--partitions", "2", "--trace-out", str(run_dir))
     try:
         ports = tcp_helpers.run_ports(run_dir, time.monotonic() + 30)
         time.sleep(0.5)
@@ -122,10 +122,10 @@ def test_spoofed_hellos_do_not_break_the_followers_fetches(tmp_path):
         out, err = proc.communicate(timeout=90)
     finally:
         proc.kill()
-    # The shutdown closes every connection after 5 s: parked fetches die with them then.
+    # The shutdown closes every connection after 4 s: parked fetches die with them then.
     drops = [e for path in sorted(run_dir.glob("b*.ndjson"))
              for e in map(json.loads, path.read_text().splitlines())
-             if e.get("action") == A.NETWORK_DROP_FETCH and e["time_ms"] < 5_000]
+             if e.get("action") == A.NETWORK_DROP_FETCH and e["time_ms"] < 4_000]
     assert drops == []
     summary = json.loads((run_dir / "run.json").read_text())["summary"]
     assert summary["isr_shrinks"] == 0 and summary["writes_failed"] == 0, summary
@@ -137,8 +137,8 @@ def test_a_deep_envelope_to_every_port_is_one_line_and_the_run_ends(tmp_path):
     """60 KB of nesting in a replication envelope raised RecursionError past the decoder's
     catch: a broker died of it, and sent to the consumer's port it ended the whole run."""
     run_dir = tmp_path / "run"
-    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "8", "--duration", "4",
-                              "--trace-out", str(run_dir))
+    proc = tcp_helpers.isrlab("cluster", "tcp", "--seed", "8", "--duration", "3",
+                              "--partitions", "1", "--trace-out", str(run_dir))
     try:
         ports = tcp_helpers.run_ports(run_dir, time.monotonic() + 30)
         for port in ports.values():
@@ -191,7 +191,7 @@ def test_the_run_key_is_in_no_environment_command_line_or_file(tmp_path, monkeyp
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        options = TcpOptions(seed=2, duration_ms=3_000, faults=((800, "crash", "b1", 400),))
+        options = TcpOptions(seed=2, duration_ms=2_500, faults=((800, "crash", "b1", 400),))
         summary = run_cluster(ClusterConfig(), options, run_dir)
     finally:
         done.set()
@@ -363,3 +363,38 @@ def test_a_second_hello_for_a_connected_peer_is_refused_and_breaks_nothing(tmp_p
 
     trio.run(scenario)
     assert core.heard == [("b1", "b1:m1"), ("disconnected", "b1")]
+
+
+class _HangUpAtWelcome:
+    """A stream whose peer proves itself as b1 and is gone before the welcome is written."""
+
+    def __init__(self):
+        self.sent: list[bytes] = []
+
+    async def send_all(self, data: bytes) -> None:
+        if self.sent:
+            raise trio.BrokenResourceError("the peer is gone")
+        self.sent.append(data)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        decoder = framing.FrameDecoder()
+        decoder.feed(self.sent[0])
+        (challenge,) = decoder.frames()
+        nonce = bytes.fromhex(challenge["challenge"])
+        return framing.encode_frame({"hello": "b1", "challenge": "11" * 16,
+                                     "proof": framing.proof(KEY, "hello", nonce, "b1", "b0")})
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_peer_gone_before_its_welcome_is_not_left_connected(tmp_path):
+    import impl.tcp.node as node_module
+    from impl.tcp.tracefile import FileTrace
+
+    core = _RecordingCore()
+    node = node_module.Node("b0", core, FileTrace("b0", {}, None), {"b0": 1, "b1": 2},
+                            node_module.wall_ms(), key=KEY)
+    trio.run(node._serve_connection, _HangUpAtWelcome())
+    # Left in `inbound`, b1 would be refused as connected already for ever after.
+    assert node.inbound == {} and node.connections == 0 and core.heard == []

@@ -146,9 +146,9 @@ async def open_peer(port: int, name: str, listener: str, key: bytes,
                     timeout_s: float = HELLO_TIMEOUT_S) -> trio.SocketStream:
     """A connection from `name` to `listener` on `port`, each side having proven it holds the
     run's key (the module docstring); HandshakeFailed or a connection error otherwise."""
-    stream = await trio.open_tcp_stream(HOST, port)
-    try:
-        with trio.move_on_after(timeout_s):
+    with trio.move_on_after(timeout_s):
+        stream = await trio.open_tcp_stream(HOST, port)
+        try:
             decoder = FrameDecoder(HANDSHAKE_MAX_BYTES)
             frame = await _handshake_frame(stream, decoder, listener)
             nonce = nonce_of(frame.get("challenge"))
@@ -165,10 +165,10 @@ async def open_peer(port: int, name: str, listener: str, key: bytes,
                 raise HandshakeFailed(f"{listener} refused: {frame['error'][:200]}")
             raise HandshakeFailed(f"the listener on port {port} did not prove it is "
                                   f"{listener} of this run")
-        raise HandshakeFailed(f"{listener} did not finish the handshake within {timeout_s:g} s")
-    except BaseException:
-        await _close_quietly(stream)
-        raise
+        except BaseException:  # a timeout's Cancelled too
+            await _close_quietly(stream)
+            raise
+    raise HandshakeFailed(f"{listener} did not finish the handshake within {timeout_s:g} s")
 
 
 class _Outbound:
@@ -490,8 +490,13 @@ class Node:
             if name in self.inbound:
                 raise HandshakeFailed(f"hello as {shown}: {name} is connected already")
             self.inbound[name] = trio.Event()
-        welcome = proof(self.key, "welcome", theirs, name, self.name)
-        await stream.send_all(encode_frame({"welcome": welcome}))
+        try:
+            await stream.send_all(encode_frame({
+                "welcome": proof(self.key, "welcome", theirs, name, self.name)}))
+        except BaseException:
+            if name != SUPERVISOR:  # not connected after all
+                self.inbound.pop(name).set()
+            raise
         return name
 
     def talks_to(self, name: str) -> bool:
