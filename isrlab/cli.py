@@ -30,6 +30,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2, naming each option by one
     spelling."""
 
+    def __init__(self, *args, **kwargs):
+        # An abbreviation of one flag can mean another tomorrow (`--port` took `--port-base`
+        # and started a cluster), so every flag is spelt out.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         self._typed = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)

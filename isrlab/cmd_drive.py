@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from isrlab.options import UsageError, absolute_path, add_quiet_option, output_dir, progress
+from isrlab.options import (UsageError, absolute_path, add_quiet_option, input_file, output_dir,
+                            progress)
 
 # Settings of the spec that the reference broker has no switch for: a schedule that needs
 # them cannot be imposed on it.
@@ -189,7 +190,7 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("drive", help="impose a counterexample on the reference broker",
                        description=__doc__.splitlines()[0])
-    p.add_argument("counterexample", metavar="CEX.json|SCENARIO.txt",
+    p.add_argument("counterexample", metavar="CEX.json|SCENARIO.txt", type=input_file(),
                    help="the output of isrlab check --json with a violation, or a scenario "
                    "transcript (its first config section)")
     p.add_argument("--variant", help="drive the broker of another variant (e.g. current) "
