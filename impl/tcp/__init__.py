@@ -1,7 +1,8 @@
 """The reference cluster over TCP: each broker and the metadata store an OS process.
 
-- `framing`: length-prefixed JSON frames with a size cap, and a sans-I/O decoder.
-- `node`: one core behind trio sockets (`python -m impl.tcp.node`).
+- `framing`: length-prefixed frames with a size cap, a sans-I/O decoder, and the proofs of the
+  handshake by which every connection shows it belongs to the run (a per-run key).
+- `node`: one core behind trio sockets (`python -m impl.tcp.node`, the key on its stdin).
 - `supervisor`: `run_cluster(config, options, out_dir)` spawns the nodes, runs the producer
   and consumer in-process, injects faults with real signals and writes the run directory.
 
