@@ -4,7 +4,7 @@ kafka-python producer (acks=all), measured end to end.
     .venv/bin/python bench/kafka_attacks.py [--attacks metadata-million,...] [--seconds 20]
         [--out DIR]
 
-Each attack gets a fresh `isrlab cluster tcp` (3 brokers, 2 partitions, acks=all, traced) and
+Each attack gets a fresh `isrlab cluster tcp` (3 brokers, 4 partitions, acks=all, traced) and
 is aimed at the broker leading partition 0, which the producer writes to (one record every
 10 ms). For the attack's duration it records, every 0.2 s, that broker's RSS, and prints:
 the writes acknowledged and failed, the leader's largest RSS, its CPU seconds, the actions the
@@ -19,10 +19,10 @@ a thread until `stop` is set, so another harness can reuse them (`ATTACKS`):
   partition_max_bytes 2**31-1, after 20 MB are written (fetch-repeated-256: 256 times, the
   most the broker decodes);
 - produce-nulls: a Produce v9 (acks=-1) of one batch of 100,000 null records;
-- idle-sockets: 300 connections that send nothing;
+- idle-sockets: 300 connections that send nothing, and every 2 s a newcomer's ApiVersions;
 - half-sent: 200 connections, each the first 15 MiB of a 16 MiB Produce, never finished;
-- parked-polls: 200 connections, each a Fetch of partition 2 (led by the same broker, no
-  writes) at its end with max_wait 30 s, sent again whenever answered.
+- parked-polls: 200 connections, each a Fetch of partition 3 (led by the same broker as
+  partition 0, no writes) at its end with max_wait 30 s, sent again whenever answered.
 """
 
 from __future__ import annotations
@@ -77,10 +77,14 @@ def response(api_key: int, version: int, frame: bytes):
 
 
 def read_reply(sock: socket.socket) -> bytes | None:
-    """One response frame (size prefix included), or None once the broker closed."""
+    """One response frame (size prefix included), or None once the broker closed (or went
+    silent for the socket's timeout, 30 s)."""
     data = b""
     while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-        chunk = sock.recv(1 << 20)
+        try:
+            chunk = sock.recv(1 << 20)
+        except OSError:
+            return None
         if not chunk:
             return None
         data += chunk
@@ -110,8 +114,7 @@ def leaders(port: int) -> dict[int, tuple[int, int]]:
 
 
 def _connect(port: int) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    return sock
+    return socket.create_connection(("127.0.0.1", port), timeout=30)
 
 
 def _closed(sock: socket.socket) -> bool:
@@ -156,7 +159,10 @@ def fetch_repeated(port: int, stop: threading.Event, info: dict, entries: int = 
     told = {"sent": 0, "closed": 0, "answer_bytes_max": 0, "error_codes": {}}
     while not stop.is_set():
         with _connect(port) as sock:
-            sock.sendall(frame)
+            try:
+                sock.sendall(frame)
+            except OSError:
+                pass
             told["sent"] += 1
             reply = read_reply(sock)
             if reply is None:
@@ -177,7 +183,10 @@ def produce_nulls(port: int, stop: threading.Event, info: dict) -> dict:
     told = {"sent": 0, "closed": 0, "error_codes": {}}
     while not stop.is_set():
         with _connect(port) as sock:
-            sock.sendall(frame)
+            try:
+                sock.sendall(frame)
+            except OSError:
+                pass
             told["sent"] += 1
             reply = read_reply(sock)
             if reply is None:
@@ -196,8 +205,20 @@ def idle_sockets(port: int, stop: threading.Event, info: dict, count: int = 300)
             socks.append(_connect(port))
         except OSError:
             pass
-    stop.wait()
-    told = {"opened": len(socks), "closed_by_broker": sum(_closed(s) for s in socks)}
+    # Every 2 s a newcomer asks for ApiVersions: is a slot found for it?
+    told = {"opened": len(socks), "newcomers": 0, "newcomers_served": 0}
+    versions = request(18, 3, {"client_software_name": "attack",
+                               "client_software_version": "1"})
+    while not stop.wait(2):
+        told["newcomers"] += 1
+        try:
+            with _connect(port) as newcomer:
+                newcomer.settimeout(5)
+                newcomer.sendall(versions)
+                told["newcomers_served"] += read_reply(newcomer) is not None
+        except OSError:
+            pass
+    told["closed_by_broker"] = sum(_closed(s) for s in socks)
     for s in socks:
         s.close()
     return told
@@ -323,7 +344,7 @@ def run_attack(name: str, seconds: float, out: Path) -> dict:
 
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = cluster_command("reference", run_dir, ("--brokers", "3", "--partitions", "3",
+    cmd = cluster_command("reference", run_dir, ("--brokers", "3", "--partitions", "4",
                                                  "--acks", "all"))
     result: dict = {"attack": name}
     with cluster_process(cmd, run_dir / "cluster.stderr", 60):
@@ -333,7 +354,8 @@ def run_attack(name: str, seconds: float, out: Path) -> dict:
         leader, port = lead[0]
         pid = next(n["pid"] for n in info["nodes"] if n["id"] == leader)
         same = [p for p, (b, _) in lead.items() if b == leader and p != 0]
-        info["idle_partition"] = same[0] if same else max(lead)
+        assert same, f"no partition but 0 is led by b{leader}: {lead}"
+        info["idle_partition"] = same[0]
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{bootstrap}", acks="all",
                                  linger_ms=0, retries=0, request_timeout_ms=10_000,
                                  max_block_ms=10_000)

@@ -9,6 +9,7 @@ timeouts and long polls take no wall time and every count is deterministic."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 import trio
@@ -453,3 +454,31 @@ def test_a_large_produce_lets_other_tasks_run_between_slices():
     # The ticker ran between slices: no more than two slices of inputs (trio may run the
     # producing task twice in a row) went by without it.
     assert max(seen.count(t) for t in set(seen)) <= 2 * serve.SLICE_INPUTS
+
+
+# End to end: a real cluster, the attack beside a kafka-python producer ---------------------
+
+
+def _attacks_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "kafka_attacks.py"
+    spec = importlib.util.spec_from_file_location("kafka_attacks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+@pytest.mark.parametrize("attack", ["half-sent", "metadata-million"])
+def test_under_attack_the_leader_keeps_acknowledging_writes(tmp_path, attack):
+    result = _attacks_module().run_attack(attack, 8.0, tmp_path)
+    assert result["failed"] == 0 and result["acked"] == result["sent"] > 0
+    # The store fenced no broker and elected no leader (ControllerHandleBrokerFailure,
+    # ControllerElectLeader), and the leader's memory stayed bounded.
+    assert not [a for a in result["store_actions_during"] if a.startswith("Controller")]
+    assert result["leader_rss_max_mb"] < 512
+    assert result["tracebacks"] == 0
+    closed = result["told"].get("closed_by_broker", result["told"].get("closed"))
+    assert closed > 0  # the attack's connections were closed by the broker
