@@ -26,47 +26,25 @@ def _kafka_run(path: str) -> bool:
     """Whether `path` is the directory of an `isrlab cluster kafka` run."""
     from pathlib import Path
 
+    from isrlab.options import input_problem
+
+    marker = Path(path) / "kafka.json"
+    if not marker.exists() or input_problem(str(marker)):
+        return False  # a FIFO or a device of that name is not read (nor is it a Kafka run)
     try:
-        info = json.loads((Path(path) / "kafka.json").read_text(encoding="utf-8"))
+        info = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(info, dict) and info.get("target") == "kafka"
 
 
-# Where no output file may go: the kernel's views (devices, such as /dev/full, which fails
-# every write, are refused as not regular files).
-_NOT_OUTPUT = ("/proc", "/sys")
-
-
-def output_path(flag: str, path: str | None) -> None:
-    """Refuse, before any work, an output file that cannot be written or is not a file: its
-    directory missing or read-only, a directory, a device, a FIFO, anything under /proc or
-    /sys."""
-    import os
-    import stat
-    from pathlib import Path
-
-    from isrlab.options import UsageError, output_file, shown
-
-    if path is None:
-        return
-    real = os.path.realpath(path)
-    for top in _NOT_OUTPUT:
-        if real == top or real.startswith(top + "/"):
-            raise UsageError(f"{flag}: {shown(path)} is under {top}, not a place for an output "
-                             "file")
-    output_file(flag, path)
-    if Path(real).exists() and not stat.S_ISREG(os.stat(real).st_mode):
-        raise UsageError(f"{flag}: {shown(path)} exists and is not a regular file")
-
-
 def run(args) -> int:
-    from isrlab.options import UsageError
+    from isrlab.options import UsageError, output_file
     from model_check.conformance.replay import TraceError, format_result, replay_paths
 
     window = None
     try:
-        output_path("--html", args.html)
+        output_file("--html", args.html)  # its directory, writability, no device, no /proc
         if args.window is not None:
             window = _window(args.window)
         rules_off = _rules(args.without or [])
@@ -84,12 +62,8 @@ def run(args) -> int:
                               rules_off=rules_off, run_json_required=not args.no_run_json)
         if args.html:
             _write_html(args, result, window)
-    except TraceError as error:
+    except (TraceError, UsageError) as error:  # UsageError: --html could not be written
         print(f"isrlab replay: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"isrlab replay: error: --html: cannot write {args.html}: "
-              f"{error.strerror or error}", file=sys.stderr)
         return 2
     if result.unchecked:
         print(f"isrlab replay: without run.json, not checked: {'; '.join(result.unchecked)}",
@@ -131,6 +105,7 @@ def _window(text: str) -> tuple[int, int]:
 
 def _write_html(args, result, window) -> None:
     """The run's lines in `window` (ms), or around the divergence, as a space-time view."""
+    from isrlab.options import write_output
     from model_check.conformance.replay import load_run, merge
     from model_check.explore.spacetime import run_timeline, to_html
 
@@ -150,10 +125,7 @@ def _write_html(args, result, window) -> None:
     verdict = (f"divergence at {d.event.where}: {d.reason}" if d is not None
                else f"accepted: {result.events:,} events")
     view = run_timeline(lines, f"{result.command or 'run'}: {what}", verdict)
-    page = to_html(view)
-    with open(args.html, "w", encoding="utf-8") as out:
-        out.write(page)
-        out.flush()  # a full disk fails here, inside the `with`, not at an unchecked close
+    write_output("--html", args.html, to_html(view))
 
 
 def register(sub) -> None:

@@ -159,7 +159,7 @@ def test_a_fifo_a_device_and_a_sparse_file_are_refused_without_reading_them(clea
 
 @pytest.mark.parametrize("target, message", [
     ("/proc/version", "is under /proc"),
-    ("/dev/full", "exists and is not a regular file"),
+    ("/dev/full", "'/dev/full' is a character device, not a regular file"),
     ("/nonexistent-dir/view.html", "is not a directory"),
 ])
 def test_output_paths_are_checked_before_the_work(clean_run, target, message):
@@ -168,9 +168,10 @@ def test_output_paths_are_checked_before_the_work(clean_run, target, message):
     assert err.count("\n") == 1 and message in err
 
 
-def test_honest_lines_never_take_the_slow_duplicate_key_check(clean_run, monkeypatch):
-    """The duplicate-key check parses a line the slow way only when the cheap count of its key
-    marks disagrees, which it never does for what the writers write."""
+def test_honest_lines_rarely_take_the_slow_duplicate_key_check(clean_run, monkeypatch):
+    """The duplicate-key check parses a line the slow way only when its cheap tests disagree:
+    for what the writers write, only on a line that writes out a value its struct omits when
+    encoded (`"last":null`, a replica with an empty log)."""
     calls = []
     loads = json.loads
 
@@ -180,4 +181,6 @@ def test_honest_lines_never_take_the_slow_duplicate_key_check(clean_run, monkeyp
         return loads(*args, **kwargs)
     monkeypatch.setattr(replay_module.json, "loads", counted)
     code, out, _ = cli(clean_run)
-    assert code == 0 and calls == []
+    lines = [line for path in clean_run.glob("*.ndjson") for line in path.read_text().splitlines()]
+    with_null = sum('"last":null' in line for line in lines)
+    assert code == 0 and 0 < len(calls) <= with_null < len(lines) / 100

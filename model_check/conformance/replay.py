@@ -455,6 +455,12 @@ def _load_run_json(path: Path) -> dict:
     return body
 
 
+def read_run_json(path: str | Path) -> dict:
+    """A run's run.json, checked, its final logs inline under `final_logs` whether it holds
+    them or names the file beside it that does (the reader for tools other than replay)."""
+    return _load_run_json(Path(path))
+
+
 def _check_summary_shape(summary, where: str) -> None:
     if not isinstance(summary, dict):
         raise TraceError(f"{where}: summary is not an object")
