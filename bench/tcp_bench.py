@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import secrets
 import sys
 import tempfile
 import time
@@ -28,7 +29,8 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from impl.config import ClusterConfig  # noqa: E402
-from impl.tcp.framing import LENGTH, FrameDecoder, decode_message, encode_frame  # noqa: E402
+from impl.tcp.framing import KEY_BYTES, LENGTH, FrameDecoder, decode_message  # noqa: E402
+from impl.tcp.node import accept_peer, open_peer  # noqa: E402
 from impl.tcp.supervisor import Processes, control, node_command, pick_ports  # noqa: E402
 
 RECORD_BYTES = 100
@@ -127,7 +129,8 @@ async def bench(args: argparse.Namespace) -> list[dict]:
     run_dir = Path(tempfile.mkdtemp(prefix="tcp-bench-"))
     names = ["b0", "b1", "b2", "meta", "producer"]
     ports = pick_ports(names)
-    procs = Processes(run_dir)
+    key = secrets.token_bytes(KEY_BYTES)
+    procs = Processes(run_dir, key)
     try:
         async with trio.open_nursery() as nursery:
             for node in ["meta", "b0", "b1", "b2"]:
@@ -139,17 +142,15 @@ async def bench(args: argparse.Namespace) -> list[dict]:
                 nursery.start_soon(procs.spawn, node, cmd)
         start_ms = time.time_ns() // 1_000_000 + 100
         for node in ["meta", "b0", "b1", "b2"]:
-            await control(ports[node], {"ctl": "go", "start_ms": start_ms})
+            await control(ports[node], {"ctl": "go", "start_ms": start_ms}, key, node)
         listeners = await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1")
-        outbound = await trio.open_tcp_stream("127.0.0.1", ports["b0"])
-        await outbound.send_all(encode_frame({"hello": "producer"}))
+        outbound = await open_peer(ports["b0"], "producer", "b0", key)
         producer = Producer(ports["b0"], args.batch, args.window)
         # The first batch makes the leader connect back to us.
         first, data = producer.frame("1")
         producer.sent_at[first] = time.perf_counter()
         await outbound.send_all(data)
-        inbound = await listeners[0].accept()
-        decoder = FrameDecoder()
+        inbound, _, decoder = await accept_peer(listeners[0], key, "producer")
         while not any("msg" in f for f in decoder.frames()):
             decoder.feed(await inbound.receive_some(1 << 20))
         producer.sent_at.clear()
@@ -157,7 +158,7 @@ async def bench(args: argparse.Namespace) -> list[dict]:
         for acks in ("all", "1"):
             results.append(await producer.run_phase(acks, args.seconds, inbound, outbound))
         for node in ["meta", "b0", "b1", "b2"]:
-            await control(ports[node], {"ctl": "stop"})
+            await control(ports[node], {"ctl": "stop"}, key, node)
         with trio.move_on_after(20):
             for proc in procs.procs.values():
                 await proc.wait()

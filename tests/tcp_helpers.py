@@ -5,7 +5,6 @@ runs of `isrlab cluster tcp`."""
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
 import sys
 import time
@@ -15,9 +14,8 @@ import trio
 
 from impl.config import ClusterConfig
 from impl.protocol.messages import Produce
-from impl.tcp import framing
-from impl.tcp.framing import LENGTH, FrameDecoder, encode_frame, encode_message
-from impl.tcp.node import open_peer
+from impl.tcp.framing import LENGTH, encode_message
+from impl.tcp.node import accept_peer, open_peer
 from impl.tcp.supervisor import Processes, control, node_command, pick_ports
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,24 +46,6 @@ async def start_one_broker(procs: Processes, tmp_path: Path, secret, node: str =
     assert await control(ports[node], {"ctl": "go", "start_ms": time.time_ns() // 10**6},
                          secret, node)
     return ports, (await trio.open_tcp_listeners(ports["producer"], host="127.0.0.1"))[0]
-
-
-async def accept_peer(listener, key: bytes, name: str) -> tuple[trio.SocketStream, dict,
-                                                                 FrameDecoder]:
-    """The listener's side of the handshake as node `name`: the next connection, the
-    connecting node's hello (checked), and the decoder holding whatever followed it."""
-    stream = await listener.accept()
-    nonce = secrets.token_bytes(framing.NONCE_BYTES)
-    await stream.send_all(encode_frame({"challenge": nonce.hex()}))
-    decoder = FrameDecoder()
-    with trio.fail_after(5):
-        while not (frames := decoder.frames(limit=1)):
-            decoder.feed(await stream.receive_some(65536))
-    hello = frames[0]
-    assert framing.proof_matches(hello["proof"], key, "hello", nonce, hello["hello"], name)
-    await stream.send_all(encode_frame({"welcome": framing.proof(
-        key, "welcome", bytes.fromhex(hello["challenge"]), hello["hello"], name)}))
-    return stream, hello, decoder
 
 
 async def produce_and_read_answer(ports: dict[str, int], listener, key: bytes) -> list:

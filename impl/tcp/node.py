@@ -171,6 +171,32 @@ async def open_peer(port: int, name: str, listener: str, key: bytes,
     raise HandshakeFailed(f"{listener} did not finish the handshake within {timeout_s:g} s")
 
 
+async def accept_peer(listener, key: bytes, name: str,
+                      timeout_s: float = HELLO_TIMEOUT_S) -> tuple[trio.SocketStream, dict,
+                                                                   FrameDecoder]:
+    """The listening side of the handshake, as node `name`, for a program that is not a Node
+    (a bench's producer, a test): the next connection on `listener`, the connecting node's
+    proven hello, and the decoder holding whatever followed it; HandshakeFailed otherwise."""
+    stream = await listener.accept()
+    try:
+        with trio.fail_after(timeout_s):
+            nonce = secrets.token_bytes(NONCE_BYTES)
+            await stream.send_all(encode_frame({"challenge": nonce.hex()}))
+            decoder = FrameDecoder()
+            hello = await _handshake_frame(stream, decoder, "the connecting peer")
+            challenge = nonce_of(hello.get("challenge"))
+            who = hello.get("hello")
+            if (not isinstance(who, str) or challenge is None
+                    or not proof_matches(hello.get("proof"), key, "hello", nonce, who, name)):
+                raise HandshakeFailed(f"a hello to {name} without a proof of this run's key")
+            await stream.send_all(encode_frame({"welcome": proof(key, "welcome", challenge,
+                                                                 who, name)}))
+            return stream, hello, decoder
+    except BaseException:
+        await _close_quietly(stream)
+        raise
+
+
 class _Outbound:
     """The queue and connection for one destination."""
 
