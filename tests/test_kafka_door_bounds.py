@@ -269,6 +269,15 @@ async def read_reply(stream) -> bytes | None:
     return data
 
 
+def count_frames(data: bytes) -> int:
+    """How many whole response frames `data` holds, back to back."""
+    n = at = 0
+    while at + 4 <= len(data) and at + 4 + struct.unpack_from(">i", data, at)[0] <= len(data):
+        at += 4 + struct.unpack_from(">i", data, at)[0]
+        n += 1
+    return n
+
+
 API_VERSIONS_FRAME = request_frame(18, 3, {"client_software_name": "t",
                                            "client_software_version": "1"})
 
@@ -367,6 +376,39 @@ def test_half_sent_requests_hold_no_more_than_the_cap_in_all():
             assert [v for _, v, _ in node.core.replicas[0].log] == [7]
             nursery.cancel_scope.cancel()
         assert server.buffered == 0
+
+    run(scenario)
+
+
+def test_over_the_cap_the_slow_sender_is_shed_not_the_busy_one():
+    # A client that pipelines requests holds bytes all the time (the next request's start
+    # arrives with the last one's end); what marks a hog is one frame unfinished for long.
+    node = FakeNode()
+    server = node.kafka
+    server.queued_max_request_bytes = 2 << 20
+    frames = [framed(request_frame(PRODUCE, 9, produce_body([(0, batch([b"%d" % v]))])))
+              for v in (1, 2, 3)]
+    slow_header = struct.pack(">ihhi", codec.SOCKET_REQUEST_MAX_BYTES, PRODUCE, 9, 7)
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            busy = await connect(nursery, server)
+            await busy.send_all(frames[0] + frames[1][:50])
+            await trio.sleep(1)
+            slow = await connect(nursery, server)
+            await slow.send_all(slow_header + bytes(1 << 20))
+            await trio.sleep(1)
+            await busy.send_all(frames[1][50:] + frames[2][:50])
+            await trio.testing.wait_all_tasks_blocked()
+            await slow.send_all(bytes(3 << 19))  # over the cap now
+            await trio.testing.wait_all_tasks_blocked()
+            assert await slow.receive_some(10) == b""
+            await busy.send_all(frames[2][50:])
+            await trio.testing.wait_all_tasks_blocked()
+            assert count_frames(await busy.receive_some(1 << 20)) == len(frames)
+            assert [v for _, v, _ in node.core.replicas[0].log] == [1, 2, 3]
+            assert server.stats["closed_over_bytes"] == 1
+            nursery.cancel_scope.cancel()
 
     run(scenario)
 

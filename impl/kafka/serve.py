@@ -15,8 +15,9 @@ connection slots without bound:
   `EVICT_IDLE_MIN_S`);
 - the bytes of partial request frames and of answers not yet written, over all connections,
   stay under `QUEUED_MAX_REQUEST_BYTES` (Kafka's queued.max.request.bytes, KIP-72): over it,
-  the connections that have held bytes longest are closed until the total fits, so a slow
-  sender (or a reader that does not read) goes first and a request sent at once is not;
+  the connections whose unfinished frame or unwritten answer has waited longest are closed
+  until the total fits, so a slow sender (or a reader that does not read) goes first, and a
+  busy client, whose requests arrive and answers leave at once, does not;
 - a request's core inputs are handed on in slices of `SLICE_INPUTS`, yielding between them;
 - a Fetch with nothing to serve waits (a long poll, up to its max_wait) for the HW, leader or
   leader epoch of one of its partitions to move (`after_input`, called by the node after each
@@ -245,7 +246,7 @@ class KafkaServer:
 
     def _charge(self, conn: _Connection, n: int) -> None:
         """Count n more (or fewer) bytes held for `conn`; over the cap, shed the connections
-        that have held bytes longest."""
+        whose unfinished frame or unwritten answer has waited longest."""
         if conn.closed or n == 0:
             return
         conn.held += n
