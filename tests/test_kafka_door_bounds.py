@@ -413,6 +413,28 @@ def test_over_the_cap_the_slow_sender_is_shed_not_the_busy_one():
     run(scenario)
 
 
+def test_a_client_that_never_reads_its_answers_is_closed_and_holds_nothing():
+    node = FakeNode()
+    server = node.kafka
+    server.idle_timeout_s = 30
+
+    async def scenario():
+        async with trio.open_nursery() as nursery:
+            # Lockstep: the server's send blocks until the client reads, which it never does.
+            client, server_end = trio.testing.lockstep_stream_pair()
+            nursery.start_soon(server._connection, server_end)
+            await client.send_all(framed(API_VERSIONS_FRAME) * 3)
+            await trio.testing.wait_all_tasks_blocked()
+            assert server.connections == 1 and server.buffered > 0
+            await trio.sleep(31)
+            assert server.connections == 0 and server.buffered == 0
+            assert server.stats["closed_idle"] == 1
+            assert server.waiting == {} and server.replies == {} and server.door.pending == {}
+            nursery.cancel_scope.cancel()
+
+    run(scenario)
+
+
 def test_parked_long_polls_wake_once_per_append_not_on_a_timer():
     node = FakeNode()
     server = node.kafka

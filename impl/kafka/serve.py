@@ -80,7 +80,7 @@ class _Connection:
     sending_since: float = math.inf  # when the answer being written began to be
     in_flight: int = 0
     closed: bool = False
-    srcs: set = field(default_factory=set)  # its requests waiting for the core
+    srcs: set = field(default_factory=set)  # its requests handed on and not yet answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +223,7 @@ class KafkaServer:
             self.replies.pop(src, None)
             self.owner.pop(src, None)
             self.door.expire(src)
+            self.door.fetch_was_empty(src)
         conn.srcs.clear()
 
     def _close(self, conn: _Connection, why: str, kind: str) -> None:
@@ -375,10 +376,10 @@ class KafkaServer:
         step = self.door.on_request(request)
         src = step.src
         waits = step.pending is not None
+        conn.srcs.add(src)
         if waits:
             self.waiting[src] = trio.Event()
             self.owner[src] = conn
-            conn.srcs.add(src)
         if step.reply is not None:
             self._charge(conn, len(step.reply))
         with trio.CancelScope(shield=True):
@@ -403,9 +404,10 @@ class KafkaServer:
         return _Ticket(request, step.reply, src, waits, deadline, marks, step.close)
 
     async def _reply_of(self, ticket: _Ticket, conn: _Connection) -> bytes | None:
-        if not ticket.waits:
-            return ticket.reply
         src = ticket.src
+        if not ticket.waits:
+            conn.srcs.discard(src)
+            return ticket.reply
         event = self.waiting.get(src)
         if event is None:  # the connection was closed (its requests forgotten)
             raise _Closed
