@@ -20,7 +20,8 @@ a thread until `stop` is set, so another harness can reuse them (`ATTACKS`):
   most the broker decodes);
 - produce-nulls: a Produce v9 (acks=-1) of one batch of 100,000 null records;
 - idle-sockets: 300 connections that send nothing, and every 2 s a newcomer's ApiVersions;
-- half-sent: 200 connections, each the first 15 MiB of a 16 MiB Produce, never finished;
+- half-sent: 200 connections, each the first 15 MiB of a 16 MiB Produce, never finished (one
+  closed is replaced);
 - parked-polls: 200 connections, each a Fetch of partition 3 (led by the same broker as
   partition 0, no writes) at its end with max_wait 30 s, sent again whenever answered.
 """
@@ -225,40 +226,50 @@ def idle_sockets(port: int, stop: threading.Event, info: dict, count: int = 300)
 
 
 def half_sent(port: int, stop: threading.Event, info: dict, count: int = 200) -> dict:
-    size = 16 << 20
-    header = struct.pack(">ihhi", size, PRODUCE, 9, 1)
+    """`count` connections each sending the first 15 MiB of a 16 MiB Produce; one the broker
+    closes is replaced by a new one, so the pressure lasts the whole attack."""
+    header = struct.pack(">ihhi", 16 << 20, PRODUCE, 9, 1)
     chunk = bytes(1 << 20)
-    socks = []
-    for _ in range(count):
+    told = {"opened": 0, "mib_sent": 0, "closed_by_broker": 0}
+
+    def fresh() -> tuple[socket.socket | None, int]:
         try:
             s = _connect(port)
             s.sendall(header)
             s.settimeout(0.5)
-            socks.append(s)
+            told["opened"] += 1
+            return s, 0
         except OSError:
-            pass
-    sent = dict.fromkeys(range(len(socks)), 0)
-    broken = set()
-    while not stop.is_set() and len(broken) < len(socks):
+            return None, 0
+
+    socks = [fresh() for _ in range(count)]
+    while not stop.is_set():
         progressed = False
-        for i, s in enumerate(socks):
-            if i in broken or sent[i] >= 15 or stop.is_set():
+        for i, (s, sent) in enumerate(socks):
+            if stop.is_set():
+                break
+            if s is None:
+                socks[i] = fresh()
+                continue
+            if sent >= 15:
                 continue
             try:
                 s.sendall(chunk)
-                sent[i] += 1
+                socks[i] = (s, sent + 1)
+                told["mib_sent"] += 1
                 progressed = True
             except TimeoutError:
                 pass
             except OSError:
-                broken.add(i)
+                told["closed_by_broker"] += 1
+                s.close()
+                socks[i] = fresh()
         if not progressed:
             stop.wait(0.2)
-    stop.wait()
-    told = {"opened": len(socks), "mib_sent": sum(sent.values()),
-            "closed_by_broker": len(broken | {i for i, s in enumerate(socks) if _closed(s)})}
-    for s in socks:
-        s.close()
+    for s, _ in socks:
+        if s is not None:
+            told["closed_by_broker"] += _closed(s)
+            s.close()
     return told
 
 
