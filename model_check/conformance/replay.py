@@ -1,9 +1,14 @@
 """Trace replay: check a reference-broker run against the spec, event by event.
 
-Theory of operation.
-1. Load: every trace file of a run (one per node), each line checked against its kind's
-   struct in `vocab.trace` and each node's `seq` numbering checked for gaps and repeats; an
-   unreadable line is a `TraceError` naming file:line (exit 2 at the CLI).
+Theory of operation. The run is untrusted input, and the spec that judges it is the judge's
+(`rules_off`: `isrlab replay --without RULE`, or the rules an in-process caller planted), never
+the run's: a header's claim of rules off is compared with them, not obeyed.
+1. Load: every trace file of a run (one per node; regular files only, read a line at a time),
+   each line checked against its kind's struct in `vocab.trace` (a key given twice refused),
+   each node's `seq` numbering checked for gaps and repeats and its clock for going back; every
+   node's file present and every header the same; run.json (required unless the caller opts
+   out) of known keys, the same header, its final logs inline or in the file it names. An
+   unreadable run is a `TraceError` naming file:line (exit 2 at the CLI).
 2. Merge: `vocab.trace.causal_merge`: one total order that keeps each node's `seq` order and
    puts every receive after its send (message ids), taking the earliest `time_ms` among the
    nodes whose next event is ready. That is a causal order, so traces from separate processes
@@ -14,8 +19,11 @@ Theory of operation.
    Where the implementation moves without a trace line the spec needs (time passing before an
    ISR shrink), a bounded search for silent spec steps (`Tick`s) explains the next event, and
    the result says how many it inserted.
+   Each event's outcome (code and fields) must be the spec's, and the node that logs it the
+   one whose transition it is.
 4. Verdict: `accepted`, or `divergence` at the first event the spec cannot explain: which guard
-   failed, or which fields differ (spec value vs implementation value).
+   failed, or which fields differ (spec value vs implementation value); or `refused`: the spec
+   follows the run, but its header claims other rules off, or its traces were cut short.
 
 What the mapping has to know about the implementation:
 - Record values: the impl's producer numbers its writes; a retry is a new spec write. Each
@@ -71,6 +79,7 @@ from vocab.actions import ActionName as A
 from vocab.anomalies import LOSING_FAULTS
 from vocab.config import ACKS_ALIASES, SWITCHABLE_RULES
 from vocab.outcomes import Code, Outcome, Refusal, render
+from vocab.properties import not_regular
 from vocab.trace import (
     FORMAT,
     CausalCycle,
@@ -257,23 +266,15 @@ HEADER_KEYS = ("run", "seed", "mode", "commit", "config")
 CUT_SLACK_MS = 1_000
 
 
-def _file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _open_regular(path: Path, limit: int):
     """`path` opened for reading in binary, when it is a regular file of at most `limit`
     bytes: FIFOs, devices and sockets are refused before they are opened (a FIFO would block,
     /dev/zero never ends), and the opened file is checked again (it may have been swapped)."""
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise TraceError(f"{path}: {_file_type(st.st_mode)}, not a regular file")
+        what = not_regular(st.st_mode)
+        if what:
+            raise TraceError(f"{path}: {what}, not a regular file")
         if st.st_size > limit:
             raise TraceError(f"{path}: {st.st_size:,} bytes, over the {limit:,}-byte limit")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
