@@ -158,7 +158,8 @@ def drive(spec_config: dict, schedule: list, variant: str | None = None,
     driver = Driver(config)
     result = driver.drive(schedule, progress=shown.update if shown is not None else None)
     sim = driver.finish()
-    replay = replay_run(load_texts(sim.traces, sim.run_json()))
+    replay = replay_run(load_texts(sim.traces, sim.run_json()),
+                        rules_off=sim.options.spec_rules_off)  # the rules it planted itself
     history_lines = [json.loads(line) for node in ("producer", "consumer")
                      for line in sim.traces.get(node, "").splitlines()
                      if '"kind":"history"' in line]
