@@ -39,7 +39,11 @@ def read_run(run_dir: Path) -> Files:
 
 
 def write_run(files: Files, run_dir: Path) -> Path:
+    """`files` as the whole run in `run_dir`: a run file of an earlier case that `files` has
+    not (a deleted or renamed node's) is removed, or it would be read with this run."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in read_run(run_dir).keys() - files.keys():
+        (run_dir / stale).unlink()
     for name, data in files.items():
         (run_dir / name).write_bytes(data)
     return run_dir
