@@ -4,7 +4,7 @@ The spec that judges the run is the user's: the run's variant, with the rules `-
 names switched off. A run whose headers claim it was run without some rules (a planted bug's,
 `spec_rules_off`) is still judged by the full variant unless `--without` names the same rules;
 a claim that differs from them is reported and the run is refused. The run's run.json is
-required (`--no-run-json` replays the traces alone and says what that leaves unchecked).
+required (`--no-run-json` replays a run that has none, and says what that leaves unchecked).
 
 Exit 0 when every event is accepted and every invariant the run's configuration promises
 (spec.promises) holds in the replayed state (one it does not promise is reported as its
@@ -147,6 +147,6 @@ def register(sub) -> None:
                    "a planted bug's run is judged so only when its header claims the same "
                    "rules): " + ", ".join(SWITCHABLE_RULES))
     p.add_argument("--no-run-json", action="store_true",
-                   help="replay the traces without the run's run.json (its counts, final logs "
-                   "and duration are then not checked)")
+                   help="do not require the run's run.json (for a run that has none: its "
+                   "counts and final logs are then not checked)")
     p.set_defaults(func=run)

@@ -345,7 +345,7 @@ def load_run(paths: list[str | Path], run_json_required: bool = True) -> Run:
         run_json = _load_run_json(candidate)
     elif run_json_required:
         raise TraceError(f"{candidate}: no such file (replay checks a run against its "
-                         "run.json; --no-run-json replays the traces alone)")
+                         "run.json; --no-run-json replays a run without one)")
     return _checked_run(headers, nodes, run_json, files=True)
 
 
