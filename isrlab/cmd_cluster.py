@@ -5,7 +5,7 @@ Both modes take the same options. `sim` runs every node in one process under vir
 metadata store as an OS process on 127.0.0.1 with real files, signals and sockets; `kafka`
 runs Apache Kafka's own jars the same way (apache_kafka/run.py), for the same clients.
 Exit 0 on a completed run, 1 when a node process died without a fault asking it to (named on
-stderr and in run.json) or, in `sim`, when the cluster did not recover within `--liveness`
+stderr and in run.json) or when the cluster did not recover within `--liveness`
 after the faults healed (named on stderr and in run.json's summary), 2 on bad usage, config or
 set-up (a port in use, say).
 """
@@ -28,8 +28,8 @@ from isrlab.options import (
     parse_duration,
 )
 
-# The simulator's message faults (impl.sim.MESSAGE_FAULTS), which --nemesis takes in `sim`
-# and `campaign` only.
+# The message faults (impl.sim.MESSAGE_FAULTS), which --nemesis takes in `sim`, `tcp` and
+# `campaign`.
 MESSAGE_FAULTS = ("drop", "duplicate", "delay")
 
 
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         late = [f[2] for f in args.fault if int(f[2][1:]) >= config.brokers]
         if late:
             raise UsageError(f"--fault: no broker {late[0]} ({config.brokers} brokers)")
-        scripted = [k for k in args.nemesis if k in (*ISR_KILLS, *MESSAGE_FAULTS)]
+        scripted = [k for k in args.nemesis if k in ISR_KILLS]
         if scripted:
             raise UsageError(f"--nemesis: {scripted[0]} runs in the simulator only "
                              f"(isrlab cluster sim)")
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                              kafka_port_base=(DEFAULT_KAFKA_PORT if args.port_base is None
                                               else args.port_base) if kafka else None,
                              topic=args.topic, workload=not kafka,
-                             faults=tuple(args.fault))
+                             faults=tuple(args.fault), liveness_ms=args.liveness)
         length = f"{args.duration / 1000:g} s" if args.duration else "until SIGINT/SIGTERM"
         print(f"isrlab cluster tcp: seed {seed}, {config.brokers} broker processes on "
               f"127.0.0.1, {length}, nemesis {','.join(args.nemesis) or 'none'}", flush=True)
@@ -157,7 +157,7 @@ def losses_note(run_dir: Path) -> str | None:
 
 
 DEFAULT_KAFKA_PORT = 19092
-TCP_FAULTS = ("crash", "partition", "pause", "slow")
+TCP_FAULTS = ("crash", "partition", "pause", "slow", *MESSAGE_FAULTS)
 KAFKA_FAULTS = ("crash", "pause", "partition", "controller-kill", "isr-kill-all")
 
 
@@ -256,7 +256,8 @@ def _port(text: str) -> int:
 
 
 def add_sim_options(p: argparse.ArgumentParser) -> None:
-    """What only the simulator runs: the message faults among --nemesis, and --liveness."""
+    """What the reference broker's clusters run and Apache Kafka's does not: the message
+    faults among --nemesis, and --liveness."""
     known = (*NEMESIS, *MESSAGE_FAULTS)
 
     def nemesis(text: str) -> tuple[str, ...]:
@@ -286,8 +287,7 @@ def register(sub) -> None:
                        ("tcp", "OS processes on 127.0.0.1 with real files and signals")):
         p = modes.add_parser(mode, help=what)
         add_cluster_options(p)
-        if mode == "sim":
-            add_sim_options(p)
+        add_sim_options(p)
         p.add_argument("--trace-out", type=absolute_path, required=True, metavar="DIR",
                        help="where traces go")
         if mode == "tcp":

@@ -33,10 +33,22 @@ local process can stop or partition a node:
 - `{"ctl": "block", "peers": [...]}`: a partition. Frames to or from those peers are dropped,
   each logged as a `NetworkDrop` event in this node's trace (why `partition`); the core hears
   `on_disconnected` for each. `{"ctl": "unblock"}` lifts it. Only the cut-off node filters, so
-  every message is either delivered or logged as dropped.
+  every message is either delivered or logged as dropped. The exception is the store's
+  LeaderAndIsr: the cut-off broker holds it and hands it to its core when the cut heals, as
+  Kafka's controller sends each queued request until it is answered (and as the simulator
+  holds it); without that, a broker cut off while its partition moved kept its old view.
 - `{"ctl": "disconnected", "peer": "b1"}`: tell the core its connection to a cut-off node broke
   (the simulator tells both ends of a link that a partition cuts).
 - `{"ctl": "slow", "delay_ms": N}`: delay this node's sends (0 ends it).
+- `{"ctl": "message-faults", "drop": R, "duplicate": R, "delay": {"b1": N}, "seed": S}`: the
+  message faults on this node's links, replacing any before (`{}` ends them). With rate `drop`
+  a replication message (Fetch, OffsetsForLeaderEpoch or their answer) this node sends or
+  receives is lost, traced as a `NetworkDrop` (why `nemesis`) and neither end told; with rate
+  `duplicate` a message it sends goes out twice; its sends to a peer in `delay` wait that long
+  (one queue per peer: FIFO kept). Choices come from `random.Random(S)`. A receiver hands each
+  message id to its core once and discards a copy, as TCP never duplicates and the spec has
+  no duplicates.
+- `{"ctl": "view"}`: the answer's `ack` is the node's view now (what `final.json` holds).
 - `{"ctl": "go", "start_ms": N}`: the run's time 0, for a node started with `--start-ms 0`
   (the supervisor fixes time 0 once every node is ready).
 - `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
@@ -56,6 +68,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import secrets
 import select
 import signal
@@ -71,6 +84,10 @@ from impl.protocol.broker import NEVER, BrokerCore
 from impl.protocol.effects import apply_effects, trace_drop
 from impl.protocol.messages import (
     DiskAppend,
+    Fetch,
+    FetchResponse,
+    LeaderAndIsr,
+    OffsetsForLeaderEpoch,
     Recall,
     Transition,
     WireError,
@@ -109,6 +126,10 @@ HELLO_TIMEOUT_S = 5.0  # for each side's part of the handshake
 # be read (a restarted or reconnecting peer whose old connection's EOF is still on its way).
 DUPLICATE_GRACE_S = 1.0
 KEY_TIMEOUT_S = 10.0
+# What a drop fault may lose, as in the simulator: a follower gives up a fetch it gets no
+# answer to (the fetch timeout), where the store sends a request or an answer once.
+DROPPABLE = (Fetch, OffsetsForLeaderEpoch, FetchResponse)
+REMEMBERED_IDS = 4096  # message ids remembered for discarding copies (a copy follows at once)
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -224,6 +245,12 @@ class Node:
         self.storage = storage
         self.blocked: set[str] = set()
         self.slow_ms = 0
+        self.drop_rate = 0.0
+        self.duplicate_rate = 0.0
+        self.link_delay_ms: dict[str, int] = {}
+        self.fault_rng = random.Random(0)
+        self.delivered: dict[str, None] = {}  # recent message ids handed over (or lost)
+        self.held: list[tuple[str, str, object]] = []  # the store's LeaderAndIsr while cut off
         self.outbound: dict[str, _Outbound] = {}
         self.nursery: trio.Nursery | None = None
         self.timer_scope: trio.CancelScope | None = None
@@ -234,9 +261,11 @@ class Node:
         self.pending_append: list | None = None  # [partition, start, records]: appends merged
         self.input_ms: int | None = None  # the time of the input being applied
         self.stats = {"events": 0, "dropped_messages": 0, "bad_frames": 0,
-                      "refused_connections": 0}
+                      "refused_connections": 0, "duplicated_messages": 0,
+                      "duplicates_discarded": 0}
         self.listeners: list = []
         self.kafka = None  # impl.kafka.serve.KafkaServer when this broker serves Kafka clients
+        self.watch = None  # called with each input's effects (the supervisor's liveness phase)
 
     # Time and inputs ---------------------------------------------------------------------------
 
@@ -278,6 +307,8 @@ class Node:
         finally:
             self.input_ms = None
         self._write_append()
+        if self.watch is not None:
+            self.watch(effects)
 
     # The effects' handlers (impl.protocol.effects.Handlers); `send` is under Sending below.
 
@@ -347,12 +378,20 @@ class Node:
         if dst in self.blocked:
             self.drops.append((dst, mid, message, "partition"))
             return
+        if self._lost(message):
+            self.drops.append((dst, mid, message, "nemesis"))  # neither end is told
+            return
         out = self.outbound.get(dst)
         if out is None:
             send, receive = trio.open_memory_channel(math.inf)
             out = self.outbound[dst] = _Outbound(send)
             self.nursery.start_soon(self._sender, dst, out, receive)
         out.send.send_nowait((mid, message, now))
+
+    def _lost(self, message) -> bool:
+        """Whether a drop fault loses this message (see the module docstring)."""
+        return (self.drop_rate > 0 and type(message) in DROPPABLE
+                and self.fault_rng.random() < self.drop_rate)
 
     def _log_drops(self) -> None:
         drops, self.drops = self.drops, []
@@ -377,6 +416,9 @@ class Node:
                     break
             if self.slow_ms:
                 await trio.sleep(self.slow_ms / 1000)
+            delay_ms = self.link_delay_ms.get(dst, 0)
+            if delay_ms:  # the newest message waits the delay; those before it at least that
+                await trio.sleep(max(0, batch[-1][2] + delay_ms - self.now()) / 1000)
             if dst in self.blocked:
                 self._drop_batch(dst, batch, "partition")
                 continue
@@ -387,7 +429,11 @@ class Node:
             frames = []
             for mid, m, t in batch:
                 try:
-                    frames.append(encode_message(name, mid, t, m))
+                    frame = encode_message(name, mid, t, m)
+                    frames.append(frame)
+                    if self.duplicate_rate and self.fault_rng.random() < self.duplicate_rate:
+                        self.stats["duplicated_messages"] += 1
+                        frames.append(frame)
                 except ValueError as error:  # over the frame cap: lost, as on a network
                     log(name, f"dropping {mid} to {dst}: {error}")
                     self.log_drop(name, dst, mid, m, "too-large")
@@ -597,12 +643,23 @@ class Node:
             errors.append(f"message from {src!r} on {peer!r}'s connection")
         elif not self.observe(sent_ms):
             errors.append(f"send time {sent_ms} ms is ahead of this node's clock")
-        elif src in self.blocked:
-            self.log_drop(src, self.name, mid, message, "partition")
+        elif mid in self.delivered:
+            self.stats["duplicates_discarded"] += 1  # a copy: each id is handed over once
         else:
-            self.handle(lambda core, now: core.on_message(now, src, mid, message))
+            self.delivered[mid] = None
+            if len(self.delivered) > REMEMBERED_IDS:
+                del self.delivered[next(iter(self.delivered))]  # the oldest
+            if src in self.blocked:
+                if src == "meta" and type(message) is LeaderAndIsr:
+                    self.held.append((src, mid, message))  # delivered when the cut heals
+                else:
+                    self.log_drop(src, self.name, mid, message, "partition")
+            elif self._lost(message):
+                self.log_drop(src, self.name, mid, message, "nemesis")
+            else:
+                self.handle(lambda core, now: core.on_message(now, src, mid, message))
 
-    def control(self, frame: dict) -> str:
+    def control(self, frame: dict) -> str | dict:
         what = frame.get("ctl")
         if what == "block":
             peers = [p for p in frame.get("peers", ()) if isinstance(p, str) and p != self.name]
@@ -611,10 +668,18 @@ class Node:
                 self.disconnected(peer)
         elif what == "unblock":
             self.blocked.clear()
+            held, self.held = self.held, []
+            for src, mid, message in held:
+                self.handle(lambda core, now, src=src, mid=mid, m=message:
+                            core.on_message(now, src, mid, m))
         elif what == "disconnected" and isinstance(frame.get("peer"), str):
             self.disconnected(frame["peer"])
         elif what == "slow" and type(frame.get("delay_ms")) is int:
             self.slow_ms = max(0, frame["delay_ms"])
+        elif what == "message-faults":
+            self.set_message_faults(frame)
+        elif what == "view" and isinstance(self.core, MetaCore):  # a broker's holds its logs
+            return final_view(self.name, self.core)
         elif what == "go" and type(frame.get("start_ms")) is int and not self.go.is_set():
             self.start_ms = frame["start_ms"]
             self.go.set()
@@ -624,6 +689,22 @@ class Node:
             return f"unknown control {what!r}"
         self.trace.flush()
         return str(what)
+
+
+    def set_message_faults(self, frame: dict) -> None:
+        """The `message-faults` control (the module docstring); bad fields count as none."""
+        def rate(key: str) -> float:
+            value = frame.get(key)
+            return min(1.0, max(0.0, float(value))) if type(value) in (int, float) else 0.0
+
+        self.drop_rate = rate("drop")
+        self.duplicate_rate = rate("duplicate")
+        delay = frame.get("delay")
+        self.link_delay_ms = ({p: max(0, ms) for p, ms in delay.items()
+                               if isinstance(p, str) and type(ms) is int}
+                              if isinstance(delay, dict) else {})
+        seed = frame.get("seed")
+        self.fault_rng = random.Random(seed if type(seed) is int else 0)
 
 
 async def _close_quietly(stream) -> None:
@@ -647,9 +728,12 @@ def parse_config(body: dict) -> ClusterConfig:
 
 
 def final_view(node: str, core) -> dict:
-    """What the supervisor needs of a node after a clean stop."""
+    """What the supervisor needs of a node after a clean stop (and, for the store, in the
+    liveness phase: each partition's leader and ISR, and who is registered)."""
     if isinstance(core, MetaCore):
         return {"leaders": {str(p): ps.leader for p, ps in enumerate(core.partitions)},
+                "isr": {str(p): list(ps.isr) for p, ps in enumerate(core.partitions)},
+                "registered": list(core.registered),
                 "unclean_elections": core.unclean_elections}
     return {"partitions": {str(r.partition): {
         "leader": r.leader, "leader_epoch": r.leader_epoch, "high_watermark": r.high_watermark,
@@ -759,7 +843,9 @@ async def run_node(args: argparse.Namespace, key: bytes) -> None:
     if args.trace:
         final = Path(args.run_dir) / node.name / "final.json"
         final.parent.mkdir(parents=True, exist_ok=True)
-        final.write_text(json.dumps(final_view(node.name, node.core), sort_keys=True) + "\n")
+        view = {**final_view(node.name, node.core),
+                "duplicates_discarded": node.stats["duplicates_discarded"]}
+        final.write_text(json.dumps(view, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

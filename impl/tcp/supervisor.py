@@ -16,7 +16,20 @@ The nemesis (seeded; one fault at a time, as in the simulator):
 - partition: the target drops frames to and from everyone, or from the metadata store only
   (control frames; see node.py), and both ends hear that their connection broke.
 - slow: the target delays its sends by 20-200 ms.
-Faults are `nemesis` lines in `nemesis.ndjson`. `run.json` is the simulator's, with mode `tcp`.
+- drop, duplicate: the target loses (or sends twice) a share of its messages, at a rate drawn
+  from the seed (5-50%), as the simulator's message faults; delay: the link between the target
+  and one other node (a broker or the store) is slowed by 20-1500 ms, each way, FIFO kept.
+  Control frames tell the nodes (`message-faults`, see node.py).
+Faults are `nemesis` lines in `nemesis.ndjson`. `run.json` is the simulator's, with mode `tcp`;
+the final logs are in a file beside it (impl/trace.py `write_final_logs`).
+
+Liveness, as in the simulator: at the run's duration the nemesis stops and every fault still
+on heals (a crashed broker restarts, a paused one resumes, a cut or message fault ends). Then,
+within `liveness_ms`, each partition must have a live leader with every replica in the store's
+ISR and acknowledge an acks write; the supervisor asks the store for its view (the `view`
+control) every `LIVENESS_CHECK_MS`. The run stops when all do; otherwise the summary's
+`liveness` line names each partition that did not. A run without a duration, or without
+isrlab's own workload, has no liveness phase.
 
 Shutdown: every node is sent `stop` (SIGCONT first if paused); a node that does not exit in
 time is killed. `run_cluster` kills whatever is left on any exit path, Ctrl-C and set-up
@@ -56,15 +69,18 @@ from impl.broker_storage import BrokerStorage
 from impl.config import ClusterConfig
 from impl.protocol.broker import BrokerCore, broker_node
 from impl.protocol.clients import ConsumerCore, ProducerCore
+from impl.protocol.messages import History
 from impl.storage import FileDisk
 from impl.tcp.framing import KEY_BYTES, FrameDecoder, FrameTooLarge, encode_frame
 from impl.tcp.node import HOST, SUPERVISOR, HandshakeFailed, Node, open_peer, wall_ms
 from impl.tcp.tracefile import FileTrace
-from impl.trace import dumps, event_counts, header_config, reproduce_command
+from impl.trace import dumps, event_counts, header_config, reproduce_command, write_final_logs
 from vocab.actions import ActionName as A
 from vocab.outcomes import Code
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MESSAGE_FAULTS = ("drop", "duplicate", "delay")  # as impl.sim.MESSAGE_FAULTS
+LIVENESS_CHECK_MS = 100  # how often the liveness phase asks the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,8 @@ class TcpOptions:
     kafka_port_base: int | None = None
     topic: str = "isrlab"
     workload: bool = True  # isrlab's own producer and consumer
+    # After the faults heal at duration_ms, how long the cluster has to recover (0: no check).
+    liveness_ms: int = 10_000
 
 
 
@@ -304,7 +322,13 @@ class Cluster:
         self.start_ms = 0
         self.rng = random.Random(options.seed)
         self.workload_rng = random.Random(f"{options.seed}/workload")
-        self.stats = {"crashes": 0, "pauses": 0, "partitions": 0}
+        self.stats = {"crashes": 0, "pauses": 0, "partitions": 0, "message_faults": 0}
+        self.active: dict[tuple[str, str], object] = {}  # (kind, target) -> what heals it
+        self.faults_scope = trio.CancelScope()
+        self.healed_at: int | None = None  # when the liveness phase began
+        self.acked_since_heal: set[int] = set()  # partitions with a write acknowledged since
+        self.live_after_ms: int | None = None
+        self.not_live: list[str] = []  # what kept the cluster from recovering, if it did not
         self.clients: dict[str, Node] = {}
         self.nemesis_trace: FileTrace | None = None
         self.blocked_target: str | None = None
@@ -380,15 +404,15 @@ class Cluster:
                     for node in self.clients.values():
                         nursery.start_soon(node.timer_loop)
                     nursery.start_soon(self.workload)
-                if o.faults:
-                    nursery.start_soon(self.scripted_faults)
-                elif o.nemesis:
-                    nursery.start_soon(self.nemesis)
+                if o.faults or o.nemesis:
+                    nursery.start_soon(self.faults)
                 if o.kafka_port_base is not None:
                     self.write_kafka_info()
                     print(f"bootstrap.servers={self.bootstrap_servers()}", flush=True)
                 if o.duration_ms:
                     await trio.sleep(max(0, o.duration_ms - self.now()) / 1000)
+                    if o.liveness_ms and o.workload:
+                        await self.liveness()
                 else:
                     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                         async for _ in signals:
@@ -454,6 +478,14 @@ class Cluster:
                                   "target": target, **extra})
         self.nemesis_trace.flush()
 
+    async def faults(self) -> None:
+        """The scripted faults or the seeded nemesis, until the liveness phase cancels them."""
+        with self.faults_scope:
+            if self.options.faults:
+                await self.scripted_faults()
+            else:
+                await self.nemesis()
+
     async def nemesis(self) -> None:
         o = self.options
         while True:
@@ -461,19 +493,67 @@ class Cluster:
             kind = self.rng.choice(o.nemesis)
             target = self.rng.choice(self.brokers)
             length = self.rng.randint(*o.fault_length_ms)
-            with trio.CancelScope(shield=True):
-                heal = await self.inject(kind, target)  # a crash is not left half done
-            await trio.sleep(length / 1000)
-            await heal()
+            await self.fault(kind, target, length)
 
     async def scripted_faults(self) -> None:
         """`TcpOptions.faults` in order, instead of the seeded nemesis (for tests)."""
         for at_ms, kind, target, length in self.options.faults:
             await trio.sleep(max(0, at_ms - self.now()) / 1000)
-            with trio.CancelScope(shield=True):
-                heal = await self.inject(kind, target)
-            await trio.sleep(length / 1000)
-            await heal()
+            await self.fault(kind, target, length)
+
+    async def fault(self, kind: str, target: str, length: int) -> None:
+        """One fault for `length` ms. Starting and healing are shielded (a crash is not left
+        half done); a fault cut short by the liveness phase is in `active`, which heals it."""
+        with trio.CancelScope(shield=True):
+            self.active[(kind, target)] = await self.inject(kind, target)
+        await trio.sleep(length / 1000)
+        with trio.CancelScope(shield=True):
+            await self.active.pop((kind, target))()
+
+    async def liveness(self) -> None:
+        """Heal every fault, then wait until the cluster has recovered or `liveness_ms` has
+        passed (see the module docstring)."""
+        self.faults_scope.cancel()
+        with trio.CancelScope(shield=True):
+            for key in list(self.active):
+                await self.active.pop(key)()
+        self.healed_at = self.now()
+        self.clients["producer"].watch = self.watch_acks
+        deadline = self.healed_at + self.options.liveness_ms
+        while True:
+            problems = await self.not_recovered()
+            now = self.now()
+            if not problems:
+                self.live_after_ms = now - self.healed_at
+                return
+            if now >= deadline:
+                self.not_live = problems
+                return
+            await trio.sleep(min(LIVENESS_CHECK_MS, deadline - now) / 1000)
+
+    def watch_acks(self, effects: list) -> None:
+        for effect in effects:
+            if type(effect) is History and effect.body.get("type") == "ok":
+                self.acked_since_heal.add(effect.body["partition"])
+
+    async def not_recovered(self) -> list[str]:
+        """What keeps the cluster from having recovered: per partition, a leader missing, a
+        replica missing from the store's ISR, or no write acknowledged since the heal."""
+        answer = await self.control("meta", {"ctl": "view"})
+        view = answer.get("ack") if answer else None
+        if not isinstance(view, dict):
+            return ["the metadata store did not answer"]
+        problems = []
+        for p in range(self.config.partitions):
+            leader, isr = view["leaders"][str(p)], view["isr"][str(p)]
+            replicas = sorted(self.config.assignment(p))
+            if leader < 0 or not self.procs.alive(broker_node(leader)):
+                problems.append(f"p{p}: no leader")
+            elif sorted(isr) != replicas:
+                problems.append(f"p{p}: ISR {sorted(isr)} of {replicas}")
+            elif p not in self.acked_since_heal:
+                problems.append(f"p{p}: no write acknowledged")
+        return problems
 
     async def inject(self, kind: str, target: str):
         """Start a fault; return the coroutine function that ends it."""
@@ -532,6 +612,28 @@ class Cluster:
                 self.nemesis_line("heal", target)
                 await self.control(target, {"ctl": "unblock"})
             return heal
+        if kind in MESSAGE_FAULTS:
+            self.stats["message_faults"] += 1
+            if kind == "delay":
+                peer = self.rng.choice(sorted(n for n in (*self.brokers, "meta") if n != target))
+                delay = self.rng.randint(20, 1500)
+                self.nemesis_line("delay", target, groups=[[target], [peer]], delay_ms=delay)
+                ends = {target: peer, peer: target}
+                for node, other in ends.items():
+                    await self.control(node, {"ctl": "message-faults", "delay": {other: delay}})
+            else:
+                # The rate is the seed's; the nemesis line format has no field for it.
+                rate = self.rng.uniform(0.05, 0.5)
+                self.nemesis_line(kind, target)
+                ends = {target: None}
+                await self.control(target, {"ctl": "message-faults", kind: rate,
+                                            "seed": self.rng.randrange(1 << 31)})
+
+            async def clear() -> None:
+                self.nemesis_line("heal", target)
+                for node in ends:
+                    await self.control(node, {"ctl": "message-faults"})
+            return clear
         if kind == "slow":
             delay = self.rng.randint(20, 200)
             self.nemesis_line("slow", target, delay_ms=delay)
@@ -576,8 +678,12 @@ class Cluster:
             view = self._final(broker_node(leader)) if leader >= 0 else None
             if view and p in view["partitions"]:
                 final_logs[p] = view["partitions"][p]["committed"]
+        discarded = sum(node.stats["duplicates_discarded"] for node in self.clients.values())
+        for node in ["meta", *self.brokers]:
+            discarded += (self._final(node) or {}).get("duplicates_discarded", 0)
         summary = {
             **counts, **self.stats,
+            "duplicates_discarded": discarded,
             "duration_ms": self.options.duration_ms,
             "leaders": leaders,
             "writes_acked": producer.stats["ok"],
@@ -588,12 +694,22 @@ class Cluster:
             "node_failures": [{k: f[k] for k in ("node", "exit", "time_ms", "log")}
                               for f in self.failures],
         }
+        if self.healed_at is not None:
+            summary["healed_ms"] = self.healed_at
+            if self.live_after_ms is not None:
+                summary["live_after_ms"] = self.live_after_ms
+            else:
+                waited = self.options.liveness_ms
+                summary["liveness"] = "; ".join(f"{problem} {waited} ms after the faults healed"
+                                                for problem in self.not_live)
         command = reproduce_command(self.config, self.options, mode="tcp")
         run_json = {"run": self.run_name, "seed": self.options.seed, "mode": "tcp",
                     "commit": self.options.commit, "config": self.header_cfg,
-                    "summary": summary, "final_logs": final_logs, "command": command}
+                    "summary": summary, "command": command}
         path = self.run_dir / "run.json"
         try:
+            # Beside run.json, not in it: a long run's logs made one line too long to read.
+            run_json.update(write_final_logs(self.run_dir, final_logs))
             path.write_text(dumps(run_json) + "\n", encoding="utf-8")
         except OSError as error:
             raise ClusterError(f"cannot write {path}: {error.strerror}") from None
