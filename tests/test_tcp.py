@@ -20,7 +20,7 @@ from impl.tcp import TcpOptions, framing, run_cluster
 from impl.tcp.node import open_peer
 from impl.tcp.supervisor import Processes
 from model_check.conformance.history import check_history, load_history
-from model_check.conformance.replay import format_result, replay_paths
+from model_check.conformance.replay import format_result, read_run_json, replay_paths
 
 # Real processes on real sockets with timeouts: run alone, not beside a second test worker
 # (make test runs these after the parallel part).
@@ -81,7 +81,7 @@ def test_an_oversized_length_is_refused_before_its_body_arrives():
 
 
 def _committed(run_dir: Path) -> dict[int, list[int]]:
-    final_logs = json.loads((run_dir / "run.json").read_text())["final_logs"]
+    final_logs = read_run_json(run_dir / "run.json")["final_logs"]
     return {int(p): [v for _, v in log] for p, log in final_logs.items()}
 
 
