@@ -325,6 +325,7 @@ class Cluster:
         self.stats = {"crashes": 0, "pauses": 0, "partitions": 0, "message_faults": 0}
         self.active: dict[tuple[str, str], object] = {}  # (kind, target) -> what heals it
         self.faults_scope = trio.CancelScope()
+        self.faults_done = trio.Event()  # the fault task has ended (set at once without one)
         self.healed_at: int | None = None  # when the liveness phase began
         self.acked_since_heal: set[int] = set()  # partitions with a write acknowledged since
         self.live_after_ms: int | None = None
@@ -406,6 +407,8 @@ class Cluster:
                     nursery.start_soon(self.workload)
                 if o.faults or o.nemesis:
                     nursery.start_soon(self.faults)
+                else:
+                    self.faults_done.set()
                 if o.kafka_port_base is not None:
                     self.write_kafka_info()
                     print(f"bootstrap.servers={self.bootstrap_servers()}", flush=True)
@@ -480,11 +483,14 @@ class Cluster:
 
     async def faults(self) -> None:
         """The scripted faults or the seeded nemesis, until the liveness phase cancels them."""
-        with self.faults_scope:
-            if self.options.faults:
-                await self.scripted_faults()
-            else:
-                await self.nemesis()
+        try:
+            with self.faults_scope:
+                if self.options.faults:
+                    await self.scripted_faults()
+                else:
+                    await self.nemesis()
+        finally:
+            self.faults_done.set()
 
     async def nemesis(self) -> None:
         o = self.options
@@ -514,6 +520,7 @@ class Cluster:
         """Heal every fault, then wait until the cluster has recovered or `liveness_ms` has
         passed (see the module docstring)."""
         self.faults_scope.cancel()
+        await self.faults_done.wait()  # a fault being started or healed is seen through
         with trio.CancelScope(shield=True):
             for key in list(self.active):
                 await self.active.pop(key)()
@@ -694,8 +701,12 @@ class Cluster:
             "node_failures": [{k: f[k] for k in ("node", "exit", "time_ms", "log")}
                               for f in self.failures],
         }
+        summary["end_ms"] = self.options.duration_ms
         if self.healed_at is not None:
             summary["healed_ms"] = self.healed_at
+            summary["end_ms"] = self.healed_at + (self.options.liveness_ms
+                                                  if self.live_after_ms is None
+                                                  else self.live_after_ms)
             if self.live_after_ms is not None:
                 summary["live_after_ms"] = self.live_after_ms
             else:
