@@ -49,11 +49,17 @@ def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
     # it (nothing links the two lines, and "b0" sorts before "confluent-kafka"): accepted. The
     # same invoke on the other partition is a divergence, found once the run is merged.
     lines = original.splitlines()
-    k = next(i for i, line in enumerate(lines) if '"type":"invoke"' in line)
-    invoke = json.loads(lines[k])
-    received = next(json.loads(line) for b in range(3)
-                    for line in (tmp_path / "run" / f"b{b}.ndjson").read_text().splitlines()
-                    if '"ProducerSend"' in line and f'"value":{invoke["value"]}' in line)
+    received_ms = {json.loads(line)["detail"]["value"]: json.loads(line)
+                   for b in range(3)
+                   for line in (tmp_path / "run" / f"b{b}.ndjson").read_text().splitlines()
+                   if '"ProducerSend"' in line}
+    times = [json.loads(line).get("time_ms", 0) for line in lines]
+    # An invoke whose receipt is no later than the client's next line, so that the client's
+    # own clock still never goes back.
+    k, invoke, received = next(
+        (i, body, received_ms[body["value"]]) for i, line in enumerate(lines)
+        if '"type":"invoke"' in line and (body := json.loads(line))["value"] in received_ms
+        and all(t >= received_ms[body["value"]]["time_ms"] for t in times[i + 1:i + 50]))
     for changes, verdict in (({"time_ms": received["time_ms"]}, "accepted"),
                              ({"time_ms": received["time_ms"],
                                "partition": 1 - invoke["partition"]}, "divergence")):
@@ -62,6 +68,22 @@ def test_three_clients_produce_and_read_back_with_acks_all(tmp_path):
         result = replay_run(load_run([tmp_path / "run"]))
         assert result.verdict == verdict, result.divergence
     assert "which the producer never invoked there" in result.divergence.reason
+    # A Kafka client's write is the event of the broker whose port took it: one that says
+    # another broker took it is refused.
+    history.write_text(original)
+    path = next(p for b in range(3) if '"ProducerSend"' in
+                (p := tmp_path / "run" / f"b{b}.ndjson").read_text())
+    lines = path.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if '"action":"ProducerSend"' in line)
+    body = json.loads(lines[k])
+    other = (body["outcome_args"]["broker"] + 1) % 3
+    body["outcome_args"]["broker"] = body["detail"]["broker"] = other
+    lines[k] = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n")
+    moved = replay_run(load_run([tmp_path / "run"]))
+    assert moved.verdict == "divergence"
+    assert "not by the producer or the Kafka port of broker" in moved.divergence.reason
+
 
 
 def _frame(body: bytes) -> bytes:

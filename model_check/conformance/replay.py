@@ -1046,6 +1046,12 @@ class Replayer:
             detail = body.get("detail") or {}
             ok = e.node in ("nemesis", detail.get("src"), detail.get("dst"))
             actor = "the nemesis or an end of the message"
+        elif e.action == A.PRODUCER_SEND and "client" in (body.get("detail") or {}):
+            # A Kafka client's write is traced by the broker whose Kafka port took it, and it
+            # is sent to that broker only (impl/kafka/door.py).
+            broker = (body.get("outcome_args") or {}).get("broker")
+            ok = type(broker) is int and e.node == _BROKER_NODES.get(broker)
+            actor = f"the producer or the Kafka port of broker {broker!r}"
         else:
             ok = e.node == actor
         if not ok:
