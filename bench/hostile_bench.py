@@ -98,15 +98,32 @@ def run(argv: list[str], timeout_s: float = CLI_TIMEOUT_S, **kwargs) -> Exit:
 
     timer = threading.Timer(timeout_s, kill)
     timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)  # wait4, not wait: the child's own rusage
+    # wait4, not wait: the child's own CPU time. Its ru_maxrss would count this process's RSS
+    # at the fork, so the peak is the child's own VmHWM, read until it ends.
+    hwm_kb = 0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        hwm_kb = max(hwm_kb, _vm_hwm_kb(proc.pid))
+        time.sleep(0.01)
     timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     for r in readers:
         r.join()
     return Exit(None if killed.is_set() else proc.returncode,
                 out["stdout"].decode(errors="replace"), out["stderr"].decode(errors="replace"),
-                time.perf_counter() - start, usage.ru_utime + usage.ru_stime,
-                usage.ru_maxrss / 1024)
+                time.perf_counter() - start, usage.ru_utime + usage.ru_stime, hwm_kb / 1024)
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass  # ended meanwhile
+    return 0
 
 
 def isrlab(*args: str, timeout_s: float = CLI_TIMEOUT_S) -> Exit:
