@@ -153,3 +153,27 @@ def test_a_lost_leader_and_isr_leaves_the_broker_behind(monkeypatch, tmp_path):
     summary, b1, _ = moved_while_cut(tmp_path / "run")
     assert not any(e["action"] == "BecomeFollower" for e in b1)
     assert "p0: ISR [0, 2] of [0, 1, 2]" in summary["liveness"]
+
+
+# A transport that hands the core both copies of a duplicated message.
+NO_DEDUPE = """
+import sys
+import trio
+_run = trio.run
+def run(*args, **kwargs):
+    Node = sys.modules["__main__"].Node
+    receive = Node._receive
+    Node._receive = lambda self, peer, frame, errors, seen: receive(self, peer, frame, errors, {})
+    return _run(*args, **kwargs)
+trio.run = run
+"""
+
+
+def test_copies_handed_to_the_core_diverge_from_the_spec(monkeypatch, tmp_path):
+    mutate(monkeypatch, tmp_path, NO_DEDUPE)
+    run_dir = tmp_path / "run"
+    options = TcpOptions(seed=14, duration_ms=2_500, faults=((500, "duplicate", "b0", 1_500),))
+    run_cluster(ClusterConfig(), options, run_dir)  # b0's followers (node processes) mutated
+    result = replay_paths([run_dir])
+    print(format_result(result))
+    assert result.verdict != "accepted"

@@ -40,14 +40,15 @@ local process can stop or partition a node:
 - `{"ctl": "disconnected", "peer": "b1"}`: tell the core its connection to a cut-off node broke
   (the simulator tells both ends of a link that a partition cuts).
 - `{"ctl": "slow", "delay_ms": N}`: delay this node's sends (0 ends it).
-- `{"ctl": "message-faults", "drop": R, "duplicate": R, "delay": {"b1": N}, "seed": S}`: the
-  message faults on this node's links, replacing any before (`{}` ends them). With rate `drop`
-  a replication message (Fetch, OffsetsForLeaderEpoch or their answer) this node sends or
-  receives is lost, traced as a `NetworkDrop` (why `nemesis`) and neither end told; with rate
-  `duplicate` a message it sends goes out twice; its sends to a peer in `delay` wait that long
-  (one queue per peer: FIFO kept). Choices come from `random.Random(S)`. A receiver hands each
-  message id to its core once and discards a copy, as TCP never duplicates and the spec has
-  no duplicates.
+- `{"ctl": "message-faults", "drop": R, "duplicate": {"b1": R}, "delay": {"b1": N}, "seed": S}`:
+  the message faults on this node's links, replacing any before (`{}` ends them). With rate
+  `drop` a replication message (Fetch, OffsetsForLeaderEpoch or their answer) this node sends
+  or receives is lost, traced as a `NetworkDrop` (why `nemesis`) and neither end told; a
+  message it sends to a peer in `duplicate` (`*`: any) goes out twice at that rate, so a
+  fault on one broker duplicates its messages both ways; its sends to a peer in `delay` wait
+  that long (one queue per peer: FIFO kept). Choices come from `random.Random(S)`. A receiver hands each
+  message id of a connection to its core once and discards a copy, as TCP never duplicates
+  and the spec has no duplicates.
 - `{"ctl": "view"}`: the answer's `ack` is the node's view now (what `final.json` holds).
 - `{"ctl": "go", "start_ms": N}`: the run's time 0, for a node started with `--start-ms 0`
   (the supervisor fixes time 0 once every node is ready).
@@ -129,7 +130,10 @@ KEY_TIMEOUT_S = 10.0
 # What a drop fault may lose, as in the simulator: a follower gives up a fetch it gets no
 # answer to (the fetch timeout), where the store sends a request or an answer once.
 DROPPABLE = (Fetch, OffsetsForLeaderEpoch, FetchResponse)
-REMEMBERED_IDS = 4096  # message ids remembered for discarding copies (a copy follows at once)
+# Message ids a connection remembers for discarding copies: a copy follows its original on
+# the same connection at once. Per connection, since an untraced restarted node numbers its
+# messages from 1 again.
+REMEMBERED_IDS = 1024
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -246,10 +250,9 @@ class Node:
         self.blocked: set[str] = set()
         self.slow_ms = 0
         self.drop_rate = 0.0
-        self.duplicate_rate = 0.0
+        self.duplicate_rate: dict[str, float] = {}  # destination ("*": any) -> rate
         self.link_delay_ms: dict[str, int] = {}
         self.fault_rng = random.Random(0)
-        self.delivered: dict[str, None] = {}  # recent message ids handed over (or lost)
         self.held: list[tuple[str, str, object]] = []  # the store's LeaderAndIsr while cut off
         self.outbound: dict[str, _Outbound] = {}
         self.nursery: trio.Nursery | None = None
@@ -431,7 +434,8 @@ class Node:
                 try:
                     frame = encode_message(name, mid, t, m)
                     frames.append(frame)
-                    if self.duplicate_rate and self.fault_rng.random() < self.duplicate_rate:
+                    rate = self.duplicate_rate.get(dst, self.duplicate_rate.get("*", 0.0))
+                    if rate and self.fault_rng.random() < rate:
                         self.stats["duplicated_messages"] += 1
                         frames.append(frame)
                 except ValueError as error:  # over the frame cap: lost, as on a network
@@ -583,6 +587,7 @@ class Node:
     async def _serve_peer(self, stream, decoder: FrameDecoder, peer: str) -> None:
         """Hand a proven peer's messages to the core (and the supervisor's control frames to
         `control`) until the connection ends or breaks a rule that closes it."""
+        seen: dict[str, None] = {}  # this connection's recent message ids
         while True:
             frames = await self._next_frames(stream, decoder, peer)
             if frames is None:
@@ -598,7 +603,7 @@ class Node:
                     else:
                         errors.append("control frame from a node that is not the supervisor")
                 else:
-                    self._receive(peer, frame, errors)
+                    self._receive(peer, frame, errors, seen)
             self.trace.flush()
             for reason in errors:
                 self.stats["bad_frames"] += 1
@@ -632,8 +637,10 @@ class Node:
                 return None
             decoder.feed(data)
 
-    def _receive(self, peer: str, frame: dict, errors: list[str]) -> None:
-        """One message frame from a proven peer to the core, or the reason it is refused."""
+    def _receive(self, peer: str, frame: dict, errors: list[str],
+                 seen: dict[str, None]) -> None:
+        """One message frame from a proven peer to the core, or the reason it is refused;
+        `seen`: the connection's recent message ids (a copy of one is discarded)."""
         try:
             src, mid, sent_ms, message = decode_message(frame)
         except WireError as error:
@@ -643,12 +650,12 @@ class Node:
             errors.append(f"message from {src!r} on {peer!r}'s connection")
         elif not self.observe(sent_ms):
             errors.append(f"send time {sent_ms} ms is ahead of this node's clock")
-        elif mid in self.delivered:
+        elif mid in seen:
             self.stats["duplicates_discarded"] += 1  # a copy: each id is handed over once
         else:
-            self.delivered[mid] = None
-            if len(self.delivered) > REMEMBERED_IDS:
-                del self.delivered[next(iter(self.delivered))]  # the oldest
+            seen[mid] = None
+            if len(seen) > REMEMBERED_IDS:
+                del seen[next(iter(seen))]  # the oldest
             if src in self.blocked:
                 if src == "meta" and type(message) is LeaderAndIsr:
                     self.held.append((src, mid, message))  # delivered when the cut heals
@@ -690,19 +697,19 @@ class Node:
         self.trace.flush()
         return str(what)
 
-
     def set_message_faults(self, frame: dict) -> None:
         """The `message-faults` control (the module docstring); bad fields count as none."""
-        def rate(key: str) -> float:
-            value = frame.get(key)
+        def rate(value) -> float:
             return min(1.0, max(0.0, float(value))) if type(value) in (int, float) else 0.0
 
-        self.drop_rate = rate("drop")
-        self.duplicate_rate = rate("duplicate")
-        delay = frame.get("delay")
-        self.link_delay_ms = ({p: max(0, ms) for p, ms in delay.items()
-                               if isinstance(p, str) and type(ms) is int}
-                              if isinstance(delay, dict) else {})
+        def per_peer(key: str, value) -> dict:
+            body = frame.get(key)
+            return ({p: value(v) for p, v in body.items() if isinstance(p, str)}
+                    if isinstance(body, dict) else {})
+
+        self.drop_rate = rate(frame.get("drop"))
+        self.duplicate_rate = per_peer("duplicate", rate)
+        self.link_delay_ms = per_peer("delay", lambda ms: max(0, ms) if type(ms) is int else 0)
         seed = frame.get("seed")
         self.fault_rng = random.Random(seed if type(seed) is int else 0)
 

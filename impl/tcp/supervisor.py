@@ -627,19 +627,24 @@ class Cluster:
                 self.nemesis_line("delay", target, groups=[[target], [peer]], delay_ms=delay)
                 ends = {target: peer, peer: target}
                 for node, other in ends.items():
-                    await self.control(node, {"ctl": "message-faults", "delay": {other: delay}})
+                    await self.set_message_faults(node, {"delay": {other: delay}})
             else:
                 # The rate is the seed's; the nemesis line format has no field for it.
                 rate = self.rng.uniform(0.05, 0.5)
                 self.nemesis_line(kind, target)
-                ends = {target: None}
-                await self.control(target, {"ctl": "message-faults", kind: rate,
-                                            "seed": self.rng.randrange(1 << 31)})
+                if kind == "drop":  # the target drops what it sends and receives
+                    ends = {target: {"drop": rate}}
+                else:  # every other node duplicates what it sends the target
+                    ends = {node: {"duplicate": {"*" if node == target else target: rate}}
+                            for node in [*self.brokers, "meta", *self.clients]}
+                for node, body in ends.items():
+                    await self.set_message_faults(node, {**body,
+                                                         "seed": self.rng.randrange(1 << 31)})
 
             async def clear() -> None:
                 self.nemesis_line("heal", target)
                 for node in ends:
-                    await self.control(node, {"ctl": "message-faults"})
+                    await self.set_message_faults(node, {})
             return clear
         if kind == "slow":
             delay = self.rng.randint(20, 200)
@@ -651,6 +656,13 @@ class Cluster:
                 await self.control(target, {"ctl": "slow", "delay_ms": 0})
             return fast
         return nothing
+
+    async def set_message_faults(self, node: str, body: dict) -> None:
+        """The `message-faults` control (node.py) to a node process or an in-process client."""
+        if node in self.clients:
+            self.clients[node].set_message_faults(body)
+        else:
+            await self.control(node, {"ctl": "message-faults", **body})
 
     # Results -------------------------------------------------------------------------------------
 
