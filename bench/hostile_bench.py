@@ -189,7 +189,7 @@ def replay_section(seed: int, quick: bool, root: Path) -> list[Row]:
                             else "accepted" if code == 0 else "rejected")
         applied = [v for v in verdicts if v != "n/a"]
         want = "rejected" if kind.changes_meaning else "accepted"
-        happened = ", ".join(f"{applied.count(v)} {v}" for v in sorted(set(verdicts)))
+        happened = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
         rows.append(Row(s, f"corrupt: {kind.name}", f"{want}, each of {cases}",
                         happened if applied else f"not applicable to this run ({happened})",
                         bool(applied) and all(v == want for v in applied)))
