@@ -60,7 +60,14 @@ from impl.protocol.messages import (
 )
 from impl.protocol.meta import MetaCore
 from impl.storage import HEADER_BYTES, MemoryDisk
-from impl.trace import NodeTrace, dumps, event_counts, header_config, reproduce_command
+from impl.trace import (
+    NodeTrace,
+    dumps,
+    event_counts,
+    header_config,
+    reproduce_command,
+    write_final_logs,
+)
 from vocab.actions import ActionName as A
 from vocab.outcomes import Code
 
@@ -120,7 +127,10 @@ class SimResult:
         directory.mkdir(parents=True, exist_ok=True)
         for node, text in sorted(self.traces.items()):
             (directory / f"{node}.ndjson").write_text(text, encoding="utf-8")
-        (directory / "run.json").write_text(dumps(self.run_json()) + "\n", encoding="utf-8")
+        body = self.run_json()
+        # Beside run.json, not in it: a long run's logs outgrow the longest line replay reads.
+        body.update(write_final_logs(directory, body.pop("final_logs")))
+        (directory / "run.json").write_text(dumps(body) + "\n", encoding="utf-8")
 
     def run_json(self) -> dict:
         return {
@@ -547,7 +557,10 @@ class Simulation:
         self.healed_at = self.now
 
     def _end_ms(self) -> int:
-        """When the run ended: at its duration, or when the liveness phase ended."""
+        """When the run ended: at its duration, or when the liveness phase ended (a run
+        without a duration, a driven one, ends now)."""
+        if self.options.duration_ms is None:
+            return self.now
         if self.healed_at is None:
             return self.options.duration_ms
         if self.live_after_ms is not None:

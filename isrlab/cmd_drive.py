@@ -20,8 +20,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from isrlab.options import (UsageError, absolute_path, add_quiet_option, input_file, output_dir,
-                            progress)
+from isrlab.options import (
+    UsageError,
+    absolute_path,
+    add_quiet_option,
+    check_input,
+    output_dir,
+    progress,
+)
 
 # Settings of the spec that the reference broker has no switch for: a schedule that needs
 # them cannot be imposed on it.
@@ -174,6 +180,7 @@ def run(args) -> int:
     from model_check.explore.scenario import ScenarioError
 
     output_dir("--out", args.out)
+    check_input("CEX.json", args.counterexample)  # a FIFO would hang the reader
     try:
         spec_config, schedule = load_schedule(Path(args.counterexample))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as error:
@@ -191,7 +198,7 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("drive", help="impose a counterexample on the reference broker",
                        description=__doc__.splitlines()[0])
-    p.add_argument("counterexample", metavar="CEX.json|SCENARIO.txt", type=input_file(),
+    p.add_argument("counterexample", metavar="CEX.json|SCENARIO.txt", type=absolute_path,
                    help="the output of isrlab check --json with a violation, or a scenario "
                    "transcript (its first config section)")
     p.add_argument("--variant", help="drive the broker of another variant (e.g. current) "

@@ -480,7 +480,7 @@ def _run_documents(header_rows: list[HeaderRow], name: str):
             continue
         try:
             with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                yield next(iter(runs)), json.load(handle)
+                yield next(iter(runs)), directory, json.load(handle)
         except (OSError, ValueError):
             continue
 
@@ -490,7 +490,7 @@ def campaign_losses(header_rows: list[HeaderRow]) -> dict[str, dict]:
     `losses`: `lost`, `excused`, `unexcused`, `note`), for runs whose directory holds one run
     and such a file."""
     found = {}
-    for run, document in _run_documents(header_rows, "result.json"):
+    for run, _, document in _run_documents(header_rows, "result.json"):
         losses = document.get("losses") if isinstance(document, dict) else None
         if isinstance(losses, dict) and isinstance(losses.get("lost"), int):
             found[run] = losses
@@ -500,12 +500,35 @@ def campaign_losses(header_rows: list[HeaderRow]) -> dict[str, dict]:
 def final_logs_frame(spark: SparkSession, header_rows: list[HeaderRow]) -> DataFrame | None:
     """(run, final_logs as JSON text) from the run.json of each directory that holds one run
     (a simulated or tcp run's final logs); None when no run has them."""
-    rows = [(run, json.dumps(document["final_logs"]))
-            for run, document in _run_documents(header_rows, "run.json")
-            if isinstance(document, dict) and isinstance(document.get("final_logs"), dict)]
+    rows = [(run, json.dumps(logs))
+            for run, directory, document in _run_documents(header_rows, "run.json")
+            if (logs := _final_logs(directory, document)) is not None]
     if not rows:
         return None
     return spark.createDataFrame(rows, "run string, final_logs string")
+
+
+def _final_logs(directory: str, document) -> dict | None:
+    """A run's final logs: in run.json, or in the file beside it that run.json names
+    (impl.trace.write_final_logs: lines of a partition and a chunk of its records). The
+    report only shows them; replay is what checks them."""
+    if not isinstance(document, dict):
+        return None
+    if isinstance(document.get("final_logs"), dict):
+        return document["final_logs"]
+    named = document.get("final_logs_file")
+    if not isinstance(named, dict) or not isinstance(named.get("file"), str):
+        return None
+    logs: dict[str, list] = {}
+    try:
+        with open(os.path.join(directory, os.path.basename(named["file"])),
+                  encoding="utf-8") as handle:
+            for line in handle:
+                body = json.loads(line)
+                logs.setdefault(str(int(body["partition"])), []).extend(body["records"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return logs
 
 
 def _write_parquet(frame: DataFrame, path: str) -> None:

@@ -12,6 +12,7 @@ from impl.sim import SimOptions, simulate
 from isrlab.cmd_cluster import losses_note
 from model_check.conformance.campaign import CampaignResult, format_summary, run_one
 from model_check.conformance.losses import run_losses
+from model_check.conformance.replay import read_run_json
 
 pytestmark = pytest.mark.xdist_group("test_losses")  # one worker builds its shared fixtures
 
@@ -33,7 +34,7 @@ def lossy_run(tmp_path_factory) -> Path:
 def _lost_independently(run_dir: Path) -> set[int]:
     acked = {json.loads(line)["value"] for line in (run_dir / "producer.ndjson").open()
              if '"type":"ok"' in line}
-    final = json.loads((run_dir / "run.json").read_text())["final_logs"]["0"]
+    final = read_run_json(run_dir / "run.json")["final_logs"]["0"]
     return acked - {v for _, v in final}
 
 
@@ -57,7 +58,7 @@ def test_a_run_without_the_crash_loses_nothing_and_says_nothing(tmp_path):
 def test_a_loss_the_guarantee_does_not_excuse_is_named_as_such(lossy_run):
     history = [json.loads(line) for line in (lossy_run / "producer.ndjson").open()
                if '"kind":"history"' in line]
-    final = json.loads((lossy_run / "run.json").read_text())["final_logs"]
+    final = read_run_json(lossy_run / "run.json")["final_logs"]
     kept = final["0"]
     # The first record of the final log vanishes too, and nothing excuses that one.
     losses = run_losses(history, {"0": kept[1:]}, _lost_independently(lossy_run), [])
@@ -87,7 +88,7 @@ def test_lost_writes_are_the_history_checker_s_lost_writes(lossy_run):
     from vocab.anomalies import LOST_WRITE
 
     lines = _history_lines(lossy_run)
-    final = json.loads((lossy_run / "run.json").read_text())["final_logs"]
+    final = read_run_json(lossy_run / "run.json")["final_logs"]
     # The last record moved one offset up: its value is still in the log, not where it was
     # acknowledged.
     moved = {"0": [*final["0"][:-1], [final["0"][-1][0] + 1, final["0"][-1][1]]]}

@@ -22,7 +22,7 @@ from impl.trace import FINAL_LOG_LINE_RECORDS, FINAL_LOGS_FILE, dumps, write_fin
 from isrlab.cli import main
 from model_check.conformance import replay as replay_module
 from model_check.conformance.corrupt import cut_short_without_run_json, read_run, write_run
-from model_check.conformance.replay import load_texts, replay_run
+from model_check.conformance.replay import load_texts, read_run_json, replay_run
 
 pytestmark = pytest.mark.xdist_group("test_replay_judgement")
 
@@ -76,7 +76,7 @@ def test_a_headers_claim_of_rules_off_does_not_choose_the_spec(bug_run, tmp_path
     assert code == 0 and out.startswith("accepted"), out
     # The user's rules without the header's claim: the spec follows, the run is refused.
     run = copy(bug_run, tmp_path)
-    for path in run.iterdir():
+    for path in [run / "run.json", *run.glob("*.ndjson")]:
         if path.name == "run.json":
             body = json.loads(path.read_text())
             body["config"].pop("spec_rules_off")
@@ -91,7 +91,7 @@ def test_a_headers_claim_of_rules_off_does_not_choose_the_spec(bug_run, tmp_path
     assert "says it was run without spec rules (none), and it was judged without fencing" in out
     # The in-process caller passes the rules it planted itself.
     texts = {p.stem: p.read_text() for p in bug_run.glob("*.ndjson")}
-    run_json = json.loads((bug_run / "run.json").read_text())
+    run_json = read_run_json(bug_run / "run.json")
     assert replay_run(load_texts(texts, run_json)).verdict == "divergence"
     assert replay_run(load_texts(texts, run_json), rules_off=("fencing",)).verdict == "accepted"
 
@@ -124,7 +124,8 @@ def test_a_run_cut_short_is_refused_even_without_run_json(clean_run, tmp_path):
 def test_final_logs_beside_run_json_in_bounded_lines(clean_run, tmp_path):
     run = copy(clean_run, tmp_path)
     body = json.loads((run / "run.json").read_text())
-    logs = body.pop("final_logs")
+    logs = read_run_json(run / "run.json")["final_logs"]
+    del body["final_logs_file"]
     body.update(write_final_logs(run, logs))
     (run / "run.json").write_text(dumps(body) + "\n")
     assert body["final_logs_file"] == {"file": FINAL_LOGS_FILE,

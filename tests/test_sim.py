@@ -124,8 +124,9 @@ def test_cluster_sim_cli_writes_identical_files_for_one_seed(tmp_path):
         assert main(["cluster", "sim", "--seed", "5", "--duration", "3s", "--nemesis",
                      "crash,pause", "--trace-out", str(tmp_path / name)]) == 0
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == ["b0.ndjson", "b1.ndjson", "b2.ndjson", "consumer.ndjson", "meta.ndjson",
-                     "nemesis.ndjson", "producer.ndjson", "run.json"]
+    assert files == ["b0.ndjson", "b1.ndjson", "b2.ndjson", "consumer.ndjson",
+                     "final_logs.jsonl", "meta.ndjson", "nemesis.ndjson", "producer.ndjson",
+                     "run.json"]
     for name in files:
         if name != "run.json":
             assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

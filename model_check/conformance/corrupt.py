@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from impl.trace import FINAL_LOGS_FILE, write_final_logs
+from impl.trace import FINAL_LOGS_FILE, FINAL_LOGS_KEY, write_final_logs
 
 Files = dict[str, bytes]
 
@@ -282,7 +282,8 @@ def run_json_count_as_a_string(files, rng):
 
 
 def final_log_changed(files, rng):
-    if "run.json" not in files:
+    files = _final_logs_inline(files)
+    if files is None:
         return None
     run = json.loads(files["run.json"])
     logs = [log for log in run.get("final_logs", {}).values() if log]
@@ -591,9 +592,27 @@ def key_given_twice(files, rng):
     return {**files, "b0.ndjson": b"\n".join(lines)}
 
 
-def _final_logs_beside(files: Files) -> Files | None:
-    """The run with its final logs moved out of run.json into the file beside it."""
+def _final_logs_inline(files: Files) -> Files | None:
+    """The run with its final logs in run.json (as runs wrote them before the file beside
+    it), or None if it has none."""
     run = _run_json(files)
+    if run is None or (FINAL_LOGS_KEY not in run and "final_logs" not in run):
+        return None
+    if FINAL_LOGS_KEY in run and FINAL_LOGS_FILE in files:
+        del run[FINAL_LOGS_KEY]
+        logs: dict[str, list] = {}
+        for chunk in _lines(files[FINAL_LOGS_FILE]):
+            logs.setdefault(str(chunk["partition"]), []).extend(chunk["records"])
+        run["final_logs"] = logs
+        files = {name: data for name, data in files.items() if name != FINAL_LOGS_FILE}
+    return _with_run_json(files, run)
+
+
+def _final_logs_beside(files: Files) -> Files | None:
+    """The run with its final logs in the file beside run.json."""
+    run = _run_json(files)
+    if run is not None and FINAL_LOGS_KEY in run and FINAL_LOGS_FILE in files:
+        return files
     if run is None or "final_logs" not in run:
         return None
     with tempfile.TemporaryDirectory() as directory:
@@ -623,8 +642,8 @@ def final_log_file_short(files, rng):
     return {**out, FINAL_LOGS_FILE: _dump(lines)}
 
 
-def final_logs_beside_run_json(files, rng):
-    return _final_logs_beside(files)
+def final_logs_in_run_json(files, rng):
+    return _final_logs_inline(files)
 
 
 # Controls: the same run in other bytes --------------------------------------------------------
@@ -708,7 +727,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("run.json count as a string", True, run_json_count_as_a_string,
          "run.json's writes_acked as a string"),
     Kind("final log changed", True, final_log_changed,
-         "a value of run.json's final log replaced"),
+         "a value of a final log held in run.json replaced"),
     Kind("run.json config changed", True, run_json_config_changed,
          "run.json's min ISR differs from the headers'"),
     Kind("invoke of another value", True, invoke_of_another_value,
@@ -756,8 +775,8 @@ KINDS: tuple[Kind, ...] = (
          "a value in final_logs.jsonl replaced"),
     Kind("final log file short", True, final_log_file_short,
          "the last record of final_logs.jsonl gone"),
-    Kind("final logs beside run.json (control)", False, final_logs_beside_run_json,
-         "the same final logs in final_logs.jsonl"),
+    Kind("final logs in run.json (control)", False, final_logs_in_run_json,
+         "the same final logs inline in run.json, as older runs hold them"),
     Kind("keys reordered (control)", False, keys_reordered, "same JSON, keys shuffled"),
     Kind("whitespace changed (control)", False, whitespace_changed, "same JSON, other spacing"),
 )
