@@ -46,12 +46,16 @@ local process can stop or partition a node:
   or receives is lost, traced as a `NetworkDrop` (why `nemesis`) and neither end told; a
   message it sends to a peer in `duplicate` (`*`: any) goes out twice at that rate, so a
   fault on one broker duplicates its messages both ways; its sends to a peer in `delay` wait
-  that long (one queue per peer: FIFO kept). Choices come from `random.Random(S)`. A receiver hands each
-  message id of a connection to its core once and discards a copy, as TCP never duplicates
-  and the spec has no duplicates.
+  that long (one queue per peer: FIFO kept). Choices come from `random.Random(S)`. A
+  receiver hands each message id of a connection to its core once and discards a copy, as TCP
+  never duplicates and the spec has no duplicates.
 - `{"ctl": "view"}`: the answer's `ack` is the node's view now (what `final.json` holds).
 - `{"ctl": "go", "start_ms": N}`: the run's time 0, for a node started with `--start-ms 0`
   (the supervisor fixes time 0 once every node is ready).
+- `{"ctl": "quiet"}`: the core takes no more inputs and nothing more is traced (messages
+  already sent still go). The supervisor quiets every node before it stops any, so that no
+  node reacts to a peer's stop (a follower whose leader stopped fetched again while its last
+  fetch was still in flight, a step the spec refuses).
 - `{"ctl": "stop"}`: clean shutdown, as on SIGTERM or SIGINT: trace flushed, disk flushed, a
   `final.json` of the node's view written to `RUN_DIR/<node>/`.
 A refused handshake, a frame over the size cap and a partial frame idle for `IDLE_TIMEOUT_S`
@@ -269,6 +273,7 @@ class Node:
         self.listeners: list = []
         self.kafka = None  # impl.kafka.serve.KafkaServer when this broker serves Kafka clients
         self.watch = None  # called with each input's effects (the supervisor's liveness phase)
+        self.quiet = False  # the run is ending: no more inputs (the `quiet` control)
 
     # Time and inputs ---------------------------------------------------------------------------
 
@@ -293,6 +298,8 @@ class Node:
     def handle(self, call) -> None:
         """Hand an input to the core, `call(core, now)`, and carry out its effects
         synchronously; one input has one time."""
+        if self.quiet:
+            return
         now = self.now()
         self.apply(call(self.core, now), now)
         self.reschedule()
@@ -367,6 +374,8 @@ class Node:
                 scope.deadline = self._trio_deadline(self.core.next_deadline())
                 await trio.sleep_forever()
             self.timer_scope = None
+            if self.quiet:
+                await trio.sleep_forever()
             if self.now() >= self.core.next_deadline():
                 self.handle(lambda core, now: core.on_timer(now))
                 self.trace.flush()
@@ -404,6 +413,8 @@ class Node:
     def log_drop(self, src: str, dst: str, mid: str, message, why: str) -> None:
         # A drop of one input's send is at that input's time: the clock may have moved on
         # since, and the input's later events carry its time (a node's trace never goes back).
+        if self.quiet:
+            return  # lost untraced: the spec keeps it in flight, as a message never received
         now = self.now() if self.input_ms is None else self.input_ms
         self.stats["dropped_messages"] += 1
         trace_drop(self.trace, now, src, dst, mid, message, why)
@@ -690,6 +701,8 @@ class Node:
         elif what == "go" and type(frame.get("start_ms")) is int and not self.go.is_set():
             self.start_ms = frame["start_ms"]
             self.go.set()
+        elif what == "quiet":
+            self.quiet = True
         elif what == "stop":
             self.stopped.set()
         elif what != "ping":

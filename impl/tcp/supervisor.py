@@ -31,7 +31,7 @@ control) every `LIVENESS_CHECK_MS`. The run stops when all do; otherwise the sum
 `liveness` line names each partition that did not. A run without a duration, or without
 isrlab's own workload, has no liveness phase.
 
-Shutdown: every node is sent `stop` (SIGCONT first if paused); a node that does not exit in
+Shutdown: every node is sent `quiet` (see node.py), then `stop` (SIGCONT first if paused); a node that does not exit in
 time is killed. `run_cluster` kills whatever is left on any exit path, Ctrl-C and set-up
 failures included (SIGTERM, then SIGKILL), and nodes exit by themselves if the supervisor dies
 (they watch their parent). A node that exits when neither the nemesis nor the shutdown asked it
@@ -455,8 +455,17 @@ class Cluster:
             with trio.move_on_after(5):
                 await self.procs.procs[node].wait()
 
+        async def quiet(node: str) -> None:
+            if self.procs.alive(node):
+                await self.control(node, {"ctl": "quiet"})
+
         self.notice_failures()
         self.stopping = True
+        for client in self.clients.values():
+            client.quiet = True
+        async with trio.open_nursery() as nursery:  # no node reacts to another's stop
+            for node in list(self.procs.procs):
+                nursery.start_soon(quiet, node)
         async with trio.open_nursery() as nursery:
             for node in list(self.procs.procs):
                 nursery.start_soon(stop, node)
