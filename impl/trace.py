@@ -9,6 +9,7 @@ keeps the `NodeTrace`). An event's outcome is a `vocab.outcomes.Code` with its f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -51,6 +52,11 @@ def reproduce_command(config, options, mode: str = "sim") -> str:
         parts.append(f"--nemesis {','.join(options.nemesis)}")
     if getattr(options, "max_faults", 1) != 1:
         parts.append(f"--faults {options.max_faults}")
+    for at, kind, target, length in getattr(options, "faults", ()):
+        parts.append(f"--fault {at}:{kind}:{target}:{length}")
+    defaults = {f.name: f.default for f in dataclasses.fields(options)}
+    if getattr(options, "liveness_ms", None) != defaults.get("liveness_ms"):
+        parts.append(f"--liveness {options.liveness_ms}ms")
     if config.unclean_leader_election_enable:
         parts.append("--unclean")
     if config.eligible_leader_replicas_enable:

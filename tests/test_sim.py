@@ -458,3 +458,20 @@ def test_a_truncation_at_the_leo_sheds_and_persists_an_epoch_led_without_writing
     assert core._truncate(r, 1) == [DiskCheckpoint(0, ((0, 0),), 0)]
     assert (r.leo, r.epoch_cache) == (1, [(0, 0)])
     assert core._truncate(r, 1) == []
+
+
+def test_the_reproduce_command_runs_the_same_run(tmp_path):
+    # The liveness bound is part of the run: a command without it runs another one.
+    import shlex
+
+    from isrlab.cli import main
+
+    first = tmp_path / "first"
+    assert main(["cluster", "sim", "--seed", "3", "--duration", "3s", "--liveness", "4s",
+                 "--nemesis", "crash,drop", "--trace-out", str(first)]) == 0
+    command = json.loads((first / "run.json").read_text())["command"]
+    assert "--liveness 4000ms" in command and "--nemesis crash,drop" in command
+    again = tmp_path / "again"
+    assert main([*shlex.split(command)[1:], "--trace-out", str(again)]) == 0
+    for path in sorted(first.glob("*.ndjson")):
+        assert path.read_bytes() == (again / path.name).read_bytes(), path.name
