@@ -238,6 +238,17 @@ def producer_config(servers: str, acks: str) -> dict:
             "message.timeout.ms": FLUSH_TIMEOUT_S * 1000, "log_level": 0}
 
 
+def send(producer, count: int, report) -> None:
+    """`count` records to partition 0, each reported to `report`; a full client queue waits."""
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, RECORD, partition=0, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+
+
 def measure(target: str, acks: str, records: int, warmup: int, trace: bool) -> Result:
     from confluent_kafka import Producer
 
@@ -251,17 +262,8 @@ def measure(target: str, acks: str, records: int, warmup: int, trace: bool) -> R
             if err is not None and not first_error:
                 first_error.append(err.str())
 
-        def send(producer: Producer, count: int) -> None:
-            for _ in range(count):
-                while True:
-                    try:
-                        producer.produce(TOPIC, RECORD, partition=0, on_delivery=report)
-                        break
-                    except BufferError:
-                        producer.poll(0.01)
-
         try:
-            send(producer, max(1, warmup))
+            send(producer, max(1, warmup), report)
             if producer.flush(FLUSH_TIMEOUT_S) or delivered[1]:
                 raise BenchError(f"{target} acks={acks}: the warm-up was not delivered "
                                  f"({delivered[1]} errors, the first: {first_error[:1]})")
@@ -270,7 +272,7 @@ def measure(target: str, acks: str, records: int, warmup: int, trace: bool) -> R
             busy0 = machine_busy_ticks()
             cpu0 = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()
-            send(producer, records)
+            send(producer, records, report)
             left = producer.flush(FLUSH_TIMEOUT_S)
             wall = time.perf_counter() - start
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
