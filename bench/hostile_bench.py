@@ -450,10 +450,16 @@ def door_section(seconds: float, root: Path) -> list[Row]:
         fenced = {k: n for k, n in r["store_actions_during"].items()
                   if k in ("ControllerElectLeader", "ControllerHandleBrokerFailure",
                            "LeaderShrinkIsr")}
+        # Parked long polls are Kafka's own behaviour, not a fault: they must be held and
+        # answered at their max_wait, each of them, rather than refused.
+        told_ok = (told.get("answers", 0) >= told.get("opened", 0) > 0
+                   if name == "parked-polls" else bool(closed or errors))
         ok = (r["failed"] == 0 and r["acked"] == r["sent"] and not fenced
-              and r["leader_rss_max_mb"] < DOOR_RSS_MB_MAX and (closed or errors)
+              and r["leader_rss_max_mb"] < DOOR_RSS_MB_MAX and told_ok
               and r["tracebacks"] == 0)
-        rows.append(Row("door", f"{name} ({seconds:g} s)", must,
+        rows.append(Row("door", f"{name} ({seconds:g} s)",
+                        must.replace("attacker closed or refused", "every poll answered")
+                        if name == "parked-polls" else must,
                         f"{r['acked']}/{r['sent']} acked, {r['failed']} failed, "
                         f"store: {fenced or 'no change'}, RSS {r['leader_rss_max_mb']} MB, "
                         f"{closed} closed, {errors} error answers, "

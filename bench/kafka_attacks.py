@@ -23,7 +23,9 @@ a thread until `stop` is set, so another harness can reuse them (`ATTACKS`):
 - half-sent: 200 connections, each the first 15 MiB of a 16 MiB Produce, never finished (one
   closed is replaced);
 - parked-polls: 200 connections, each a Fetch of partition 3 (led by the same broker as
-  partition 0, no writes) at its end with max_wait 30 s, sent again whenever answered.
+  partition 0, no writes) at its end with max_wait 2 s, sent again whenever answered: a
+  legitimate request at volume, which the broker must hold without spinning and answer
+  (empty) at its max_wait.
 """
 
 from __future__ import annotations
@@ -275,7 +277,7 @@ def half_sent(port: int, stop: threading.Event, info: dict, count: int = 200) ->
 
 def parked_polls(port: int, stop: threading.Event, info: dict, count: int = 200) -> dict:
     partition = info["idle_partition"]
-    frame = fetch_request([(partition, 0)], max_wait_ms=30_000)
+    frame = fetch_request([(partition, 0)], max_wait_ms=2_000)
     socks = []
     for _ in range(count):
         try:
