@@ -14,8 +14,9 @@ import json
 import os
 from pathlib import Path
 
-from isrlab.cmd_cluster import MESSAGE_FAULTS, add_sim_options
+from isrlab.cmd_cluster import add_sim_options
 from isrlab.options import (
+    MESSAGE_FAULTS,
     WORKERS,
     UsageError,
     absolute_path,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from isrlab.options import (
-    NEMESIS,
+    MESSAGE_FAULTS,
     UsageError,
     absolute_path,
     add_cluster_options,
@@ -27,10 +27,6 @@ from isrlab.options import (
     output_dir,
     parse_duration,
 )
-
-# The message faults (impl.sim.MESSAGE_FAULTS), which --nemesis takes in `sim`, `tcp` and
-# `campaign`.
-MESSAGE_FAULTS = ("drop", "duplicate", "delay")
 
 
 def _commit() -> str:
@@ -256,22 +252,7 @@ def _port(text: str) -> int:
 
 
 def add_sim_options(p: argparse.ArgumentParser) -> None:
-    """What the reference broker's clusters run and Apache Kafka's does not: the message
-    faults among --nemesis, and --liveness."""
-    known = (*NEMESIS, *MESSAGE_FAULTS)
-
-    def nemesis(text: str) -> tuple[str, ...]:
-        kinds = tuple(k for k in (x.strip() for x in text.split(",")) if k)
-        for kind in kinds:
-            if kind not in known:
-                raise argparse.ArgumentTypeError(
-                    f"unknown nemesis {kind!r} (known: {', '.join(known)})")
-        return kinds
-
-    for action in p._actions:
-        if action.dest == "nemesis":
-            action.type = nemesis
-            action.help = f"comma-separated faults: {','.join(known)}"
+    """What the reference broker's clusters run and Apache Kafka's does not: --liveness."""
     p.add_argument("--liveness", type=parse_duration, default=10_000, metavar="T",
                    help="after the faults heal at --duration, how long the cluster has to "
                    "lead every partition with a full ISR and acknowledge a write (default "

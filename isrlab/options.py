@@ -481,8 +481,10 @@ def invariant_names(
 
 # The reference broker cluster -------------------------------------------------------------------
 
+# Faults of inter-node messages (impl.sim.MESSAGE_FAULTS): the reference broker's clusters only.
+MESSAGE_FAULTS = ("drop", "duplicate", "delay")
 NEMESIS = ("crash", "partition", "pause", "slow", "isr-kill", "isr-kill-process",
-           "isr-kill-all", "controller-kill")
+           "isr-kill-all", "controller-kill", *MESSAGE_FAULTS)
 
 # A cluster's partitions unless the flags or the config file say otherwise: enough for
 # leadership to spread over three brokers (two per broker).

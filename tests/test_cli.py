@@ -126,7 +126,8 @@ def test_replay_piped_into_head_ends_quietly(run_dir):
      "isrlab campaign: error: --duration 0 (run until stopped) is for isrlab cluster tcp"),
     (["cluster", "tcp", "--fault", "1000:explode:b0:10", "--trace-out", "x"],
      "isrlab cluster tcp: error: argument --fault: '1000:explode:b0:10': expected "
-     "AT_MS:KIND:bN:LENGTH_MS with KIND one of crash, partition, pause, slow"),
+     "AT_MS:KIND:bN:LENGTH_MS with KIND one of crash, partition, pause, slow, drop, "
+     "duplicate, delay"),
     (["cluster", "tcp", "--fault", "1000:crash:b7:10", "--trace-out", "x"],
      "isrlab cluster: error: --fault: no broker b7 (3 brokers)"),
     (["cluster", "tcp", "--topic", "a b", "--trace-out", "x"],
