@@ -18,8 +18,10 @@ from model_check.conformance.replay import (
     IncrementalReplay,
     TraceError,
     load_run,
+    load_texts,
     merge,
     replay_paths,
+    replay_run,
 )
 from vocab.trace import FORMAT
 
@@ -347,3 +349,14 @@ def test_an_abandoned_fetch_answered_with_a_different_hw_is_a_divergence():
     divergence = replay.feed(journal)
     assert divergence is not None and divergence.event.action == "LeaderHandleFetch"
     assert ("high_watermark", 1, 0) in divergence.differences
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_acks_zero_write_to_a_broker_that_no_longer_leads_is_sent_and_lost(seed):
+    # acks=0: the producer calls a write sent at once, and a broker that no longer leads drops
+    # it without a word. Each of these runs diverged ("never sent to the spec") when replay
+    # asked every write the producer called sent to have reached the spec's leader.
+    sim = simulate(ClusterConfig(acks="0", partitions=6), SimOptions(
+        seed=seed, duration_ms=30_000, nemesis=("crash", "partition", "pause")))
+    result = replay_run(load_texts(sim.traces, sim.run_json()))
+    assert result.verdict == "accepted", result.divergence
