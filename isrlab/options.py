@@ -156,17 +156,23 @@ def input_problem(path: str, max_bytes: int = MAX_INPUT_BYTES) -> str | None:
     return None
 
 
-def input_file(max_bytes: int = MAX_INPUT_BYTES):
-    """An argparse type for an input file flag: an existing regular file of at most
-    `max_bytes`, made absolute (as `absolute_path`)."""
+def _checked_path(problem, name: str):
+    """An argparse type: the path made absolute (as `absolute_path`), refused with `problem`'s
+    reason when it has one; `name` is what argparse calls the value."""
     def parse(text: str) -> str:
         path = absolute_path(text)
-        why = input_problem(path, max_bytes)
+        why = problem(path)
         if why:
             raise argparse.ArgumentTypeError(why)
         return path
-    parse.__name__ = "file"
+    parse.__name__ = name
     return parse
+
+
+def input_file(max_bytes: int = MAX_INPUT_BYTES):
+    """An argparse type for an input file flag: an existing regular file of at most
+    `max_bytes`."""
+    return _checked_path(lambda path: input_problem(path, max_bytes), "file")
 
 
 CONFIG_FILE = input_file(MAX_CONFIG_BYTES)
@@ -264,30 +270,10 @@ def output_dir_problem(path: str) -> str | None:
     return _cannot_write_in(str(existing))
 
 
-def output_file_path(text: str) -> str:
-    """An argparse type for an output file flag: absolute, and writable (`output_file_problem`)
-    before any work is done."""
-    path = absolute_path(text)
-    why = output_file_problem(path)
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return path
-
-
-output_file_path.__name__ = "file"
-
-
-def output_dir_path(text: str) -> str:
-    """An argparse type for an output directory flag: absolute, and writable
-    (`output_dir_problem`) before any work is done."""
-    path = absolute_path(text)
-    why = output_dir_problem(path)
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return path
-
-
-output_dir_path.__name__ = "directory"
+# Argparse types for output flags, checked (`output_file_problem`, `output_dir_problem`) before
+# any work is done.
+output_file_path = _checked_path(output_file_problem, "file")
+output_dir_path = _checked_path(output_dir_problem, "directory")
 
 
 def write_output(flag: str, path: str, text: str) -> None:
