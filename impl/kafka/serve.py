@@ -44,7 +44,6 @@ from impl.kafka.codec import (
     request_max_bytes,
 )
 from impl.kafka.door import KafkaDoor
-from impl.tcp.node import close_quietly
 
 HOST = "127.0.0.1"
 MAX_CONNECTIONS = 256
@@ -192,7 +191,7 @@ class KafkaServer:
             self.stats["refused_connections"] += 1
             self.log(f"refusing a connection: {self.max_connections} are open and none idle",
                      "refused")
-            await close_quietly(stream)
+            await _close_quietly(stream)
             return
         conn = _Connection(trio.current_time())
         self.open.add(conn)
@@ -210,7 +209,7 @@ class KafkaServer:
             pass
         finally:
             self._drop(conn)
-            await close_quietly(stream)
+            await _close_quietly(stream)
 
     def _drop(self, conn: _Connection) -> None:
         """Forget a connection: its slot, its bytes and its requests' pending answers."""
@@ -481,3 +480,10 @@ def _timeout_s(request) -> float:
     return min(max(0.1, timeout.total_seconds()), cap) if timeout is not None else cap
 
 
+async def _close_quietly(stream) -> None:
+    with trio.move_on_after(1) as scope:
+        scope.shield = True
+        try:
+            await stream.aclose()
+        except _CONNECTION_ERRORS:
+            pass

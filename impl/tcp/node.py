@@ -195,7 +195,7 @@ async def open_peer(port: int, name: str, listener: str, key: bytes,
             raise HandshakeFailed(f"the listener on port {port} did not prove it is "
                                   f"{listener} of this run")
         except BaseException:  # a timeout's Cancelled too
-            await close_quietly(stream)
+            await _close_quietly(stream)
             raise
     raise HandshakeFailed(f"{listener} did not finish the handshake within {timeout_s:g} s")
 
@@ -222,7 +222,7 @@ async def accept_peer(listener, key: bytes, name: str,
                                                                  who, name)}))
             return stream, hello, decoder
     except BaseException:
-        await close_quietly(stream)
+        await _close_quietly(stream)
         raise
 
 
@@ -502,7 +502,7 @@ class Node:
         if out.conn_id != conn_id or out.stream is None:
             return
         stream, out.stream = out.stream, None
-        self.nursery.start_soon(close_quietly, stream)
+        self.nursery.start_soon(_close_quietly, stream)
         self.disconnected(dst)
         self.trace.flush()
 
@@ -517,7 +517,7 @@ class Node:
         if self.connections >= MAX_CONNECTIONS:
             self.stats["refused_connections"] += 1
             log(self.name, f"refusing a connection: {MAX_CONNECTIONS} are open")
-            await close_quietly(stream)
+            await _close_quietly(stream)
             return
         self.connections += 1
         peer: str | None = None
@@ -542,7 +542,7 @@ class Node:
             if ended is not None:
                 del self.inbound[peer]
                 ended.set()
-            await close_quietly(stream)
+            await _close_quietly(stream)
         # Only the proven connection of a peer breaking tells the core: a stranger's does not.
         if ended is not None and not self.stopped.is_set():
             self.disconnected(peer)
@@ -727,8 +727,7 @@ class Node:
         self.fault_rng = random.Random(seed if type(seed) is int else 0)
 
 
-async def close_quietly(stream) -> None:
-    """Close a connection, whatever state it is in, within a second."""
+async def _close_quietly(stream) -> None:
     with trio.move_on_after(1) as scope:
         scope.shield = True
         try:
